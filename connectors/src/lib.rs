@@ -1,0 +1,1 @@
+//! Connectors: the edges of freshet (Kafka, Milvus, tantivy, embedding models).
