@@ -1,1 +1,0 @@
-//! Connectors: the edges of freshet (Kafka, Milvus, tantivy, embedding models).

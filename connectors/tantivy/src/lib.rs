@@ -1,0 +1,1 @@
+//! freshet tantivy connector.
