@@ -1,0 +1,43 @@
+//! The embedding operator: turns chunk texts into L2-normalised vectors, asking the model only for
+//! texts that no cache has seen.
+//!
+//! CONTRACT: [`Embedder`] is implemented by `freshet-embedding` (fastembed) and by test doubles;
+//! [`VectorCache`] by `freshet-embedding`'s persistent cache. Cache keys are [`cache_key`].
+
+/// Error from a model or a cache, as text (the operator does not care which backend failed).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct EmbedError(pub String);
+
+/// A text embedding model.
+pub trait Embedder {
+    /// Identifies the model and its settings; part of every cache key.
+    fn model_id(&self) -> &str;
+    /// Vector dimension.
+    fn dim(&self) -> usize;
+    /// Embeds passages (documents' chunks). Returned vectors need not be normalised.
+    fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// A persistent store of vectors by [`cache_key`].
+pub trait VectorCache {
+    fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<f32>>>, EmbedError>;
+    fn put_many(&mut self, entries: &[([u8; 32], Vec<f32>)]) -> Result<(), EmbedError>;
+}
+
+/// blake3(model id 0x00 text).
+pub fn cache_key(model_id: &str, text: &str) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(model_id.as_bytes());
+    h.update(&[0]);
+    h.update(text.as_bytes());
+    *h.finalize().as_bytes()
+}
+
+/// Scales `v` to unit L2 norm (a zero vector stays zero).
+pub fn l2_normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
