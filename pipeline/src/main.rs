@@ -1,1 +1,79 @@
-fn main() {}
+//! `freshet`: the indexing pipeline binary.
+//!
+//! - `freshet run [--config freshet.toml]`: consume the document topic and keep Milvus and
+//!   tantivy in sync with it (until SIGINT/SIGTERM, then drain and commit).
+//! - `freshet publish --jsonl FILE | --dir DIR`: a source connector that publishes documents to
+//!   the topic using the document contract.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use freshet_pipeline::config::Config;
+use freshet_pipeline::metrics::Metrics;
+
+#[derive(Parser)]
+#[command(name = "freshet", version, about = "Streaming RAG indexing: Kafka → dataflow → Milvus + tantivy")]
+struct Cli {
+    /// TOML configuration file (every setting optional; FRESHET_<SECTION>_<KEY> overrides).
+    #[arg(long, global = true, env = "FRESHET_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the indexing pipeline.
+    Run,
+    /// Publish documents to the document topic.
+    Publish {
+        /// A JSONL file of document envelopes or BEIR corpus lines.
+        #[arg(long, conflicts_with = "dir")]
+        jsonl: Option<PathBuf>,
+        /// A directory of .md/.txt/.html files (id = relative path).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FRESHET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = real_main() {
+        eprintln!("freshet: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    let config = Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Run => {
+            let stop = Arc::new(AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+            }
+            let metrics = Metrics::new();
+            if !config.metrics.listen.is_empty() {
+                let addr = metrics.serve(&config.metrics.listen)?;
+                tracing::info!(%addr, "serving /metrics");
+            }
+            freshet_pipeline::run::run(config, stop.clone(), metrics)?;
+            if stop.load(Ordering::SeqCst) {
+                tracing::info!("stopped cleanly");
+            }
+            Ok(())
+        }
+        Command::Publish { jsonl, dir } => freshet_pipeline::publish::publish(&config, jsonl, dir),
+    }
+}

@@ -1,1 +1,289 @@
-//! Helpers shared by the integration tests.
+//! Helpers for freshet's integration tests: a test case owns its own topic, dead-letter topic,
+//! Milvus collection, tantivy index and embedding cache, and runs the real `freshet` binary
+//! against the services that `deploy/test.sh` started.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use freshet_kafka::{admin, DocumentProducer, KafkaConfig, PartitionReader, Record};
+use freshet_milvus::{MilvusConfig, MilvusSink};
+use freshet_operators::chunk::{Chunk, ChunkerConfig, HfTokenCounter};
+use freshet_operators::document::Change;
+use freshet_operators::envelope::{decode, DecodeLimits};
+use freshet_operators::prepare::prepare;
+use freshet_tantivy::ChunkIndexReader;
+
+/// Required environment, set by `deploy/test.sh`.
+pub fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run the integration tests with deploy/test.sh"))
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// The `freshet` binary built by `deploy/test.sh` (`FRESHET_BIN` overrides).
+pub fn freshet_bin() -> PathBuf {
+    std::env::var("FRESHET_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target").join("debug").join("freshet"))
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{name}_{}_{}", std::process::id(), nanos % 1_000_000_000)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(19464)
+}
+
+/// One isolated test case.
+pub struct Case {
+    pub name: String,
+    pub dir: PathBuf,
+    pub kafka: KafkaConfig,
+    pub collection: String,
+    pub partitions: i32,
+    pub metrics_port: u16,
+    producer: DocumentProducer,
+    /// Highest offset produced per partition.
+    produced: BTreeMap<i32, i64>,
+    pipeline: Option<Child>,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Case {
+    pub fn new(name: &str, partitions: i32) -> Result<Case> {
+        let id = unique(name);
+        let dir = std::env::temp_dir().join("freshet-tests").join(&id);
+        std::fs::create_dir_all(&dir)?;
+        let mut kafka = KafkaConfig::with_brokers(env("FRESHET_KAFKA_BROKERS"));
+        kafka.topic = format!("docs.{id}");
+        kafka.dlq_topic = format!("docs.{id}.dlq");
+        kafka.group_id = format!("freshet-{id}");
+        admin::ensure_topic(&kafka, &kafka.topic, partitions)?;
+        admin::ensure_topic(&kafka, &kafka.dlq_topic, 1)?;
+        let producer = DocumentProducer::new(&kafka)?;
+        Ok(Case {
+            name: id.clone(),
+            dir,
+            kafka,
+            collection: format!("t_{}", id.replace(['.', '-'], "_")),
+            partitions,
+            metrics_port: free_port(),
+            producer,
+            produced: BTreeMap::new(),
+            pipeline: None,
+            extra_env: Vec::new(),
+        })
+    }
+
+    pub fn tantivy_path(&self) -> PathBuf {
+        self.dir.join("tantivy")
+    }
+
+    /// Publishes one record (value `None` = tombstone).
+    pub fn send(&mut self, key: &str, value: Option<&[u8]>) -> Result<()> {
+        let (p, o) = self.producer.send(&self.kafka.topic, key.as_bytes(), value)?;
+        let e = self.produced.entry(p).or_insert(o);
+        *e = (*e).max(o);
+        Ok(())
+    }
+
+    pub fn send_json(&mut self, key: &str, value: &serde_json::Value) -> Result<()> {
+        let bytes = serde_json::to_vec(value)?;
+        self.send(key, Some(&bytes))
+    }
+
+    /// Starts `freshet run` for this case.
+    pub fn start_pipeline(&mut self) -> Result<()> {
+        if self.pipeline.is_some() {
+            bail!("pipeline already running");
+        }
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("pipeline.log"))?;
+        let mut cmd = Command::new(freshet_bin());
+        cmd.arg("run")
+            .env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
+            .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
+            .env("FRESHET_KAFKA_DLQ_TOPIC", &self.kafka.dlq_topic)
+            .env("FRESHET_KAFKA_GROUP_ID", &self.kafka.group_id)
+            .env("FRESHET_KAFKA_CLIENT_PROPERTIES", "{\"session.timeout.ms\" = \"6000\"}")
+            .env("FRESHET_MILVUS_URL", env("FRESHET_MILVUS_URL"))
+            .env("FRESHET_MILVUS_COLLECTION", &self.collection)
+            .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
+            .env("FRESHET_PIPELINE_EMBEDDING_CACHE_PATH", self.dir.join("cache.redb"))
+            .env("FRESHET_METRICS_LISTEN", format!("127.0.0.1:{}", self.metrics_port))
+            .env("FRESHET_LOG", "info")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log));
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().with_context(|| format!("starting {}", freshet_bin().display()))?;
+        self.pipeline = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL: no chance to flush or commit.
+    pub fn kill_pipeline(&mut self) -> Result<()> {
+        if let Some(mut c) = self.pipeline.take() {
+            c.kill()?;
+            c.wait()?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop_pipeline(&mut self) -> Result<()> {
+        if let Some(mut c) = self.pipeline.take() {
+            let pid = c.id().to_string();
+            Command::new("kill").args(["-TERM", &pid]).status()?;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if let Some(status) = c.try_wait()? {
+                    if !status.success() {
+                        bail!("pipeline exited with {status}; log: {}", self.log_tail());
+                    }
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    c.kill()?;
+                    bail!("pipeline did not stop within 60 s; log: {}", self.log_tail());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("pipeline.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(c) = self.pipeline.as_mut() {
+            if let Some(status) = c.try_wait()? {
+                self.pipeline = None;
+                bail!("pipeline exited early with {status}; log:\n{}", self.log_tail());
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the tantivy commit reflects every record produced so far.
+    pub fn wait_indexed(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_alive()?;
+            if let Ok(reader) = ChunkIndexReader::open(self.tantivy_path()) {
+                if let Ok(Some(payload)) = reader.last_payload() {
+                    let done = payload.offsets.get(&self.kafka.topic);
+                    if self.produced.iter().all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|next| *next > *o)) {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("not indexed within {timeout:?}; log:\n{}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Every chunk in the tantivy index.
+    pub fn tantivy_chunks(&self) -> Result<Vec<Chunk>> {
+        let reader = ChunkIndexReader::open(self.tantivy_path())?;
+        Ok(reader.load_all()?)
+    }
+
+    /// Every chunk id in the Milvus collection.
+    pub fn milvus_ids(&self) -> Result<Vec<String>> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let cfg = MilvusConfig {
+            url: env("FRESHET_MILVUS_URL"),
+            collection: self.collection.clone(),
+            dim: 384,
+            ..Default::default()
+        };
+        rt.block_on(async {
+            let m = MilvusSink::connect(cfg).await?;
+            m.list_chunk_ids().await
+        })
+        .map_err(|e| anyhow!("listing Milvus ids: {e}"))
+    }
+
+    /// Scrapes the pipeline's `/metrics` into name{labels} → value.
+    pub fn metrics(&self) -> Result<BTreeMap<String, f64>> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port))?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+        let mut body = String::new();
+        s.read_to_string(&mut body)?;
+        let mut out = BTreeMap::new();
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            if let Some((name, value)) = line.rsplit_once(' ') {
+                if let Ok(v) = value.parse::<f64>() {
+                    out.insert(name.to_string(), v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn metric(&self, name: &str) -> Result<f64> {
+        Ok(self.metrics()?.get(name).copied().unwrap_or(0.0))
+    }
+
+    /// Reads every record of the dead-letter topic.
+    pub fn dlq_records(&self, expected: usize, timeout: Duration) -> Result<Vec<Record>> {
+        let mut cfg = self.kafka.clone();
+        cfg.group_id = format!("{}-dlq-reader", self.kafka.group_id);
+        let mut reader = PartitionReader::new(&cfg, &self.kafka.dlq_topic, &[0], &BTreeMap::from([(0, 0)]))?;
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::new();
+        while out.len() < expected && Instant::now() < deadline {
+            out.extend(reader.poll_batch(100, Duration::from_millis(500))?);
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        let _ = self.kill_pipeline();
+    }
+}
+
+/// The sequential reference: the chunks a clean index must hold after `records` (in order),
+/// computed with the same operators and the default chunking configuration.
+pub fn expected_chunks(records: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap<String, Chunk>> {
+    let tokens = HfTokenCounter::from_file(Path::new(&env("FRESHET_MODEL_DIR")).join("tokenizer.json"))
+        .map_err(|e| anyhow!("{e}"))?;
+    let cfg = ChunkerConfig::default();
+    let mut docs: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
+    for (key, value) in records {
+        match decode(Some(key.as_bytes()), value.as_deref(), &DecodeLimits::default()) {
+            Ok(Change::Upsert(doc)) => {
+                let id = doc.id.clone();
+                if let Ok(chunks) = prepare(doc, &cfg, &tokens) {
+                    docs.insert(id, chunks);
+                }
+            }
+            Ok(Change::Delete { id }) => {
+                docs.remove(&id);
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(docs.into_values().flatten().map(|c| (c.chunk_id.clone(), c)).collect())
+}
+
+pub fn ids<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> BTreeSet<String> {
+    chunks.into_iter().map(|c| c.chunk_id.clone()).collect()
+}

@@ -14,6 +14,7 @@
 //! restart); [`chunk_deltas`] drops its deltas so that nothing is written twice.
 
 mod delta;
+mod embed;
 
 use std::collections::BTreeMap;
 
@@ -27,6 +28,7 @@ use timely::dataflow::Stream;
 use crate::chunk::Chunk;
 
 pub use delta::{deltas_from_updates, reference_deltas, ChunkDelta};
+pub use embed::{embed_batch, embed_deltas, SinkRecord};
 
 /// Logical time of the dataflow: an epoch counter driven by the pipeline's source loop.
 pub type Time = u64;

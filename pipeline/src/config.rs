@@ -1,0 +1,229 @@
+//! Pipeline configuration: one TOML file (every setting optional, see `deploy/freshet.toml`),
+//! then `FRESHET_<SECTION>_<KEY>` environment variables on top (`FRESHET_KAFKA_BROKERS=…`,
+//! `FRESHET_PIPELINE_WORKERS=4`). Values of environment variables are read as TOML values
+//! (`4`, `true`, `["a","b"]`) and fall back to plain strings.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use freshet_embedding::EmbeddingConfig;
+use freshet_kafka::KafkaConfig;
+use freshet_milvus::MilvusConfig;
+use freshet_operators::chunk::ChunkerConfig;
+use freshet_operators::envelope::DecodeLimits;
+
+/// Everything the pipeline binary reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub pipeline: PipelineConfig,
+    /// Size limits of records and fields (over them: DLQ as `too_large`).
+    pub limits: DecodeLimits,
+    pub kafka: KafkaConfig,
+    pub chunking: ChunkerConfig,
+    pub embedding: EmbeddingConfig,
+    pub milvus: MilvusConfig,
+    pub tantivy: TantivyConfig,
+    pub metrics: MetricsConfig,
+}
+
+/// Workers, batching and limits.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Timely worker threads in this process.
+    pub workers: usize,
+    /// Multi-process cluster: this process's index and the `host:port` of every process
+    /// (empty = single process). Every process runs `workers` threads.
+    pub process_index: usize,
+    pub cluster_addresses: Vec<String>,
+    /// Records a worker takes from Kafka per epoch, and how long it waits for them.
+    pub batch_max_records: usize,
+    pub batch_max_wait_ms: u64,
+    /// Where the embedding cache lives. Default `$FRESHET_HOME/cache/embeddings.redb`.
+    pub embedding_cache_path: PathBuf,
+    /// Seconds to wait for in-flight work on SIGTERM/SIGINT before giving up.
+    pub shutdown_timeout_s: u64,
+    /// Partitions of the document topic when the pipeline has to create it.
+    pub topic_partitions: i32,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            workers: 2,
+            process_index: 0,
+            cluster_addresses: Vec::new(),
+            batch_max_records: 512,
+            batch_max_wait_ms: 50,
+            embedding_cache_path: freshet_embedding::freshet_home().join("cache").join("embeddings.redb"),
+            shutdown_timeout_s: 30,
+            topic_partitions: 4,
+        }
+    }
+}
+
+/// The tantivy index the pipeline writes and the query node reads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TantivyConfig {
+    /// Index directory. Default `$FRESHET_HOME/index/tantivy`.
+    pub path: PathBuf,
+    /// Writer memory budget in bytes.
+    pub writer_heap_bytes: usize,
+}
+
+impl Default for TantivyConfig {
+    fn default() -> Self {
+        TantivyConfig {
+            path: freshet_embedding::freshet_home().join("index").join("tantivy"),
+            writer_heap_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The Prometheus endpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `host:port` serving `/metrics`; empty disables it.
+    pub listen: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { listen: "127.0.0.1:9464".into() }
+    }
+}
+
+impl Config {
+    /// Reads `path` (if any), applies the process environment, validates.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Self::load_with_env(path, &env)
+    }
+
+    pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
+        let mut table = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read config file {}", p.display()))?;
+                text.parse::<toml::Table>()
+                    .with_context(|| format!("config file {} is not valid TOML", p.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        apply_env(&mut table, env)?;
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .context("invalid configuration (file or FRESHET_* environment)")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let p = &self.pipeline;
+        if p.workers == 0 {
+            bail!("pipeline.workers must be at least 1");
+        }
+        if p.batch_max_records == 0 {
+            bail!("pipeline.batch_max_records must be at least 1");
+        }
+        if !p.cluster_addresses.is_empty() && p.process_index >= p.cluster_addresses.len() {
+            bail!(
+                "pipeline.process_index {} is outside cluster_addresses (len {})",
+                p.process_index,
+                p.cluster_addresses.len()
+            );
+        }
+        self.chunking.validate().map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The sections an environment variable may address.
+const SECTIONS: &[&str] = &["pipeline", "limits", "kafka", "chunking", "embedding", "milvus", "tantivy", "metrics"];
+
+/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table`.
+fn apply_env(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
+    for (name, raw) in env {
+        let Some(rest) = name.strip_prefix("FRESHET_") else { continue };
+        let rest = rest.to_ascii_lowercase();
+        let Some(section) = SECTIONS.iter().find(|s| rest.starts_with(&format!("{s}_"))) else {
+            continue;
+        };
+        let key = &rest[section.len() + 1..];
+        if key.is_empty() {
+            continue;
+        }
+        let value = parse_env_value(raw);
+        let entry = table
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let Some(section_table) = entry.as_table_mut() else {
+            bail!("config section [{section}] is not a table");
+        };
+        section_table.insert(key.to_string(), value);
+    }
+    Ok(())
+}
+
+fn parse_env_value(raw: &str) -> toml::Value {
+    match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_need_no_file() {
+        let c = Config::load_with_env(None, &[]).unwrap();
+        assert_eq!(c.kafka.brokers, "127.0.0.1:9092");
+        assert_eq!(c.kafka.topic, "documents");
+        assert_eq!(c.kafka.dlq_topic, "documents.dlq");
+        assert_eq!(c.pipeline.workers, 2);
+    }
+
+    #[test]
+    fn env_overrides_file() {
+        let dir = std::env::temp_dir().join(format!("freshet-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f.toml");
+        std::fs::write(&file, "[kafka]\ntopic = \"from-file\"\nbrokers = \"h:1\"\n[pipeline]\nworkers = 3\n").unwrap();
+        let c = Config::load_with_env(
+            Some(&file),
+            &env(&[("FRESHET_KAFKA_TOPIC", "from-env"), ("FRESHET_PIPELINE_BATCH_MAX_RECORDS", "7"), ("FRESHET_HOME", "/x")]),
+        )
+        .unwrap();
+        assert_eq!(c.kafka.topic, "from-env");
+        assert_eq!(c.kafka.brokers, "h:1");
+        assert_eq!(c.pipeline.workers, 3);
+        assert_eq!(c.pipeline.batch_max_records, 7);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_clear_errors() {
+        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKRES", "2")])).unwrap_err();
+        assert!(format!("{e:#}").contains("workres"), "{e:#}");
+        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "0")])).unwrap_err();
+        assert!(format!("{e:#}").contains("workers"), "{e:#}");
+        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "many")])).unwrap_err();
+        assert!(format!("{e:#}").contains("workers") || format!("{e:#}").contains("invalid"), "{e:#}");
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        let e = Config::load_with_env(Some(Path::new("/nonexistent/freshet.toml")), &[]).unwrap_err();
+        assert!(format!("{e:#}").contains("/nonexistent/freshet.toml"));
+    }
+}

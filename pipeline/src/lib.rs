@@ -1,0 +1,9 @@
+//! The freshet indexing pipeline: configuration, the per-worker source loop, the sink stage and
+//! the driver that assembles the dataflow from `freshet-operators` and the connectors.
+
+pub mod config;
+pub mod metrics;
+pub mod publish;
+pub mod run;
+pub mod sink;
+pub mod source;

@@ -1,0 +1,160 @@
+//! The pipeline's Prometheus metrics (names and meanings: `pipeline/METRICS.md`) and the tiny
+//! HTTP endpoint that serves them.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkOp {
+    pub sink: String,
+    pub op: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorClass {
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Partition {
+    pub partition: String,
+}
+
+/// Every metric the pipeline exports. Cheap to clone (handles are shared).
+#[derive(Clone)]
+pub struct Metrics {
+    pub registry: Arc<Registry>,
+    pub documents: Family<Outcome, Counter>,
+    pub chunks: Family<Outcome, Counter>,
+    pub embedding_texts: Family<Outcome, Counter>,
+    pub embedding_calls: Counter,
+    pub sink_ops: Family<SinkOp, Counter>,
+    pub dlq_records: Family<ErrorClass, Counter>,
+    pub consumer_lag: Family<Partition, Gauge>,
+    pub commits: Counter,
+    pub durable_epoch: Gauge,
+    pub source_to_durable: Histogram,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut r = Registry::with_prefix("freshet_pipeline");
+        let documents = Family::<Outcome, Counter>::default();
+        r.register("documents", "Documents read, by outcome (upsert, delete, dlq)", documents.clone());
+        let chunks = Family::<Outcome, Counter>::default();
+        r.register("chunks", "Chunk deltas applied, by outcome (upsert, delete)", chunks.clone());
+        let embedding_texts = Family::<Outcome, Counter>::default();
+        r.register(
+            "embedding_texts",
+            "Texts needing a vector, by outcome (embedded by the model, cache_hit)",
+            embedding_texts.clone(),
+        );
+        let embedding_calls = Counter::default();
+        r.register("embedding_calls", "Batched calls into the embedding model", embedding_calls.clone());
+        let sink_ops = Family::<SinkOp, Counter>::default();
+        r.register("sink_writes", "Records written to a sink, by sink and op", sink_ops.clone());
+        let dlq_records = Family::<ErrorClass, Counter>::default();
+        r.register("dlq_records", "Records sent to the dead-letter topic, by error class", dlq_records.clone());
+        let consumer_lag = Family::<Partition, Gauge>::default();
+        r.register("consumer_lag_records", "High watermark minus next offset, per partition", consumer_lag.clone());
+        let commits = Counter::default();
+        r.register("commits", "Durable commits of both sinks", commits.clone());
+        let durable_epoch = Gauge::default();
+        r.register("durable_epoch", "Newest epoch durably applied to both sinks", durable_epoch.clone());
+        let source_to_durable = Histogram::new(
+            [0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0].into_iter(),
+        );
+        r.register(
+            "source_to_durable_seconds",
+            "Kafka record timestamp to durable in both sinks",
+            source_to_durable.clone(),
+        );
+        Metrics {
+            registry: Arc::new(r),
+            documents,
+            chunks,
+            embedding_texts,
+            embedding_calls,
+            sink_ops,
+            dlq_records,
+            consumer_lag,
+            commits,
+            durable_epoch,
+            source_to_durable,
+        }
+    }
+
+    pub fn outcome(family: &Family<Outcome, Counter>, outcome: &str, n: u64) {
+        family.get_or_create(&Outcome { outcome: outcome.to_string() }).inc_by(n);
+    }
+
+    pub fn sink(&self, sink: &str, op: &str, n: u64) {
+        self.sink_ops.get_or_create(&SinkOp { sink: sink.into(), op: op.into() }).inc_by(n);
+    }
+
+    /// Text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Serves `GET /metrics` (and `/healthz`) on `listen` in a background thread.
+    pub fn serve(&self, listen: &str) -> anyhow::Result<std::net::SocketAddr> {
+        let listener = TcpListener::bind(listen)
+            .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {listen}: {e}"))?;
+        let addr = listener.local_addr()?;
+        let metrics = self.clone();
+        std::thread::Builder::new().name("metrics-http".into()).spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut line = String::new();
+                let mut reader = BufReader::new(match stream.try_clone() {
+                    Ok(s) => s,
+                    Err(_) => continue,
+                });
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                // Drain the request headers.
+                let mut header = String::new();
+                while reader.read_line(&mut header).map(|n| n > 2).unwrap_or(false) {
+                    header.clear();
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/");
+                let (status, ctype, body) = match path {
+                    "/metrics" => ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode()),
+                    "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+                    _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        })?;
+        Ok(addr)
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
