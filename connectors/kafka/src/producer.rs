@@ -1,0 +1,415 @@
+//! Producers: [`DocumentProducer`] for publishing documents, [`DlqProducer`] for dead letters.
+//!
+//! Both wait for the broker's acknowledgement before returning, so a successful return means
+//! the record is durable (`acks=all`).
+
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+
+use crate::client::{client_config, log_client_error, log_line};
+use crate::{dlq_headers, Error, KafkaConfig, Record, Result};
+
+/// Producer settings shared by both producers; all can be overridden by
+/// [`KafkaConfig::client_properties`].
+const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
+    ("acks", "all"),
+    // Idempotence keeps per-partition order and avoids duplicates across internal retries
+    // while many batches are in flight.
+    ("enable.idempotence", "true"),
+    // Snappy batches break tansu's fetch path; lz4 works.
+    ("compression.type", "lz4"),
+    ("linger.ms", "5"),
+    // Same key -> same partition as the Java client, whoever publishes.
+    ("partitioner", "murmur2_random"),
+    ("message.timeout.ms", "60000"),
+];
+
+/// How long `flush` waits.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+type Outcome = std::result::Result<(i32, i64), KafkaError>;
+
+/// Identifies one produced record to its waiter.
+struct Ticket {
+    index: usize,
+    tx: mpsc::Sender<(usize, Outcome)>,
+}
+
+struct DeliveryContext;
+
+impl ClientContext for DeliveryContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        log_line(level, fac, log_message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        log_client_error(&error, reason);
+    }
+}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Box<Ticket>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, ticket: Box<Ticket>) {
+        let outcome = match result {
+            Ok(msg) => Ok((msg.partition(), msg.offset())),
+            Err((e, _)) => Err(e.clone()),
+        };
+        // The waiter may have given up; nothing to do then.
+        let _ = ticket.tx.send((ticket.index, outcome));
+    }
+}
+
+/// The shared machinery: a threaded producer whose delivery reports go to per-call channels.
+struct Inner {
+    producer: ThreadedProducer<DeliveryContext>,
+    /// Upper bound on waiting for one delivery report (librdkafka's message timeout plus
+    /// slack); reports always come before it unless the client is wedged.
+    report_timeout: Duration,
+}
+
+/// One record to produce.
+struct Outgoing<'a> {
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    headers: Option<OwnedHeaders>,
+}
+
+impl Inner {
+    fn new(cfg: &KafkaConfig, what: &'static str) -> Result<Self> {
+        let cc = client_config(cfg, PRODUCER_DEFAULTS, &[]);
+        // `delivery.timeout.ms` is an alias of `message.timeout.ms`; take the larger if both.
+        let message_timeout_ms: u64 = ["message.timeout.ms", "delivery.timeout.ms"]
+            .iter()
+            .filter_map(|k| cc.get(k)?.parse().ok())
+            .max()
+            .unwrap_or(300_000);
+        let producer = cc
+            .create_with_context(DeliveryContext)
+            .map_err(Error::kafka(what))?;
+        Ok(Inner {
+            producer,
+            report_timeout: if message_timeout_ms == 0 {
+                // 0 = librdkafka retries forever.
+                Duration::from_secs(365 * 24 * 3600)
+            } else {
+                Duration::from_millis(message_timeout_ms) + Duration::from_secs(30)
+            },
+        })
+    }
+
+    /// Enqueues one record, waiting (and collecting reports) while librdkafka's queue is full.
+    fn enqueue(
+        &self,
+        topic: &str,
+        rec: Outgoing<'_>,
+        ticket: Ticket,
+        rx: &mpsc::Receiver<(usize, Outcome)>,
+        reports: &mut Vec<(usize, Outcome)>,
+    ) -> std::result::Result<(), KafkaError> {
+        let mut record: BaseRecord<'_, [u8], [u8], Box<Ticket>> =
+            BaseRecord::with_opaque_to(topic, Box::new(ticket));
+        if let Some(k) = rec.key {
+            record = record.key(k);
+        }
+        if let Some(v) = rec.value {
+            record = record.payload(v);
+        }
+        if let Some(h) = rec.headers {
+            record = record.headers(h);
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    // The polling thread delivers reports meanwhile; wait for one to free room.
+                    if let Ok(r) = rx.recv_timeout(Duration::from_millis(10)) {
+                        reports.push(r);
+                    }
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    fn produce_one(&self, topic: &str, rec: Outgoing<'_>) -> Result<(i32, i64)> {
+        let mut batch = Batch::new(self, topic);
+        batch.push(rec);
+        let mut placed = batch.finish()?;
+        placed.pop().ok_or_else(|| {
+            Error::Fatal("delivery report missing for a produced record".to_string())
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.producer
+            .flush(FLUSH_TIMEOUT)
+            .map_err(Error::kafka("flushing producer"))
+    }
+}
+
+/// Records produced with many in flight, then awaited together.
+struct Batch<'p> {
+    inner: &'p Inner,
+    topic: &'p str,
+    tx: mpsc::Sender<(usize, Outcome)>,
+    rx: mpsc::Receiver<(usize, Outcome)>,
+    /// Reports received while waiting for queue room.
+    early: Vec<(usize, Outcome)>,
+    /// (partition, offset) per pushed record, once acknowledged.
+    placed: Vec<Option<(i32, i64)>>,
+    in_flight: usize,
+    failed: usize,
+    first: Option<KafkaError>,
+}
+
+impl<'p> Batch<'p> {
+    fn new(inner: &'p Inner, topic: &'p str) -> Self {
+        let (tx, rx) = mpsc::channel();
+        Batch {
+            inner,
+            topic,
+            tx,
+            rx,
+            early: Vec::new(),
+            placed: Vec::new(),
+            in_flight: 0,
+            failed: 0,
+            first: None,
+        }
+    }
+
+    /// Enqueues one record (librdkafka copies key, value and headers).
+    fn push(&mut self, rec: Outgoing<'_>) {
+        let ticket = Ticket {
+            index: self.placed.len(),
+            tx: self.tx.clone(),
+        };
+        self.placed.push(None);
+        match self
+            .inner
+            .enqueue(self.topic, rec, ticket, &self.rx, &mut self.early)
+        {
+            Ok(()) => self.in_flight += 1,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: KafkaError) {
+        self.failed += 1;
+        self.first.get_or_insert(e);
+    }
+
+    fn absorb(&mut self, (index, outcome): (usize, Outcome)) {
+        self.in_flight -= 1;
+        match outcome {
+            Ok(pos) => self.placed[index] = Some(pos),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Waits for every report. Returns each record's (partition, offset) in push order, or the
+    /// delivery error if any record failed.
+    fn finish(mut self) -> Result<Vec<(i32, i64)>> {
+        for r in std::mem::take(&mut self.early) {
+            self.absorb(r);
+        }
+        while self.in_flight > 0 {
+            match self.rx.recv_timeout(self.inner.report_timeout) {
+                Ok(r) => self.absorb(r),
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        what: format!(
+                            "{} delivery report(s) from {:?}",
+                            self.in_flight, self.topic
+                        ),
+                        waited: self.inner.report_timeout,
+                    })
+                }
+            }
+        }
+        match self.first {
+            Some(first) => Err(Error::Delivery {
+                topic: self.topic.to_string(),
+                failed: self.failed,
+                total: self.placed.len(),
+                first,
+            }),
+            None => Ok(self.placed.into_iter().flatten().collect()),
+        }
+    }
+}
+
+fn check_topic(topic: &str) -> Result<()> {
+    if topic.is_empty() {
+        Err(Error::InvalidArgument("empty topic name".into()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Publishes keyed documents (lz4, `acks=all`, idempotent). Used by the source connectors, the
+/// sample publisher, tests and benchmarks.
+pub struct DocumentProducer {
+    inner: Inner,
+}
+
+impl std::fmt::Debug for DocumentProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocumentProducer").finish_non_exhaustive()
+    }
+}
+
+impl DocumentProducer {
+    pub fn new(cfg: &KafkaConfig) -> Result<Self> {
+        Ok(DocumentProducer {
+            inner: Inner::new(cfg, "creating document producer")?,
+        })
+    }
+
+    /// Produces one record and waits for its acknowledgement. `value: None` is a tombstone.
+    /// Returns the partition and offset it was written at.
+    pub fn send(&self, topic: &str, key: &[u8], value: Option<&[u8]>) -> Result<(i32, i64)> {
+        check_topic(topic)?;
+        self.inner.produce_one(
+            topic,
+            Outgoing {
+                key: Some(key),
+                value,
+                headers: None,
+            },
+        )
+    }
+
+    /// Produces all `records` (key, value; `None` value = tombstone) with many in flight, then
+    /// waits for every acknowledgement. Returns how many were written; if any failed, returns
+    /// [`Error::Delivery`] (the others may still have been written). Records with the same key
+    /// keep their relative order.
+    pub fn send_many(
+        &self,
+        topic: &str,
+        records: impl IntoIterator<Item = (Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<usize> {
+        check_topic(topic)?;
+        let mut batch = Batch::new(&self.inner, topic);
+        for (key, value) in records {
+            batch.push(Outgoing {
+                key: Some(&key),
+                value: value.as_deref(),
+                headers: None,
+            });
+        }
+        Ok(batch.finish()?.len())
+    }
+
+    /// Waits until everything enqueued has been delivered.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Sends records that could not be processed to the dead-letter topic.
+pub struct DlqProducer {
+    inner: Inner,
+    topic: String,
+}
+
+impl std::fmt::Debug for DlqProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DlqProducer")
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DlqProducer {
+    /// A producer for `cfg.dlq_topic`, which should exist ([`crate::admin::ensure_topic`]):
+    /// sends to a missing topic fail only after `message.timeout.ms` (60 s).
+    pub fn new(cfg: &KafkaConfig) -> Result<Self> {
+        check_topic(&cfg.dlq_topic)?;
+        Ok(DlqProducer {
+            inner: Inner::new(cfg, "creating dlq producer")?,
+            topic: cfg.dlq_topic.clone(),
+        })
+    }
+
+    /// The dead-letter topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Produces `original`'s key and value unchanged (a null stays null) to the dead-letter
+    /// topic, with the [`dlq_headers`] followed by the original headers, and waits until the
+    /// broker has acknowledged it, so that the source offset may be committed afterwards.
+    pub fn send(&self, original: &Record, error_class: &str, message: &str) -> Result<()> {
+        let failed_at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let headers = dlq_header_list(original, error_class, message, failed_at_ms);
+        let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+        for (k, v) in &headers {
+            owned = owned.insert(Header {
+                key: k,
+                value: v.as_deref(),
+            });
+        }
+        let (partition, offset) = self.inner.produce_one(
+            &self.topic,
+            Outgoing {
+                key: original.key.as_deref(),
+                value: original.value.as_deref(),
+                headers: Some(owned),
+            },
+        )?;
+        tracing::debug!(
+            dlq = %self.topic, partition, offset,
+            source_topic = %original.topic, source_partition = original.partition,
+            source_offset = original.offset, error_class, "record sent to dead-letter topic"
+        );
+        Ok(())
+    }
+
+    /// Waits until everything enqueued has been delivered.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The headers of a dead-letter record: failure description, then the original headers.
+pub(crate) fn dlq_header_list(
+    original: &Record,
+    error_class: &str,
+    message: &str,
+    failed_at_ms: i64,
+) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out: Vec<(String, Option<Vec<u8>>)> = vec![
+        (dlq_headers::ERROR_CLASS.into(), Some(error_class.into())),
+        (dlq_headers::ERROR_MESSAGE.into(), Some(message.into())),
+        (
+            dlq_headers::SOURCE_TOPIC.into(),
+            Some(original.topic.clone().into_bytes()),
+        ),
+        (
+            dlq_headers::SOURCE_PARTITION.into(),
+            Some(original.partition.to_string().into_bytes()),
+        ),
+        (
+            dlq_headers::SOURCE_OFFSET.into(),
+            Some(original.offset.to_string().into_bytes()),
+        ),
+        (
+            dlq_headers::FAILED_AT_MS.into(),
+            Some(failed_at_ms.to_string().into_bytes()),
+        ),
+    ];
+    out.extend(original.headers.iter().cloned());
+    out
+}

@@ -1,0 +1,127 @@
+//! Fast checks against librdkafka's in-process mock cluster (no broker needed).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use freshet_kafka::source::{publish_dir, Mapping};
+use freshet_kafka::{
+    admin, dlq_headers, DlqProducer, DocumentProducer, KafkaConfig, PartitionReader, Record,
+};
+use rdkafka::mocking::MockCluster;
+
+fn config(cluster: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>) -> KafkaConfig {
+    let mut cfg = KafkaConfig::with_brokers(cluster.bootstrap_servers());
+    cfg.client_properties
+        .insert("session.timeout.ms".into(), "6000".into());
+    cfg
+}
+
+fn read_n(reader: &mut PartitionReader, n: usize) -> Vec<Record> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut out = Vec::new();
+    while out.len() < n && Instant::now() < deadline {
+        out.extend(
+            reader
+                .poll_batch(n - out.len(), Duration::from_millis(200))
+                .unwrap(),
+        );
+    }
+    out
+}
+
+#[test]
+fn produce_read_commit_resume_on_mock() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("documents", 2, 1).unwrap();
+    let cfg = config(&cluster);
+    assert_eq!(admin::partitions(&cfg, "documents").unwrap(), vec![0, 1]);
+
+    let producer = DocumentProducer::new(&cfg).unwrap();
+    let n = producer
+        .send_many(
+            "documents",
+            (0..20).map(|i| {
+                let key = format!("k{i}").into_bytes();
+                let value = (i != 3).then(|| format!("v{i}").into_bytes());
+                (key, value)
+            }),
+        )
+        .unwrap();
+    assert_eq!(n, 20);
+
+    let mut reader = PartitionReader::new(&cfg, "documents", &[0, 1], &BTreeMap::new()).unwrap();
+    let got = read_n(&mut reader, 20);
+    assert_eq!(got.len(), 20);
+    let k3 = got
+        .iter()
+        .find(|r| r.key.as_deref() == Some(&b"k3"[..]))
+        .unwrap();
+    assert_eq!(k3.value, None);
+
+    let mut next = BTreeMap::new();
+    for r in &got {
+        next.insert(r.partition, r.offset + 1);
+    }
+    reader.commit(&next).unwrap();
+    assert_eq!(reader.committed().unwrap(), next);
+    let hw = reader.high_watermarks().unwrap();
+    assert_eq!(hw.values().sum::<i64>(), 20);
+    drop(reader);
+
+    producer.send("documents", b"k-new", Some(b"new")).unwrap();
+    let mut resumed = PartitionReader::new(&cfg, "documents", &[0, 1], &BTreeMap::new()).unwrap();
+    let got = read_n(&mut resumed, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].key.as_deref(), Some(&b"k-new"[..]));
+    assert!(resumed
+        .poll_batch(5, Duration::from_millis(300))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn dlq_and_publish_dir_on_mock() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("documents", 1, 1).unwrap();
+    cluster.create_topic("documents.dlq", 1, 1).unwrap();
+    let cfg = config(&cluster);
+
+    let dlq = DlqProducer::new(&cfg).unwrap();
+    let original = Record {
+        topic: "documents".into(),
+        partition: 0,
+        offset: 9,
+        key: Some(b"k".to_vec()),
+        value: None,
+        headers: vec![("h".into(), Some(b"1".to_vec()))],
+        timestamp_ms: None,
+    };
+    dlq.send(&original, "decode", "boom").unwrap();
+    let mut r = PartitionReader::new(&cfg, "documents.dlq", &[0], &BTreeMap::new()).unwrap();
+    let got = read_n(&mut r, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(got[0].value, None);
+    assert_eq!(
+        got[0].header(dlq_headers::ERROR_MESSAGE),
+        Some(Some(&b"boom"[..]))
+    );
+    assert_eq!(got[0].header("h"), Some(Some(&b"1"[..])));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.md"), "# A\ntext").unwrap();
+    std::fs::write(dir.path().join("b.htm"), "<title>B</title>").unwrap();
+    std::fs::write(dir.path().join("c.txt"), [0xc3, 0x28]).unwrap();
+    let producer = DocumentProducer::new(&cfg).unwrap();
+    let report = publish_dir(dir.path(), &producer, "documents", &Mapping::default()).unwrap();
+    assert_eq!(report.published, 2);
+    assert_eq!(report.bad.len(), 1);
+    assert!(report.bad[0].path.ends_with("c.txt"));
+    let mut r = PartitionReader::new(&cfg, "documents", &[0], &BTreeMap::new()).unwrap();
+    let got = read_n(&mut r, 2);
+    let keys: Vec<&[u8]> = got.iter().map(|r| r.key.as_deref().unwrap()).collect();
+    assert_eq!(keys, [&b"a.md"[..], &b"b.htm"[..]]);
+    let doc: serde_json::Value = serde_json::from_slice(got[0].value.as_ref().unwrap()).unwrap();
+    assert_eq!(doc["title"], "A");
+    assert_eq!(doc["source"], "file://a.md");
+}
