@@ -1,1 +1,30 @@
-//! freshet milvus connector.
+//! freshet milvus connector: the vector side of the index.
+//!
+//! [`MilvusSink`] keeps one Milvus collection in step with the chunk stream: one row per leaf
+//! chunk (`chunk_id` primary key, `doc_id`, `kind`, `source`, the embedding in `vector` under an
+//! HNSW / COSINE index, `acl` as `Array<VarChar>`, `metadata` as JSON). The collection records
+//! the embedding model and dimension (collection properties `freshet.model_id` / `freshet.dim`,
+//! and the description `freshet model=<id> dim=<n>`); [`MilvusSink::ensure_collection`] refuses a
+//! collection that holds other vectors.
+//!
+//! Works against Milvus 2.3.5 standalone and milvus-lite 3.2.2 with `milvus-sdk-rust` 3.0.3,
+//! avoiding the SDK features those servers lack:
+//! - ids are never sent as filter templates (`chunk_id in {ids}`): every delete / get builds a
+//!   literal expression with [`expr::quote`], whose escaping both servers parse identically;
+//! - indexes are created with `sync(false)` (the SDK's wait needs `AllocTimestamp`);
+//! - search results are read via `get_ids()` / `get_scores()` (`rows()` fails on 2.3.5);
+//! - id listing paginates by primary key with the `iterator` query flag (lite sorts by primary
+//!   key only then) and checks the total against `count(*)`.
+//!
+//! The SDK's client telemetry (on by default) is switched off in [`MilvusSink::connect`].
+
+mod config;
+mod error;
+pub mod expr;
+pub mod schema;
+mod sink;
+
+pub use config::MilvusConfig;
+pub use error::{Error, Result};
+pub use expr::VectorFilter;
+pub use sink::{MilvusSink, ServerHealth, MAX_QUERY_WINDOW, MIN_SEARCH_EF};

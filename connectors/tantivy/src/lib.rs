@@ -1,1 +1,34 @@
-//! freshet tantivy connector.
+//! freshet tantivy connector: the full-text (BM25) side of the index, and the durable record of
+//! the pipeline's progress.
+//!
+//! - Every [`Chunk`](freshet_operators::chunk::Chunk) is stored with all of its fields, so the
+//!   pipeline can rebuild its state from [`ChunkIndexWriter::load_all`] after a restart.
+//! - Each commit carries a [`CommitPayload`] (Kafka offsets, epoch) in tantivy's commit payload:
+//!   the index contents and the offsets they reflect become durable atomically.
+//! - `text`, `title` and the section path are analysed with [`freshet_en_analyzer`] (registered
+//!   as [`ANALYZER_NAME`]). Queries are analysed the same way and built directly from terms; there
+//!   is no query parser, so user input cannot produce a syntax error.
+//! - ACL, document, kind and metadata filters are applied inside the query (before top-k).
+//! - The layout is versioned ([`SCHEMA_VERSION`], recorded in `freshet_schema.json` next to
+//!   tantivy's `meta.json` and in every commit payload) and checked on open.
+//!
+//! One [`ChunkIndexWriter`] per index (tantivy's directory lock enforces it across processes);
+//! any number of [`ChunkIndexReader`]s, also in other processes.
+
+mod error;
+mod payload;
+mod query;
+mod read;
+mod reader;
+mod schema;
+mod writer;
+
+pub use error::{Error, Result};
+pub use payload::{now_ms, CommitPayload};
+pub use query::{ChunkFilter, TITLE_BOOST};
+pub use reader::ChunkIndexReader;
+pub use schema::{
+    analyze, freshet_en_analyzer, ChunkSchema, ANALYZER_NAME, MAX_TOKEN_BYTES, PUBLIC_ACL_MARKER,
+    SCHEMA_VERSION,
+};
+pub use writer::{ChunkIndexWriter, MIN_HEAP_PER_THREAD};

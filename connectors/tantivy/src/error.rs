@@ -1,0 +1,67 @@
+//! The one error type of this crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while writing or reading a chunk index.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An error reported by tantivy itself.
+    #[error("tantivy: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+
+    /// The index directory could not be opened.
+    #[error("cannot open index directory: {0}")]
+    OpenDirectory(#[from] tantivy::directory::error::OpenDirectoryError),
+
+    /// A filesystem operation on a file next to the index failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// There is no chunk index at the path (a reader never creates one).
+    #[error("no chunk index at {0}")]
+    NotFound(PathBuf),
+
+    /// The directory holds an index this crate did not create, or one created with a different
+    /// field layout than [`crate::SCHEMA_VERSION`] describes.
+    #[error("{path} is not a freshet chunk index: {reason}")]
+    NotAChunkIndex { path: PathBuf, reason: String },
+
+    /// The index was written with another schema version; rebuild it (or run the matching
+    /// freshet version).
+    #[error(
+        "chunk index at {path} has schema version {found}, this build expects {expected}; \
+         rebuild the index from the source topics"
+    )]
+    SchemaVersionMismatch {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
+
+    /// A commit payload could not be encoded or decoded.
+    #[error("commit payload: {0}")]
+    Payload(String),
+
+    /// A stored document could not be turned back into a [`freshet_operators::chunk::Chunk`].
+    #[error("corrupt stored chunk{}: {reason}", chunk_id.as_deref().map(|id| format!(" {id}")).unwrap_or_default())]
+    Corrupt {
+        chunk_id: Option<String>,
+        reason: String,
+    },
+
+    /// A [`crate::ChunkFilter`] that cannot be turned into a query.
+    #[error("invalid filter: {0}")]
+    InvalidFilter(String),
+
+    /// A bad argument, e.g. a writer heap below tantivy's minimum.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+/// Result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,81 @@
+//! Read operations shared by [`crate::ChunkIndexWriter`] (committed state) and
+//! [`crate::ChunkIndexReader`].
+
+use freshet_operators::chunk::Chunk;
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::query::TermQuery;
+use tantivy::schema::IndexRecordOption;
+use tantivy::{Index, Searcher, TantivyDocument, TantivyError, Term};
+
+use crate::error::Result;
+use crate::payload::CommitPayload;
+use crate::query::{bm25_query, ChunkFilter};
+use crate::schema::ChunkSchema;
+
+pub(crate) fn load_all(searcher: &Searcher, s: &ChunkSchema) -> Result<Vec<Chunk>> {
+    let mut out = Vec::with_capacity(searcher.num_docs() as usize);
+    for seg in searcher.segment_readers() {
+        // Sequential scan of the doc store: every block is decompressed once.
+        let store = seg.get_store_reader(1).map_err(TantivyError::from)?;
+        for doc in store.iter::<TantivyDocument>(seg.alive_bitset()) {
+            out.push(s.to_chunk(&doc?)?);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn get(searcher: &Searcher, s: &ChunkSchema, chunk_id: &str) -> Result<Option<Chunk>> {
+    let q = TermQuery::new(
+        Term::from_field_text(s.chunk_id, chunk_id),
+        IndexRecordOption::Basic,
+    );
+    let hits = searcher.search(&q, &TopDocs::with_limit(1).order_by_score())?;
+    match hits.first() {
+        Some((_, addr)) => Ok(Some(s.to_chunk(&searcher.doc::<TantivyDocument>(*addr)?)?)),
+        None => Ok(None),
+    }
+}
+
+pub(crate) fn chunks_of_doc(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    doc_id: &str,
+) -> Result<Vec<Chunk>> {
+    let q = TermQuery::new(
+        Term::from_field_text(s.doc_id, doc_id),
+        IndexRecordOption::Basic,
+    );
+    let addrs = searcher.search(&q, &DocSetCollector)?;
+    let mut out = addrs
+        .into_iter()
+        .map(|a| s.to_chunk(&searcher.doc::<TantivyDocument>(a)?))
+        .collect::<Result<Vec<_>>>()?;
+    out.sort_by(|a, b| (a.kind, a.index, &a.chunk_id).cmp(&(b.kind, b.index, &b.chunk_id)));
+    Ok(out)
+}
+
+pub(crate) fn search_bm25(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    query: &str,
+    k: usize,
+    filter: &ChunkFilter,
+) -> Result<Vec<(f32, Chunk)>> {
+    if k == 0 || filter.matches_nothing() {
+        return Ok(Vec::new());
+    }
+    let Some(q) = bm25_query(s, query, filter)? else {
+        return Ok(Vec::new());
+    };
+    let hits = searcher.search(&*q, &TopDocs::with_limit(k).order_by_score())?;
+    hits.into_iter()
+        .map(|(score, addr)| Ok((score, s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?)))
+        .collect()
+}
+
+pub(crate) fn last_payload(index: &Index) -> Result<Option<CommitPayload>> {
+    match index.load_metas()?.payload {
+        Some(raw) => Ok(Some(CommitPayload::decode(&raw)?)),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,390 @@
+//! The tantivy schema of the chunk index, the English analyzer, and the conversions between a
+//! [`Chunk`] and a tantivy document.
+
+use std::path::Path;
+
+use freshet_operators::chunk::{Chunk, ChunkKind};
+use tantivy::schema::document::{TantivyDocument, Value};
+use tantivy::schema::{
+    Field, IndexRecordOption, JsonObjectOptions, NumericOptions, OwnedValue, Schema,
+    TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    TokenStream,
+};
+use tantivy::Index;
+
+use crate::error::{Error, Result};
+
+/// Version of the field layout below (and of the analyzer). Bump it whenever a field, a field
+/// option or [`freshet_en_analyzer`] changes: an index written by another version is refused on
+/// open with [`Error::SchemaVersionMismatch`] and must be rebuilt.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Name under which [`freshet_en_analyzer`] is registered in every index.
+pub const ANALYZER_NAME: &str = "freshet_en";
+
+/// Term indexed in the `acl_index` field of a chunk whose `acl` is empty (visible to everyone).
+/// Principals are indexed as `p:<principal>`, so no principal can collide with this marker.
+pub const PUBLIC_ACL_MARKER: &str = "__public__";
+
+/// Prefix of a principal term in the `acl_index` field.
+pub(crate) const PRINCIPAL_PREFIX: &str = "p:";
+
+/// Tokens longer than this many bytes are dropped by the analyzer (long CJK runs, base64, ...).
+pub const MAX_TOKEN_BYTES: usize = 40;
+
+/// File next to tantivy's `meta.json` that records the freshet schema version of the index.
+pub(crate) const VERSION_FILE: &str = "freshet_schema.json";
+
+/// English analyzer: simple tokenizer, lowercase, drop tokens over [`MAX_TOKEN_BYTES`], English
+/// stop words (Lucene's list), English (Porter2 / Snowball) stemmer.
+pub fn freshet_en_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(LowerCaser)
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+        .filter(StopWordFilter::new(Language::English).expect("tantivy has English stop words"))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// Analyses `text` with [`freshet_en_analyzer`] and returns the distinct terms in order of first
+/// occurrence. Never fails: any input yields a (possibly empty) list.
+pub fn analyze(text: &str) -> Vec<String> {
+    let mut analyzer = freshet_en_analyzer();
+    let mut stream = analyzer.token_stream(text);
+    let mut out: Vec<String> = Vec::new();
+    while stream.advance() {
+        let t = &stream.token().text;
+        if !t.is_empty() && !out.iter().any(|o| o == t) {
+            out.push(t.clone());
+        }
+    }
+    out
+}
+
+/// Fields of the chunk index. Every [`Chunk`] field is stored so that a chunk round-trips exactly.
+#[derive(Clone, Debug)]
+pub struct ChunkSchema {
+    pub schema: Schema,
+    /// Raw, indexed, stored: the unique key.
+    pub chunk_id: Field,
+    /// Raw, indexed, stored, fast.
+    pub doc_id: Field,
+    /// Raw, indexed, stored: `leaf` or `parent`.
+    pub kind: Field,
+    /// Raw, indexed, stored; absent when the chunk has no parent.
+    pub parent_id: Field,
+    /// u64 stored + fast.
+    pub index: Field,
+    pub char_start: Field,
+    pub char_end: Field,
+    pub token_count: Field,
+    /// Stored only: the heading path as a JSON array string (exact round-trip).
+    pub section: Field,
+    /// Indexed with [`ANALYZER_NAME`], not stored: the heading path joined with " > ".
+    pub section_text: Field,
+    /// Indexed with [`ANALYZER_NAME`] (positions), stored.
+    pub text: Field,
+    /// Indexed with [`ANALYZER_NAME`] (positions), stored.
+    pub title: Field,
+    /// Raw, indexed, stored.
+    pub source: Field,
+    /// Stored only: the canonical metadata JSON exactly as received.
+    pub metadata_json: Field,
+    /// JSON field, raw-tokenized strings, not stored: filter by top-level metadata key/value.
+    pub metadata: Field,
+    /// Raw, multi-valued, indexed, stored: the ACL exactly as received.
+    pub acl: Field,
+    /// Raw, indexed, not stored: `p:<principal>` per ACL entry, or [`PUBLIC_ACL_MARKER`].
+    pub acl_index: Field,
+    /// Stored only.
+    pub doc_hash: Field,
+}
+
+impl Default for ChunkSchema {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChunkSchema {
+    /// Builds the schema of [`SCHEMA_VERSION`].
+    pub fn new() -> ChunkSchema {
+        let raw_indexing = TextFieldIndexing::default()
+            .set_tokenizer("raw")
+            .set_fieldnorms(false)
+            .set_index_option(IndexRecordOption::Basic);
+        let raw = TextOptions::default().set_indexing_options(raw_indexing.clone());
+        let raw_stored = raw.clone().set_stored();
+        let en_indexing = TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER_NAME)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+        let en_stored = TextOptions::default()
+            .set_indexing_options(en_indexing.clone())
+            .set_stored();
+        let stored_only = TextOptions::default().set_stored();
+        let u64_opts = NumericOptions::default().set_stored().set_fast();
+
+        let mut b = Schema::builder();
+        let chunk_id = b.add_text_field("chunk_id", raw_stored.clone());
+        let doc_id = b.add_text_field("doc_id", raw_stored.clone().set_fast("raw"));
+        let kind = b.add_text_field("kind", raw_stored.clone());
+        let parent_id = b.add_text_field("parent_id", raw_stored.clone());
+        let index = b.add_u64_field("index", u64_opts.clone());
+        let char_start = b.add_u64_field("char_start", u64_opts.clone());
+        let char_end = b.add_u64_field("char_end", u64_opts.clone());
+        let token_count = b.add_u64_field("token_count", u64_opts);
+        let section = b.add_text_field("section", stored_only.clone());
+        let section_text = b.add_text_field(
+            "section_text",
+            TextOptions::default().set_indexing_options(en_indexing),
+        );
+        let text = b.add_text_field("text", en_stored.clone());
+        let title = b.add_text_field("title", en_stored);
+        let source = b.add_text_field("source", raw_stored.clone());
+        let metadata_json = b.add_text_field("metadata_json", stored_only.clone());
+        let metadata = b.add_json_field(
+            "metadata",
+            JsonObjectOptions::default().set_indexing_options(raw_indexing),
+        );
+        let acl = b.add_text_field("acl", raw_stored);
+        let acl_index = b.add_text_field("acl_index", raw);
+        let doc_hash = b.add_text_field("doc_hash", stored_only);
+        ChunkSchema {
+            schema: b.build(),
+            chunk_id,
+            doc_id,
+            kind,
+            parent_id,
+            index,
+            char_start,
+            char_end,
+            token_count,
+            section,
+            section_text,
+            text,
+            title,
+            source,
+            metadata_json,
+            metadata,
+            acl,
+            acl_index,
+            doc_hash,
+        }
+    }
+
+    /// The tantivy document of one chunk.
+    pub fn to_document(&self, c: &Chunk) -> TantivyDocument {
+        let mut d = TantivyDocument::default();
+        d.add_text(self.chunk_id, &c.chunk_id);
+        d.add_text(self.doc_id, &c.doc_id);
+        d.add_text(self.kind, c.kind.as_str());
+        if let Some(p) = &c.parent_id {
+            d.add_text(self.parent_id, p);
+        }
+        d.add_u64(self.index, u64::from(c.index));
+        d.add_u64(self.char_start, u64::from(c.char_start));
+        d.add_u64(self.char_end, u64::from(c.char_end));
+        d.add_u64(self.token_count, u64::from(c.token_count));
+        d.add_text(
+            self.section,
+            serde_json::to_string(&c.section).expect("Vec<String> serializes"),
+        );
+        if !c.section.is_empty() {
+            d.add_text(self.section_text, c.section.join(" > "));
+        }
+        d.add_text(self.text, &c.text);
+        d.add_text(self.title, &c.title);
+        d.add_text(self.source, &c.source);
+        d.add_text(self.metadata_json, &c.metadata_json);
+        // Only an object can be indexed in the JSON field; anything else stays stored-only.
+        if let Ok(serde_json::Value::Object(map)) =
+            serde_json::from_str::<serde_json::Value>(&c.metadata_json)
+        {
+            let obj = map
+                .into_iter()
+                .map(|(k, v)| (k, json_to_owned(v)))
+                .collect();
+            d.add_object(self.metadata, obj);
+        }
+        for a in &c.acl {
+            d.add_text(self.acl, a);
+        }
+        if c.acl.is_empty() {
+            d.add_text(self.acl_index, PUBLIC_ACL_MARKER);
+        } else {
+            for a in &c.acl {
+                d.add_text(self.acl_index, format!("{PRINCIPAL_PREFIX}{a}"));
+            }
+        }
+        d.add_text(self.doc_hash, &c.doc_hash);
+        d
+    }
+
+    /// The chunk a stored document holds.
+    pub fn to_chunk(&self, d: &TantivyDocument) -> Result<Chunk> {
+        let chunk_id = first_str(d, self.chunk_id).map(str::to_owned);
+        let corrupt = |reason: String| Error::Corrupt {
+            chunk_id: chunk_id.clone(),
+            reason,
+        };
+        let s = |f: Field, name: &str| -> Result<String> {
+            first_str(d, f)
+                .map(str::to_owned)
+                .ok_or_else(|| corrupt(format!("missing field {name}")))
+        };
+        let n = |f: Field, name: &str| -> Result<u32> {
+            let v = d
+                .get_first(f)
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| corrupt(format!("missing field {name}")))?;
+            u32::try_from(v).map_err(|_| corrupt(format!("{name}={v} does not fit u32")))
+        };
+        let kind_s = s(self.kind, "kind")?;
+        let kind = ChunkKind::parse(&kind_s).ok_or_else(|| corrupt(format!("kind {kind_s:?}")))?;
+        let section_s = s(self.section, "section")?;
+        let section: Vec<String> = serde_json::from_str(&section_s)
+            .map_err(|e| corrupt(format!("section {section_s:?}: {e}")))?;
+        let acl = d
+            .get_all(self.acl)
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| corrupt("non-text acl value".into()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Chunk {
+            chunk_id: s(self.chunk_id, "chunk_id")?,
+            doc_id: s(self.doc_id, "doc_id")?,
+            kind,
+            parent_id: first_str(d, self.parent_id).map(str::to_owned),
+            index: n(self.index, "index")?,
+            char_start: n(self.char_start, "char_start")?,
+            char_end: n(self.char_end, "char_end")?,
+            section,
+            text: s(self.text, "text")?,
+            token_count: n(self.token_count, "token_count")?,
+            title: s(self.title, "title")?,
+            source: s(self.source, "source")?,
+            metadata_json: s(self.metadata_json, "metadata_json")?,
+            acl,
+            doc_hash: s(self.doc_hash, "doc_hash")?,
+        })
+    }
+
+    /// Registers [`freshet_en_analyzer`] on an index (needed before writing or searching).
+    pub(crate) fn register_analyzer(index: &Index) {
+        index
+            .tokenizers()
+            .register(ANALYZER_NAME, freshet_en_analyzer());
+    }
+
+    /// Checks the version file and the field layout of an existing index.
+    pub(crate) fn check_existing(&self, path: &Path, index: &Index) -> Result<()> {
+        let version_path = path.join(VERSION_FILE);
+        let raw = match std::fs::read_to_string(&version_path) {
+            Ok(raw) => raw,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotAChunkIndex {
+                    path: path.to_owned(),
+                    reason: format!("{VERSION_FILE} is missing"),
+                })
+            }
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "read",
+                    path: version_path,
+                    source,
+                })
+            }
+        };
+        let found = serde_json::from_str::<VersionFile>(&raw)
+            .map_err(|e| Error::NotAChunkIndex {
+                path: path.to_owned(),
+                reason: format!("unreadable {VERSION_FILE}: {e}"),
+            })?
+            .schema_version;
+        if found != SCHEMA_VERSION {
+            return Err(Error::SchemaVersionMismatch {
+                path: path.to_owned(),
+                found,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        if index.schema() != self.schema {
+            return Err(Error::NotAChunkIndex {
+                path: path.to_owned(),
+                reason: format!(
+                    "its fields differ from the freshet chunk schema version {SCHEMA_VERSION}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the version file (atomically: temp file, fsync, rename).
+    pub(crate) fn write_version_file(path: &Path) -> Result<()> {
+        let target = path.join(VERSION_FILE);
+        let tmp = path.join(format!("{VERSION_FILE}.tmp"));
+        let body = serde_json::to_string(&VersionFile {
+            schema_version: SCHEMA_VERSION,
+            analyzer: ANALYZER_NAME.to_owned(),
+        })
+        .expect("serializable");
+        let io = |op, p: &Path| {
+            let p = p.to_owned();
+            move |source| Error::Io {
+                op,
+                path: p,
+                source,
+            }
+        };
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+            f.write_all(body.as_bytes()).map_err(io("write", &tmp))?;
+            f.sync_all().map_err(io("fsync", &tmp))?;
+        }
+        std::fs::rename(&tmp, &target).map_err(io("rename", &target))?;
+        if let Ok(dir) = std::fs::File::open(path) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct VersionFile {
+    schema_version: u32,
+    #[serde(default)]
+    analyzer: String,
+}
+
+fn first_str(d: &TantivyDocument, f: Field) -> Option<&str> {
+    d.get_first(f).and_then(|v| v.as_str())
+}
+
+fn json_to_owned(v: serde_json::Value) -> OwnedValue {
+    match v {
+        serde_json::Value::Null => OwnedValue::Null,
+        serde_json::Value::Bool(b) => OwnedValue::Bool(b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                OwnedValue::I64(i)
+            } else if let Some(u) = n.as_u64() {
+                OwnedValue::U64(u)
+            } else {
+                OwnedValue::F64(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        serde_json::Value::String(s) => OwnedValue::Str(s),
+        serde_json::Value::Array(a) => {
+            OwnedValue::Array(a.into_iter().map(json_to_owned).collect())
+        }
+        serde_json::Value::Object(o) => {
+            OwnedValue::Object(o.into_iter().map(|(k, v)| (k, json_to_owned(v))).collect())
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The single writer of a chunk index.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use freshet_operators::chunk::Chunk;
+use tantivy::directory::MmapDirectory;
+use tantivy::{
+    Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError,
+    Term,
+};
+
+use crate::error::{Error, Result};
+use crate::payload::CommitPayload;
+use crate::read;
+use crate::schema::{ChunkSchema, SCHEMA_VERSION};
+
+/// tantivy's minimum indexing memory per writer thread.
+pub const MIN_HEAP_PER_THREAD: usize = 15_000_000;
+const MAX_WRITER_THREADS: usize = 4;
+
+/// Owns the tantivy `IndexWriter` (and its directory lock: one writer per index, across
+/// processes). Changes become visible and durable only with [`ChunkIndexWriter::commit`].
+pub struct ChunkIndexWriter {
+    path: PathBuf,
+    index: Index,
+    writer: IndexWriter<TantivyDocument>,
+    /// Sees the last commit of this writer.
+    reader: IndexReader,
+    schema: ChunkSchema,
+}
+
+impl std::fmt::Debug for ChunkIndexWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkIndexWriter")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChunkIndexWriter {
+    /// Opens the index at `path`, creating the directory and an empty index if needed.
+    /// `writer_heap_bytes` is tantivy's indexing memory budget (at least 15 MB; split over up
+    /// to 4 threads, each getting at least 15 MB).
+    ///
+    /// Fails with [`Error::SchemaVersionMismatch`] or [`Error::NotAChunkIndex`] on an index of
+    /// another layout, and with a tantivy `LockFailure` if another writer holds the index.
+    pub fn open_or_create(path: impl AsRef<Path>, writer_heap_bytes: usize) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        if writer_heap_bytes < MIN_HEAP_PER_THREAD {
+            return Err(Error::InvalidArgument(format!(
+                "writer_heap_bytes={writer_heap_bytes} is below tantivy's minimum of {MIN_HEAP_PER_THREAD}"
+            )));
+        }
+        std::fs::create_dir_all(&path).map_err(|source| Error::Io {
+            op: "create directory",
+            path: path.clone(),
+            source,
+        })?;
+        let schema = ChunkSchema::new();
+        let dir = MmapDirectory::open(&path)?;
+        let exists = Index::exists(&dir).map_err(TantivyError::from)?;
+        let index = if exists {
+            let index = Index::open(dir)?;
+            schema.check_existing(&path, &index)?;
+            index
+        } else {
+            // Version file first: a crash before the index exists leaves a directory that is
+            // simply created again.
+            ChunkSchema::write_version_file(&path)?;
+            Index::create(dir, schema.schema.clone(), IndexSettings::default())?
+        };
+        ChunkSchema::register_analyzer(&index);
+        if let Some(p) = read::last_payload(&index)? {
+            if p.schema_version != SCHEMA_VERSION {
+                return Err(Error::SchemaVersionMismatch {
+                    path,
+                    found: p.schema_version,
+                    expected: SCHEMA_VERSION,
+                });
+            }
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = cpus
+            .min(MAX_WRITER_THREADS)
+            .min(writer_heap_bytes / MIN_HEAP_PER_THREAD)
+            .max(1);
+        let writer = index.writer_with_num_threads(threads, writer_heap_bytes)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(ChunkIndexWriter {
+            path,
+            index,
+            writer,
+            reader,
+            schema,
+        })
+    }
+
+    /// Stages one batch: every id in `deletes` and every upserted chunk id is deleted, then the
+    /// upserts are added. So an id both deleted and upserted ends up present, and an upsert
+    /// replaces the stored chunk. If `upserts` holds one chunk id twice, the last one wins.
+    pub fn apply(&mut self, upserts: &[Chunk], deletes: &[String]) -> Result<()> {
+        for id in deletes {
+            self.writer
+                .delete_term(Term::from_field_text(self.schema.chunk_id, id));
+        }
+        // Last occurrence of each id wins.
+        let mut seen: HashSet<&str> = HashSet::with_capacity(upserts.len());
+        let mut keep = vec![false; upserts.len()];
+        for (i, c) in upserts.iter().enumerate().rev() {
+            if seen.insert(c.chunk_id.as_str()) {
+                keep[i] = true;
+            }
+        }
+        for c in upserts
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| c)
+        {
+            self.writer
+                .delete_term(Term::from_field_text(self.schema.chunk_id, &c.chunk_id));
+        }
+        for c in upserts
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| c)
+        {
+            self.writer.add_document(self.schema.to_document(c))?;
+        }
+        Ok(())
+    }
+
+    /// Durably commits everything staged since the last commit together with `payload`
+    /// (fsync'd by tantivy before this returns). The payload's `schema_version` must be
+    /// [`SCHEMA_VERSION`].
+    pub fn commit(&mut self, payload: &CommitPayload) -> Result<()> {
+        if payload.schema_version != SCHEMA_VERSION {
+            return Err(Error::SchemaVersionMismatch {
+                path: self.path.clone(),
+                found: payload.schema_version,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        let encoded = payload.encode()?;
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&encoded);
+        prepared.commit()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Drops everything staged since the last commit.
+    pub fn rollback(&mut self) -> Result<()> {
+        self.writer.rollback()?;
+        Ok(())
+    }
+
+    /// The payload of the latest commit, `None` for a never-committed index.
+    pub fn last_payload(&self) -> Result<Option<CommitPayload>> {
+        read::last_payload(&self.index)
+    }
+
+    /// Every committed chunk, in no particular order (one sequential doc-store scan).
+    pub fn load_all(&self) -> Result<Vec<Chunk>> {
+        read::load_all(&self.reader.searcher(), &self.schema)
+    }
+
+    /// The committed chunk with this id.
+    pub fn get(&self, chunk_id: &str) -> Result<Option<Chunk>> {
+        read::get(&self.reader.searcher(), &self.schema, chunk_id)
+    }
+
+    /// The committed chunks of a document, sorted by kind, then index.
+    pub fn chunks_of_doc(&self, doc_id: &str) -> Result<Vec<Chunk>> {
+        read::chunks_of_doc(&self.reader.searcher(), &self.schema, doc_id)
+    }
+
+    /// Number of committed chunks.
+    pub fn count(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// The index directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Blocks until background merges finish and releases the writer lock.
+    pub fn close(self) -> Result<()> {
+        self.writer.wait_merging_threads()?;
+        Ok(())
+    }
+}
