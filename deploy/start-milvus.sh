@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Start a local Milvus on 127.0.0.1:${FRESHET_MILVUS_PORT:-19530} and wait until it is healthy.
+#   FRESHET_MILVUS_IMPL=standalone (default): real Milvus 2.3.5 standalone from the
+#       PyPI "milvus" package (venv/bin/milvus-server), data in $FRESHET_RUN_DIR/milvus
+#   FRESHET_MILVUS_IMPL=lite: milvus-lite 3.2.2 gRPC server (venv-lite, see install.sh --lite),
+#       data in $FRESHET_RUN_DIR/milvus-lite
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+IMPL="${FRESHET_MILVUS_IMPL:-standalone}"
+HOST=127.0.0.1
+PORT="${FRESHET_MILVUS_PORT:-19530}"
+TIMEOUT="${FRESHET_MILVUS_START_TIMEOUT:-120}"
+# Optional pause between a stop and the next start (seconds). Not needed with
+# the port handling below (see README); kept as a knob.
+RESTART_GAP="${FRESHET_MILVUS_RESTART_GAP:-0}"
+PIDFILE="$FRESHET_RUN_DIR/pids/milvus.pid"
+LOGFILE="$FRESHET_RUN_DIR/logs/milvus.log"
+STOPPED_MARK="$FRESHET_RUN_DIR/pids/milvus.stopped-at"
+
+# Components of the standalone process that have an <component>.ip setting in
+# site-packages/milvus/data/config.yaml.template (indexCoord has none in 2.3: it
+# runs inside dataCoord). This makes every component register/advertise
+# 127.0.0.1 instead of the host's first non-loopback address. NOTE: Milvus
+# 2.3.5 still binds its gRPC/HTTP listeners on all interfaces (*:port); only the
+# embedded etcd (configured below) listens on 127.0.0.1 only.
+MILVUS_COMPONENTS=(rootCoord proxy queryCoord queryNode indexNode dataCoord dataNode)
+
+[[ "$PORT" =~ ^[0-9]+$ ]] || die "FRESHET_MILVUS_PORT must be a number, got '$PORT'"
+
+if pidfile_running "$PIDFILE" milvus; then
+    log "milvus already running (pid $PIDFILE_PID: $(proc_cmdline "$PIDFILE_PID" | cut -c1-100)...); log: $LOGFILE"
+    wait_for_tcp "$HOST" "$PORT" "$TIMEOUT" "$PIDFILE_PID" ||
+        die_with_log "$LOGFILE" "milvus (pid $PIDFILE_PID) is running but $HOST:$PORT does not accept connections"
+    exit 0
+fi
+# Leftover children of a previous run (leader gone, group still alive)?
+leftovers=$(pidfile_group "$PIDFILE")
+[[ -z "$leftovers" ]] ||
+    die "processes from a previous milvus run are still alive ($(echo "$leftovers" | tr '\n' ' ')); run deploy/stop-milvus.sh first"
+rm -f "$PIDFILE"
+
+if tcp_open "$HOST" "$PORT"; then
+    die "port $HOST:$PORT is already in use by another process (not started by these scripts); stop it or set FRESHET_MILVUS_PORT"
+fi
+mkdir -p "$FRESHET_RUN_DIR/logs" "$FRESHET_RUN_DIR/pids"
+
+# free_ports START COUNT: print COUNT ports >= START that can be bound on
+# 127.0.0.1 with SO_REUSEADDR (like Go's listeners: TIME_WAIT leftovers are
+# fine, a listening socket is not).
+free_ports() {
+    "$FRESHET_PYTHON" - "$1" "$2" <<'PY'
+import socket, sys
+start, count = int(sys.argv[1]), int(sys.argv[2])
+found = []
+for port in range(start, start + 1000):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        found.append(port)
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if len(found) == count:
+        break
+print(" ".join(map(str, found)))
+PY
+}
+
+# busy_ports PORT...: print those of the given ports that cannot be bound now.
+busy_ports() {
+    "$FRESHET_PYTHON" - "$@" <<'PY'
+import socket, sys
+busy = []
+for port in sys.argv[1:]:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", int(port)))
+    except OSError:
+        busy.append(port)
+    finally:
+        s.close()
+print(" ".join(busy))
+PY
+}
+
+# prev_ports: "--flag port" lines for the internal ports the previous run on
+# this data dir used (from the config the wrapper wrote then). Reusing them
+# keeps the addresses registered in etcd valid; otherwise the restarted
+# components wait ~60s for the stale sessions to expire.
+prev_ports() {
+    local cfg="$DATA/configs/milvus.yaml"
+    [[ -f "$cfg" ]] || return 0
+    awk '
+        /^[A-Za-z]/ { sec = $1; sub(":", "", sec) }
+        /^  port:/ {
+            f = ""
+            if (sec == "rootCoord") f = "--root-coord-port"
+            if (sec == "queryCoord") f = "--query-coord-port"
+            if (sec == "queryNode") f = "--query-node-port"
+            if (sec == "indexNode") f = "--index-node-port"
+            if (sec == "dataCoord") f = "--data-coord-port"
+            if (sec == "dataNode") f = "--data-node-port"
+            if (f != "" && $2 ~ /^[0-9]+$/) print f, $2
+        }
+        /^  internalPort:/ && sec == "proxy" && $2 ~ /^[0-9]+$/ { print "--proxy-internal-port", $2 }
+    ' "$cfg"
+}
+
+# The milvus wrapper picks the health/metrics port itself (9091, or the next
+# free one) and hands it to the milvus binary as METRICS_PORT.
+HEALTH_PORT=''
+MILVUS_CHILD=''
+find_child() {
+    local p env
+    for p in $(pidfile_group "$PIDFILE"); do
+        [[ "$(proc_cmdline "$p")" == *"bin/milvus run standalone"* ]] || continue
+        MILVUS_CHILD=$p
+        env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | sed -n 's/^METRICS_PORT=//p')
+        [[ -n "$env" ]] && HEALTH_PORT=$env
+        return 0
+    done
+    return 1
+}
+
+health_standalone() {
+    if [[ -z "$MILVUS_CHILD" ]]; then
+        find_child || return 1
+    elif ! proc_alive "$MILVUS_CHILD"; then
+        fail "the milvus binary (pid $MILVUS_CHILD) exited during startup"
+    fi
+    [[ -n "$HEALTH_PORT" ]] || return 1
+    "$FRESHET_PYTHON" - "$HEALTH_PORT" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=3) as r:
+    sys.exit(0 if b"OK" in r.read() else 1)
+PY
+}
+
+health_lite() {
+    "$FRESHET_LITE_VENV/bin/python" - "$HOST" "$PORT" <<'PY' >/dev/null 2>&1
+import sys
+from pymilvus import MilvusClient
+c = MilvusClient(uri=f"http://{sys.argv[1]}:{sys.argv[2]}", timeout=5)
+c.list_collections()
+c.close()
+PY
+}
+
+EXTRA_LOGS=()
+fail() {
+    local f
+    for f in "${EXTRA_LOGS[@]}"; do show_log_tail "$f" 20; done
+    die_with_log "$LOGFILE" "$*"
+}
+
+case "$IMPL" in
+standalone)
+    [[ -x "$FRESHET_MILVUS_BIN" ]] || die "milvus-server not found at $FRESHET_MILVUS_BIN; run deploy/install.sh"
+    [[ -x "$FRESHET_PYTHON" ]] || die "python not found at $FRESHET_PYTHON; run deploy/install.sh"
+    DATA="$FRESHET_RUN_DIR/milvus"
+    EXTRA_LOGS=("$DATA/logs/milvus-stderr.log" "$DATA/logs/milvus-stdout.log")
+    if [[ -f "$STOPPED_MARK" ]] && ((RESTART_GAP > 0)); then
+        last=$(cat "$STOPPED_MARK" 2>/dev/null || echo 0)
+        wait_s=$((last + RESTART_GAP - $(date +%s)))
+        if ((wait_s > 0)); then
+            log "milvus was stopped $((RESTART_GAP - wait_s))s ago; waiting ${wait_s}s (FRESHET_MILVUS_RESTART_GAP=$RESTART_GAP)"
+            sleep "$wait_s"
+        fi
+    fi
+    mkdir -p "$DATA"
+    # Reuse the internal ports of the previous run on this data dir.
+    PORT_ARGS=()
+    while read -r flag p; do
+        [[ -n "$flag" ]] && PORT_ARGS+=("$flag" "$p")
+    done < <(prev_ports)
+    # Embedded etcd: its ports are fixed (2379/2380) unless it gets its own
+    # config file, which Milvus reads from etcd.config.path (env
+    # ETCD_CONFIG_PATH; the wrapper's template has no such key). Reuse the
+    # previous ports of this data dir if free, else pick free ones, so that
+    # several instances (e.g. parallel tests) can coexist.
+    ETCD_CONF="$DATA/freshet-etcd.yaml"
+    ETCD_CLIENT_PORT='' ETCD_PEER_PORT=''
+    if [[ -f "$ETCD_CONF" ]]; then
+        ETCD_CLIENT_PORT=$(sed -n 's|^listen-client-urls: http://127.0.0.1:\([0-9]*\)$|\1|p' "$ETCD_CONF")
+        ETCD_PEER_PORT=$(sed -n 's|^listen-peer-urls: http://127.0.0.1:\([0-9]*\)$|\1|p' "$ETCD_CONF")
+    fi
+    if [[ -z "$ETCD_CLIENT_PORT" || -z "$ETCD_PEER_PORT" ]] ||
+        [[ -n "$(busy_ports "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT")" ]]; then
+        read -r ETCD_CLIENT_PORT ETCD_PEER_PORT <<<"$(free_ports 2379 2)"
+        [[ -n "${ETCD_PEER_PORT:-}" ]] || die "could not find two free TCP ports >= 2379 for the embedded etcd"
+    fi
+    cat >"$ETCD_CONF" <<EOF
+# written by freshet deploy/start-milvus.sh; embedded etcd, loopback only
+name: default
+listen-client-urls: http://127.0.0.1:$ETCD_CLIENT_PORT
+advertise-client-urls: http://127.0.0.1:$ETCD_CLIENT_PORT
+listen-peer-urls: http://127.0.0.1:$ETCD_PEER_PORT
+initial-advertise-peer-urls: http://127.0.0.1:$ETCD_PEER_PORT
+initial-cluster: default=http://127.0.0.1:$ETCD_PEER_PORT
+EOF
+    # milvus_launch.py == milvus-server (same arguments) with fixed port probing.
+    CMD=(env "ETCD_CONFIG_PATH=$ETCD_CONF" "FRESHET_MILVUS_AVOID_PORTS=${FRESHET_KAFKA_PORT:-9092}"
+        "$FRESHET_PYTHON" "$FRESHET_DEPLOY_DIR/milvus_launch.py"
+        --data "$DATA" --proxy-port "$PORT" --etcd-port "$ETCD_CLIENT_PORT" "${PORT_ARGS[@]}")
+    for c in "${MILVUS_COMPONENTS[@]}"; do CMD+=(--extra-config "$c.ip=$HOST"); done
+    HEALTH=health_standalone
+    ;;
+lite)
+    [[ -x "$FRESHET_MILVUS_LITE_BIN" ]] || die "milvus-lite not found at $FRESHET_MILVUS_LITE_BIN; run deploy/install.sh --lite"
+    DATA="$FRESHET_RUN_DIR/milvus-lite"
+    mkdir -p "$DATA"
+    CMD=("$FRESHET_MILVUS_LITE_BIN" server --data-dir "$DATA" --host "$HOST" --port "$PORT")
+    HEALTH=health_lite
+    ;;
+*) die "FRESHET_MILVUS_IMPL must be 'standalone' or 'lite', got '$IMPL'" ;;
+esac
+
+t0=$SECONDS
+start_daemon "milvus ($IMPL)" "$PIDFILE" "$LOGFILE" "$DATA" "${CMD[@]}"
+PID=$DAEMON_PID
+log "waiting up to ${TIMEOUT}s for milvus ($IMPL) on $HOST:$PORT (data: $DATA)"
+deadline=$((SECONDS + TIMEOUT))
+healthy=0
+while ((SECONDS < deadline)); do
+    proc_alive "$PID" || fail "milvus ($IMPL) exited during startup"
+    if tcp_open "$HOST" "$PORT" && "$HEALTH"; then
+        healthy=1
+        break
+    fi
+    sleep 1
+done
+((healthy)) ||
+    fail "milvus ($IMPL) did not become healthy within ${TIMEOUT}s (FRESHET_MILVUS_START_TIMEOUT); it is still running as pid $PID - run deploy/stop-milvus.sh"
+rm -f "$STOPPED_MARK"
+if [[ "$IMPL" == standalone ]]; then
+    # The wrapper moves the proxy silently if $PORT got taken between our check and its bind.
+    cfg_port=$(awk '/^proxy:/{p=1;next} /^[^ #]/{p=0} p && /^  port:/{print $2; exit}' "$DATA/configs/milvus.yaml" 2>/dev/null || true)
+    [[ "$cfg_port" == "$PORT" ]] ||
+        fail "milvus proxy was configured on port '${cfg_port}' instead of $PORT (port taken?); stop it with deploy/stop-milvus.sh"
+    log "milvus health endpoint: http://127.0.0.1:$HEALTH_PORT/healthz; embedded etcd on 127.0.0.1:$ETCD_CLIENT_PORT/$ETCD_PEER_PORT"
+fi
+log "milvus ($IMPL) is healthy on $HOST:$PORT after $((SECONDS - t0))s (pid $PID, data $DATA, log $LOGFILE)"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, starts a fresh broker and Milvus (data under
+# $FRESHET_HOME/test-run), builds, runs every unit and integration test, stops the services.
+#   deploy/test.sh                 all tests
+#   deploy/test.sh -- <cargo test args>   e.g. deploy/test.sh -- --test pipeline_e2e
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+cd "$root"
+
+"$here/install.sh"
+FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
+# shellcheck source=/dev/null
+. "$FRESHET_HOME/env.sh"
+
+export FRESHET_RUN_DIR="${FRESHET_TEST_RUN_DIR:-$FRESHET_HOME/test-run}"
+export FRESHET_KAFKA_PORT="${FRESHET_KAFKA_PORT:-9092}"
+export FRESHET_MILVUS_PORT="${FRESHET_MILVUS_PORT:-19530}"
+"$here/stop-all.sh" >/dev/null 2>&1 || true
+rm -rf "$FRESHET_RUN_DIR"
+mkdir -p "$FRESHET_RUN_DIR"
+trap '"$here/stop-all.sh" || true' EXIT
+"$here/start-all.sh"
+
+export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
+export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"
+export FRESHET_MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2"
+
+shift_args=()
+if [[ "${1:-}" == "--" ]]; then shift; shift_args=("$@"); fi
+
+cargo build --workspace --bins
+cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
