@@ -1,1 +1,38 @@
-//! freshet embedding connector.
+//! freshet's embedding connector: turns chunk texts into vectors with a local ONNX model, and
+//! remembers every vector it has made.
+//!
+//! - [`FastEmbedder`] runs a sentence-embedding model (by default sentence-transformers'
+//!   all-MiniLM-L6-v2, exported to ONNX by `deploy/export-model.sh`) through
+//!   [fastembed](https://crates.io/crates/fastembed) and a dynamically loaded ONNX Runtime
+//!   (`ORT_DYLIB_PATH`, `libonnxruntime.so.1.31.1` from the `onnxruntime` wheel). It implements
+//!   [`freshet_operators::embed::Embedder`] for the pipeline and [`FastEmbedder::embed_query`] for
+//!   the query side. Loading never panics: a missing or wrong runtime library, a missing model
+//!   directory or a broken model file come back as an [`Error`].
+//! - [`DiskCache`] is a crash-safe persistent [`freshet_operators::embed::VectorCache`]: an
+//!   append-only log with a checksum per record, one write + `fdatasync` per batch, a torn tail
+//!   dropped on open (Linux/Unix only).
+//! - [`CachedEmbedder`] / [`embed_with_cache`] do the cache-aware batch: cache lookup, in-batch
+//!   deduplication, model calls for the misses only, normalisation, store. It is pure logic over the
+//!   two traits and may move into `freshet_operators::embed` unchanged.
+//!
+//! The model directory layout (written by `deploy/export_model.py`):
+//!
+//! ```text
+//! $FRESHET_HOME/models/all-MiniLM-L6-v2/
+//!   model.onnx              inputs input_ids/attention_mask/token_type_ids, output last_hidden_state
+//!   tokenizer.json config.json special_tokens_map.json tokenizer_config.json
+//!   freshet-model.json      {"model_id", "dim", "pooling": "mean"|"cls", "normalize", "sha256", ...}
+//!   freshet-check.json      reference token ids and embeddings (used by the live tests)
+//! ```
+
+mod cache;
+mod cached;
+mod config;
+mod embedder;
+mod error;
+
+pub use cache::DiskCache;
+pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
+pub use config::{freshet_home, EmbeddingConfig, ModelMeta, DEFAULT_MODEL_DIR_NAME};
+pub use embedder::{FastEmbedder, MIN_ORT_MINOR};
+pub use error::{Error, Result};

@@ -1,0 +1,217 @@
+//! [`EmbeddingConfig`] (what the pipeline configures) and [`ModelMeta`] (`freshet-model.json`,
+//! what the exporter wrote next to the model).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Directory name of the default model under `$FRESHET_HOME/models/`.
+pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2";
+
+/// `$FRESHET_HOME`, or `$HOME/.freshet` when unset (`./.freshet` without a home either).
+pub fn freshet_home() -> PathBuf {
+    match std::env::var_os("FRESHET_HOME") {
+        Some(h) if !h.is_empty() => PathBuf::from(h),
+        _ => std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join(".freshet"),
+    }
+}
+
+/// Settings of the embedding model. Every field has a default, so `{}` (or an absent TOML table)
+/// is a valid configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    /// Directory written by `deploy/export-model.sh`.
+    /// Default: `$FRESHET_HOME/models/all-MiniLM-L6-v2`.
+    pub model_dir: PathBuf,
+    /// Model id used in cache keys (see [`crate::FastEmbedder`]'s `model_id`). Default: derived
+    /// from `freshet-model.json` and the settings that change vectors. Set it explicitly only to
+    /// pin cache keys across re-exports of the same model.
+    pub model_id: Option<String>,
+    /// Path of `libonnxruntime.so.1.31.x`. Default: the `ORT_DYLIB_PATH` environment variable.
+    pub ort_dylib_path: Option<PathBuf>,
+    /// Texts per model call. Default 64.
+    pub batch_size: usize,
+    /// Tokens per text (longer texts are truncated; capped by the tokenizer's
+    /// `model_max_length`, 256 for all-MiniLM-L6-v2). Default 256.
+    pub max_length: usize,
+    /// Prepended to passages before embedding (`"passage: "` for e5 models). Default empty.
+    pub passage_prefix: String,
+    /// Prepended to queries before embedding (`"query: "` for e5 models). Default empty.
+    pub query_prefix: String,
+    /// ONNX Runtime intra-op threads. Default: all cores.
+    pub threads: Option<usize>,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            model_dir: freshet_home().join("models").join(DEFAULT_MODEL_DIR_NAME),
+            model_id: None,
+            ort_dylib_path: None,
+            batch_size: 64,
+            max_length: 256,
+            passage_prefix: String::new(),
+            query_prefix: String::new(),
+            threads: None,
+        }
+    }
+}
+
+impl EmbeddingConfig {
+    /// A default configuration for the model in `model_dir`.
+    pub fn for_model_dir(model_dir: impl Into<PathBuf>) -> Self {
+        EmbeddingConfig {
+            model_dir: model_dir.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Checks the values that have no natural meaning when zero.
+    pub fn validate(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(Error::Config("batch_size must be at least 1".into()));
+        }
+        if self.max_length < 2 {
+            return Err(Error::Config(
+                "max_length must be at least 2 (room for [CLS] and [SEP])".into(),
+            ));
+        }
+        if self.threads == Some(0) {
+            return Err(Error::Config(
+                "threads must be at least 1 (leave it unset for all cores)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The runtime library path: `ort_dylib_path`, else `$ORT_DYLIB_PATH`.
+    pub fn resolved_ort_dylib_path(&self) -> Option<PathBuf> {
+        self.ort_dylib_path.clone().or_else(|| {
+            std::env::var_os("ORT_DYLIB_PATH")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        })
+    }
+}
+
+/// `freshet-model.json`: what `deploy/export_model.py` records about an exported model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelMeta {
+    /// Upstream model id, e.g. `sentence-transformers/all-MiniLM-L6-v2`.
+    pub model_id: String,
+    /// Vector dimension.
+    pub dim: usize,
+    /// `"mean"` or `"cls"`.
+    pub pooling: String,
+    /// Whether vectors are meant to be L2-normalised (freshet always normalises).
+    #[serde(default = "yes")]
+    pub normalize: bool,
+    /// sha256 (hex) of model.onnx.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// sha256 (hex) of the weights the model was exported from.
+    #[serde(default)]
+    pub source_sha256: Option<String>,
+    /// Where the weights came from.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The prefixes the model was trained with, for information (the config's prefixes apply).
+    #[serde(default)]
+    pub passage_prefix: Option<String>,
+    #[serde(default)]
+    pub query_prefix: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Name of the metadata file in a model directory.
+pub(crate) const META_FILE: &str = "freshet-model.json";
+
+impl ModelMeta {
+    /// Reads and checks `<dir>/freshet-model.json`.
+    pub fn read(dir: &Path) -> Result<ModelMeta> {
+        let path = dir.join(META_FILE);
+        let bad = |reason: String| Error::Model {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        let bytes =
+            std::fs::read(&path).map_err(|e| bad(format!("cannot read {META_FILE}: {e}")))?;
+        let meta: ModelMeta = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(format!("{META_FILE} is malformed: {e}")))?;
+        if meta.dim == 0 {
+            return Err(bad(format!("{META_FILE}: dim must be positive")));
+        }
+        if meta.model_id.is_empty() {
+            return Err(bad(format!("{META_FILE}: model_id is empty")));
+        }
+        if !matches!(meta.pooling.as_str(), "mean" | "cls") {
+            return Err(bad(format!(
+                "{META_FILE}: pooling {:?} is not supported (mean or cls)",
+                meta.pooling
+            )));
+        }
+        Ok(meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_missing_fields() {
+        let c: EmbeddingConfig = serde_json::from_str(r#"{"batch_size": 8}"#).unwrap();
+        assert_eq!(c.batch_size, 8);
+        assert_eq!(c.max_length, 256);
+        assert_eq!(c.passage_prefix, "");
+        assert!(c.model_dir.ends_with("models/all-MiniLM-L6-v2"));
+        assert_eq!(
+            c,
+            EmbeddingConfig {
+                batch_size: 8,
+                ..Default::default()
+            }
+        );
+        assert!(serde_json::from_str::<EmbeddingConfig>(r#"{"batchsize": 8}"#).is_err());
+        assert!(EmbeddingConfig {
+            batch_size: 0,
+            ..Default::default()
+        }
+        .validate()
+        .is_err());
+        assert!(EmbeddingConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn meta_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            ModelMeta::read(dir.path()),
+            Err(Error::Model { .. })
+        ));
+        std::fs::write(
+            dir.path().join(META_FILE),
+            r#"{"model_id": "m", "dim": 4, "pooling": "max"}"#,
+        )
+        .unwrap();
+        let e = ModelMeta::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("pooling"), "{e}");
+        std::fs::write(
+            dir.path().join(META_FILE),
+            r#"{"model_id": "m", "dim": 4, "pooling": "mean", "extra": 1}"#,
+        )
+        .unwrap();
+        let m = ModelMeta::read(dir.path()).unwrap();
+        assert_eq!((m.dim, m.normalize), (4, true));
+    }
+}

@@ -1,0 +1,501 @@
+//! [`FastEmbedder`]: a fastembed `TextEmbedding` over a user-defined ONNX model, with ONNX Runtime
+//! loaded dynamically and every failure at load turned into an [`Error`].
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use fastembed::{
+    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
+};
+use freshet_operators::embed::{l2_normalize, EmbedError, Embedder};
+
+use crate::config::{EmbeddingConfig, ModelMeta, META_FILE};
+use crate::error::{panic_message, Error, Result};
+
+/// Oldest ONNX Runtime minor version accepted (1.x): what `ort` 2.0.0-rc.15 with fastembed's
+/// `api-24` requires. freshet deploys 1.31.1.
+pub const MIN_ORT_MINOR: u32 = 24;
+
+const MODEL_FILES: [&str; 6] = [
+    "model.onnx",
+    "tokenizer.json",
+    "config.json",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
+    META_FILE,
+];
+
+/// A local sentence-embedding model (fastembed + ONNX Runtime).
+///
+/// Vectors are mean- or CLS-pooled as `freshet-model.json` says and always L2-normalised.
+/// [`Embedder::model_id`] is the upstream model id plus everything that changes vectors (the
+/// weights' sha256 prefix, the effective max length, a passage prefix), so caches keyed by it
+/// never serve vectors of another model or setting, unless [`EmbeddingConfig::model_id`] pins it.
+pub struct FastEmbedder {
+    model: TextEmbedding,
+    meta: ModelMeta,
+    model_id: String,
+    model_dir: PathBuf,
+    batch_size: usize,
+    max_length: usize,
+    passage_prefix: String,
+    query_prefix: String,
+}
+
+impl std::fmt::Debug for FastEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastEmbedder")
+            .field("model_id", &self.model_id)
+            .field("model_dir", &self.model_dir)
+            .field("dim", &self.meta.dim)
+            .field("batch_size", &self.batch_size)
+            .field("max_length", &self.max_length)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FastEmbedder {
+    /// Loads the model of `config`.
+    ///
+    /// Order: the configuration; the ONNX Runtime library path (set, a regular ELF file, at least
+    /// version 1.[`MIN_ORT_MINOR`] when its name carries one); the model directory and its files;
+    /// only then ONNX Runtime itself (loaded from that path, not from the environment) and the
+    /// session. One process can load one runtime library: asking for another path later is an
+    /// error. Panics inside ONNX Runtime/fastembed are caught and returned as errors.
+    pub fn load(config: &EmbeddingConfig) -> Result<Self> {
+        config.validate()?;
+        let ort_path = check_ort_library(config.resolved_ort_dylib_path())?;
+        let dir = &config.model_dir;
+        let files = read_model_dir(dir)?;
+        let meta = ModelMeta::read(dir)?;
+        let tokenizer_max = tokenizer_max_length(dir, &files.tokenizer_config_file)?;
+        let max_length = config.max_length.min(tokenizer_max);
+        if let Some(p) = meta.passage_prefix.as_deref() {
+            if p != config.passage_prefix {
+                tracing::warn!(model = %meta.model_id, expected = p, configured = %config.passage_prefix,
+                    "passage_prefix differs from the one the model was trained with");
+            }
+        }
+
+        init_ort(&ort_path)?;
+
+        let pooling = if meta.pooling == "cls" {
+            Pooling::Cls
+        } else {
+            Pooling::Mean
+        };
+        let model =
+            UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(pooling);
+        let mut options = InitOptionsUserDefined::new().with_max_length(max_length);
+        if let Some(t) = config.threads {
+            options = options.with_intra_threads(t);
+        }
+        let load_err = |reason: String| Error::Load {
+            dir: dir.clone(),
+            reason,
+        };
+        let model = catch_unwind(AssertUnwindSafe(|| {
+            TextEmbedding::try_new_from_user_defined(model, options)
+        }))
+        .map_err(|p| load_err(format!("ONNX Runtime panicked: {}", panic_message(&*p))))?
+        .map_err(|e| load_err(e.to_string()))?;
+
+        let model_id = config
+            .model_id
+            .clone()
+            .unwrap_or_else(|| derived_model_id(&meta, max_length, &config.passage_prefix));
+        let mut me = FastEmbedder {
+            model,
+            meta,
+            model_id,
+            model_dir: dir.clone(),
+            batch_size: config.batch_size,
+            max_length,
+            passage_prefix: config.passage_prefix.clone(),
+            query_prefix: config.query_prefix.clone(),
+        };
+        // The model must produce what freshet-model.json promises.
+        let probe = me
+            .embed_raw(&["dimension probe"], "")
+            .map_err(|e| load_err(format!("test inference failed: {e}")))?;
+        if probe[0].len() != me.meta.dim {
+            return Err(load_err(format!(
+                "the model produces {}-dimensional vectors but {META_FILE} says {}",
+                probe[0].len(),
+                me.meta.dim
+            )));
+        }
+        tracing::info!(model_id = %me.model_id, dir = %dir.display(), dim = me.meta.dim,
+            max_length, ort = %ort_path.display(), "embedding model loaded");
+        Ok(me)
+    }
+
+    /// Embeds one search query (with the query prefix); unit length.
+    pub fn embed_query(&mut self, text: &str) -> Result<Vec<f32>> {
+        let prefix = self.query_prefix.clone();
+        let mut out = self.embed_raw(&[text], &prefix)?;
+        Ok(out.pop().expect("one text in, one vector out"))
+    }
+
+    /// Embeds search queries (with the query prefix); unit length, in input order.
+    pub fn embed_queries(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let prefix = self.query_prefix.clone();
+        self.embed_raw(texts, &prefix)
+    }
+
+    /// Embeds passages (with the passage prefix); unit length, in input order.
+    pub fn embed_passage_texts(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let prefix = self.passage_prefix.clone();
+        self.embed_raw(texts, &prefix)
+    }
+
+    fn embed_raw(&mut self, texts: &[&str], prefix: &str) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Texts are padded to the longest of their model batch: when there is more than one
+        // batch, run them sorted by length so that similar lengths share a batch (much less
+        // padding for mixed chunk sizes), and put the vectors back in input order afterwards.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        if texts.len() > self.batch_size {
+            order.sort_by_key(|&i| texts[i].len());
+        }
+        let inputs: Vec<String> = order
+            .iter()
+            .map(|&i| format!("{prefix}{}", texts[i]))
+            .collect();
+        let batch_size = self.batch_size;
+        let model = &mut self.model;
+        let sorted = catch_unwind(AssertUnwindSafe(|| model.embed(&inputs, Some(batch_size))))
+            .map_err(|p| Error::Embed(format!("ONNX Runtime panicked: {}", panic_message(&*p))))?
+            .map_err(|e| Error::Embed(e.to_string()))?;
+        if sorted.len() != texts.len() {
+            return Err(Error::Embed(format!(
+                "{} texts in, {} vectors out",
+                texts.len(),
+                sorted.len()
+            )));
+        }
+        let mut vectors = vec![Vec::new(); texts.len()];
+        for (&i, mut v) in order.iter().zip(sorted) {
+            l2_normalize(&mut v);
+            vectors[i] = v;
+        }
+        Ok(vectors)
+    }
+
+    /// `freshet-model.json` of the loaded model.
+    pub fn meta(&self) -> &ModelMeta {
+        &self.meta
+    }
+
+    /// The directory the model was loaded from.
+    pub fn model_dir(&self) -> &Path {
+        &self.model_dir
+    }
+
+    /// Tokens per text after the tokenizer's own limit (texts are truncated to this).
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+
+    /// Texts per model call.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// The fastembed model (its `tokenizer` field is the tokenizer in use).
+    pub fn inner(&self) -> &TextEmbedding {
+        &self.model
+    }
+}
+
+impl Embedder for FastEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn dim(&self) -> usize {
+        self.meta.dim
+    }
+
+    fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(self.embed_passage_texts(texts)?)
+    }
+}
+
+/// `<upstream id>|weights:<12 hex>|max_length:<n>[|passage_prefix:<p>]`: everything that changes
+/// vectors beyond float noise. The weights' hash (not model.onnx's) so that re-exporting the same
+/// weights with another graph layout keeps the cache; `onnx:<12 hex>` when the weights' hash is
+/// not recorded.
+fn derived_model_id(meta: &ModelMeta, max_length: usize, passage_prefix: &str) -> String {
+    let mut id = meta.model_id.clone();
+    let hash = |label: &str, h: &str| format!("|{label}:{}", &h[..h.len().min(12)]);
+    if let Some(h) = &meta.source_sha256 {
+        id.push_str(&hash("weights", h));
+    } else if let Some(h) = &meta.sha256 {
+        id.push_str(&hash("onnx", h));
+    }
+    id.push_str(&format!("|max_length:{max_length}"));
+    if !passage_prefix.is_empty() {
+        id.push_str(&format!("|passage_prefix:{passage_prefix:?}"));
+    }
+    id
+}
+
+struct ModelFiles {
+    onnx: Vec<u8>,
+    tokenizer: TokenizerFiles,
+    tokenizer_config_file: Vec<u8>,
+}
+
+fn read_model_dir(dir: &Path) -> Result<ModelFiles> {
+    let bad = |reason: String| Error::Model {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    if !dir.is_dir() {
+        return Err(bad(
+            "does not exist or is not a directory; export the model with deploy/export-model.sh \
+             (or set model_dir)"
+                .into(),
+        ));
+    }
+    let missing: Vec<&str> = MODEL_FILES
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if !missing.is_empty() {
+        return Err(bad(format!(
+            "missing {}; re-run deploy/export-model.sh",
+            missing.join(", ")
+        )));
+    }
+    let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| bad(format!("reading {f}: {e}")));
+    let tokenizer_config_file = read("tokenizer_config.json")?;
+    Ok(ModelFiles {
+        onnx: read("model.onnx")?,
+        tokenizer: TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: tokenizer_config_file.clone(),
+        },
+        tokenizer_config_file,
+    })
+}
+
+/// `model_max_length` of tokenizer_config.json (fastembed truncates to min(it, max_length)).
+fn tokenizer_max_length(dir: &Path, tokenizer_config: &[u8]) -> Result<usize> {
+    let v: serde_json::Value =
+        serde_json::from_slice(tokenizer_config).map_err(|e| Error::Model {
+            dir: dir.to_path_buf(),
+            reason: format!("tokenizer_config.json is malformed: {e}"),
+        })?;
+    v["model_max_length"]
+        .as_f64()
+        .filter(|n| *n >= 2.0)
+        .map(|n| n.min(usize::MAX as f64) as usize)
+        .ok_or_else(|| Error::Model {
+            dir: dir.to_path_buf(),
+            reason: "tokenizer_config.json lacks a numeric model_max_length".into(),
+        })
+}
+
+/// Checks the runtime library path on the file system only (ONNX Runtime is not touched).
+fn check_ort_library(path: Option<PathBuf>) -> Result<PathBuf> {
+    let path = path.ok_or_else(|| {
+        Error::OrtLibrary(
+            "no library configured: set ORT_DYLIB_PATH (or ort_dylib_path) to \
+             libonnxruntime.so.1.31.1, e.g. $FRESHET_HOME/venv/lib/python3.11/site-packages/\
+             onnxruntime/capi/libonnxruntime.so.1.31.1"
+                .into(),
+        )
+    })?;
+    let bad = |what: String| Error::OrtLibrary(format!("{}: {what}", path.display()));
+    let meta = std::fs::metadata(&path).map_err(|e| bad(format!("cannot access it ({e})")))?;
+    if !meta.is_file() {
+        return Err(bad("is not a regular file".into()));
+    }
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| bad(format!("cannot resolve it ({e})")))?;
+    for name in [path.file_name(), canonical.file_name()]
+        .into_iter()
+        .flatten()
+    {
+        if let Some((major, minor)) = ort_version_from_file_name(&name.to_string_lossy()) {
+            if major != 1 || minor < MIN_ORT_MINOR {
+                return Err(bad(format!(
+                    "ONNX Runtime {major}.{minor} is not supported; need 1.{MIN_ORT_MINOR} or newer \
+                     (freshet uses 1.31.1 from the onnxruntime==1.31.1 wheel)"
+                )));
+            }
+        }
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::io::Read;
+        let mut magic = [0u8; 4];
+        let ok = std::fs::File::open(&path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok();
+        if !ok || magic != *b"\x7fELF" {
+            return Err(bad("is not a shared library (no ELF header)".into()));
+        }
+    }
+    Ok(path)
+}
+
+/// `libonnxruntime.so.1.31.1` -> (1, 31); `libonnxruntime.1.31.1.dylib` -> (1, 31).
+fn ort_version_from_file_name(name: &str) -> Option<(u32, u32)> {
+    let rest = name.strip_prefix("libonnxruntime")?;
+    let rest = rest
+        .strip_prefix(".so.")
+        .or_else(|| rest.strip_prefix('.'))?;
+    let mut it = rest.split('.');
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The runtime library this process loaded (canonical path).
+static ORT_LOADED: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Loads ONNX Runtime from `path` once per process, as an error (not a panic) when it fails.
+fn init_ort(path: &Path) -> Result<()> {
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| Error::OrtLibrary(format!("{}: cannot resolve it ({e})", path.display())))?;
+    let mut loaded = ORT_LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(prev) = loaded.as_ref() {
+        if *prev == canonical {
+            return Ok(());
+        }
+        return Err(Error::OrtLibrary(format!(
+            "this process already loaded ONNX Runtime from {}; it cannot also load {}",
+            prev.display(),
+            path.display()
+        )));
+    }
+    match catch_unwind(|| ort::init_from(&canonical).map(drop)) {
+        Ok(Ok(())) => {
+            *loaded = Some(canonical);
+            Ok(())
+        }
+        Ok(Err(e)) => Err(Error::OrtLibrary(e.to_string())),
+        Err(p) => Err(Error::OrtLibrary(format!(
+            "loading {} panicked: {}",
+            path.display(),
+            panic_message(&*p)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_from_file_name() {
+        assert_eq!(
+            ort_version_from_file_name("libonnxruntime.so.1.31.1"),
+            Some((1, 31))
+        );
+        assert_eq!(
+            ort_version_from_file_name("libonnxruntime.1.16.0.dylib"),
+            Some((1, 16))
+        );
+        assert_eq!(ort_version_from_file_name("libonnxruntime.so"), None);
+        assert_eq!(ort_version_from_file_name("libfoo.so.1.2"), None);
+    }
+
+    #[test]
+    fn ort_path_is_checked_without_loading_it() {
+        let e = check_ort_library(None).unwrap_err().to_string();
+        assert!(e.contains("ORT_DYLIB_PATH"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = check_ort_library(Some(dir.path().join("libonnxruntime.so.1.31.1")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot access"), "{e}");
+        let e = check_ort_library(Some(dir.path().to_path_buf()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let old = dir.path().join("libonnxruntime.so.1.16.3");
+        std::fs::write(&old, b"\x7fELF....").unwrap();
+        let e = check_ort_library(Some(old)).unwrap_err().to_string();
+        assert!(e.contains("1.16 is not supported"), "{e}");
+        let text = dir.path().join("libonnxruntime.so.1.31.1");
+        std::fs::write(&text, b"not a library").unwrap();
+        let e = check_ort_library(Some(text)).unwrap_err().to_string();
+        assert!(e.contains("not a shared library"), "{e}");
+    }
+
+    #[test]
+    fn load_reports_bad_ort_path_and_missing_model_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EmbeddingConfig {
+            model_dir: dir.path().join("no-model"),
+            ort_dylib_path: Some(dir.path().join("missing/libonnxruntime.so.1.31.1")),
+            ..Default::default()
+        };
+        let e = FastEmbedder::load(&cfg).unwrap_err();
+        assert!(matches!(e, Error::OrtLibrary(_)), "{e}");
+        // A file that passes the file-system checks, so the model directory is checked next
+        // (before ONNX Runtime is touched).
+        let fake = dir.path().join("libonnxruntime.so.1.31.1");
+        std::fs::write(&fake, b"\x7fELF fake").unwrap();
+        let cfg = EmbeddingConfig {
+            ort_dylib_path: Some(fake),
+            ..cfg
+        };
+        let e = FastEmbedder::load(&cfg).unwrap_err();
+        assert!(matches!(e, Error::Model { .. }), "{e}");
+        assert!(e.to_string().contains("export-model.sh"), "{e}");
+        std::fs::create_dir(dir.path().join("no-model")).unwrap();
+        std::fs::write(dir.path().join("no-model/model.onnx"), b"").unwrap();
+        let e = FastEmbedder::load(&cfg).unwrap_err().to_string();
+        assert!(e.contains("missing tokenizer.json"), "{e}");
+    }
+
+    #[test]
+    fn derived_id_names_the_settings() {
+        let meta = ModelMeta {
+            model_id: "m/x".into(),
+            dim: 4,
+            pooling: "mean".into(),
+            normalize: true,
+            sha256: Some("0123456789abcdef".into()),
+            source_sha256: None,
+            source: None,
+            passage_prefix: None,
+            query_prefix: None,
+        };
+        assert_eq!(
+            derived_model_id(&meta, 256, ""),
+            "m/x|onnx:0123456789ab|max_length:256"
+        );
+        assert_eq!(
+            derived_model_id(&meta, 128, "passage: "),
+            "m/x|onnx:0123456789ab|max_length:128|passage_prefix:\"passage: \""
+        );
+        let meta = ModelMeta {
+            source_sha256: Some("fedcba9876543210".into()),
+            ..meta
+        };
+        assert_eq!(
+            derived_model_id(&meta, 256, ""),
+            "m/x|weights:fedcba987654|max_length:256"
+        );
+    }
+
+    #[test]
+    fn fast_embedder_is_send() {
+        fn send<T: Send>() {}
+        send::<FastEmbedder>();
+    }
+}

