@@ -58,7 +58,9 @@ impl Default for PipelineConfig {
             cluster_addresses: Vec::new(),
             batch_max_records: 512,
             batch_max_wait_ms: 50,
-            embedding_cache_path: freshet_embedding::freshet_home().join("cache").join("embeddings.redb"),
+            embedding_cache_path: freshet_embedding::freshet_home()
+                .join("cache")
+                .join("embeddings.redb"),
             shutdown_timeout_s: 30,
             topic_partitions: 4,
         }
@@ -78,7 +80,9 @@ pub struct TantivyConfig {
 impl Default for TantivyConfig {
     fn default() -> Self {
         TantivyConfig {
-            path: freshet_embedding::freshet_home().join("index").join("tantivy"),
+            path: freshet_embedding::freshet_home()
+                .join("index")
+                .join("tantivy"),
             writer_heap_bytes: 64 * 1024 * 1024,
         }
     }
@@ -94,7 +98,9 @@ pub struct MetricsConfig {
 
 impl Default for MetricsConfig {
     fn default() -> Self {
-        MetricsConfig { listen: "127.0.0.1:9464".into() }
+        MetricsConfig {
+            listen: "127.0.0.1:9464".into(),
+        }
     }
 }
 
@@ -138,18 +144,31 @@ impl Config {
                 p.cluster_addresses.len()
             );
         }
-        self.chunking.validate().map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
+        self.chunking
+            .validate()
+            .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
         Ok(())
     }
 }
 
 /// The sections an environment variable may address.
-const SECTIONS: &[&str] = &["pipeline", "limits", "kafka", "chunking", "embedding", "milvus", "tantivy", "metrics"];
+const SECTIONS: &[&str] = &[
+    "pipeline",
+    "limits",
+    "kafka",
+    "chunking",
+    "embedding",
+    "milvus",
+    "tantivy",
+    "metrics",
+];
 
 /// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table`.
 fn apply_env(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
     for (name, raw) in env {
-        let Some(rest) = name.strip_prefix("FRESHET_") else { continue };
+        let Some(rest) = name.strip_prefix("FRESHET_") else {
+            continue;
+        };
         let rest = rest.to_ascii_lowercase();
         let Some(section) = SECTIONS.iter().find(|s| rest.starts_with(&format!("{s}_"))) else {
             continue;
@@ -172,7 +191,9 @@ fn apply_env(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
 
 fn parse_env_value(raw: &str) -> toml::Value {
     match format!("v = {raw}").parse::<toml::Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
     }
 }
@@ -182,7 +203,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -199,10 +223,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("freshet-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("f.toml");
-        std::fs::write(&file, "[kafka]\ntopic = \"from-file\"\nbrokers = \"h:1\"\n[pipeline]\nworkers = 3\n").unwrap();
+        std::fs::write(
+            &file,
+            "[kafka]\ntopic = \"from-file\"\nbrokers = \"h:1\"\n[pipeline]\nworkers = 3\n",
+        )
+        .unwrap();
         let c = Config::load_with_env(
             Some(&file),
-            &env(&[("FRESHET_KAFKA_TOPIC", "from-env"), ("FRESHET_PIPELINE_BATCH_MAX_RECORDS", "7"), ("FRESHET_HOME", "/x")]),
+            &env(&[
+                ("FRESHET_KAFKA_TOPIC", "from-env"),
+                ("FRESHET_PIPELINE_BATCH_MAX_RECORDS", "7"),
+                ("FRESHET_HOME", "/x"),
+            ]),
         )
         .unwrap();
         assert_eq!(c.kafka.topic, "from-env");
@@ -213,17 +245,24 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_values_are_clear_errors() {
-        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKRES", "2")])).unwrap_err();
+        let e =
+            Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKRES", "2")])).unwrap_err();
         assert!(format!("{e:#}").contains("workres"), "{e:#}");
-        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "0")])).unwrap_err();
+        let e =
+            Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "0")])).unwrap_err();
         assert!(format!("{e:#}").contains("workers"), "{e:#}");
-        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "many")])).unwrap_err();
-        assert!(format!("{e:#}").contains("workers") || format!("{e:#}").contains("invalid"), "{e:#}");
+        let e =
+            Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "many")])).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("workers") || format!("{e:#}").contains("invalid"),
+            "{e:#}"
+        );
     }
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let e = Config::load_with_env(Some(Path::new("/nonexistent/freshet.toml")), &[]).unwrap_err();
+        let e =
+            Config::load_with_env(Some(Path::new("/nonexistent/freshet.toml")), &[]).unwrap_err();
         assert!(format!("{e:#}").contains("/nonexistent/freshet.toml"));
     }
 }

@@ -1,7 +1,9 @@
 //! The freshet indexing pipeline: configuration, the per-worker source loop, the sink stage and
 //! the driver that assembles the dataflow from `freshet-operators` and the connectors.
 
+pub mod bench;
 pub mod config;
+pub mod inspect;
 pub mod metrics;
 pub mod publish;
 pub mod run;

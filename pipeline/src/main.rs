@@ -16,7 +16,11 @@ use freshet_pipeline::config::Config;
 use freshet_pipeline::metrics::Metrics;
 
 #[derive(Parser)]
-#[command(name = "freshet", version, about = "Streaming RAG indexing: Kafka → dataflow → Milvus + tantivy")]
+#[command(
+    name = "freshet",
+    version,
+    about = "Streaming RAG indexing: Kafka → dataflow → Milvus + tantivy"
+)]
 struct Cli {
     /// TOML configuration file (every setting optional; FRESHET_<SECTION>_<KEY> overrides).
     #[arg(long, global = true, env = "FRESHET_CONFIG")]
@@ -37,6 +41,34 @@ enum Command {
         /// A directory of .md/.txt/.html files (id = relative path).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+    /// Show what both indexes hold against the topic.
+    Status {
+        /// Wait up to this many seconds until every record on the topic is indexed.
+        #[arg(long)]
+        wait_secs: Option<u64>,
+    },
+    /// Benchmark ingest, re-send and edit costs on a BEIR corpus (fresh topic, collection, index
+    /// and cache; needs the broker and Milvus).
+    Bench {
+        /// BEIR corpus.jsonl.
+        #[arg(long, default_value = "../shared/datasets/scifact/corpus.jsonl")]
+        corpus: PathBuf,
+        /// Fraction of documents to edit in the edit phase.
+        #[arg(long, default_value_t = 0.01)]
+        edit_fraction: f64,
+        /// Use only the first N documents.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Also write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Query both indexes (BM25 and vector) and print the top hits of each.
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 3)]
+        k: usize,
     },
 }
 
@@ -61,7 +93,8 @@ fn real_main() -> Result<()> {
         Command::Run => {
             let stop = Arc::new(AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+                signal_hook::flag::register(sig, stop.clone())
+                    .context("installing signal handlers")?;
             }
             let metrics = Metrics::new();
             if !config.metrics.listen.is_empty() {
@@ -75,5 +108,24 @@ fn real_main() -> Result<()> {
             Ok(())
         }
         Command::Publish { jsonl, dir } => freshet_pipeline::publish::publish(&config, jsonl, dir),
+        Command::Status { wait_secs } => freshet_pipeline::inspect::print_status(
+            &config,
+            wait_secs.map(std::time::Duration::from_secs),
+        ),
+        Command::Bench {
+            corpus,
+            edit_fraction,
+            limit,
+            json,
+        } => freshet_pipeline::bench::bench(
+            &config,
+            &freshet_pipeline::bench::BenchArgs {
+                corpus,
+                edit_fraction,
+                limit,
+                json_out: json,
+            },
+        ),
+        Command::Search { query, k } => freshet_pipeline::inspect::search(&config, &query, k),
     }
 }

@@ -53,9 +53,17 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut r = Registry::with_prefix("freshet_pipeline");
         let documents = Family::<Outcome, Counter>::default();
-        r.register("documents", "Documents read, by outcome (upsert, delete, dlq)", documents.clone());
+        r.register(
+            "documents",
+            "Documents read, by outcome (upsert, delete, dlq)",
+            documents.clone(),
+        );
         let chunks = Family::<Outcome, Counter>::default();
-        r.register("chunks", "Chunk deltas applied, by outcome (upsert, delete)", chunks.clone());
+        r.register(
+            "chunks",
+            "Chunk deltas applied, by outcome (upsert, delete)",
+            chunks.clone(),
+        );
         let embedding_texts = Family::<Outcome, Counter>::default();
         r.register(
             "embedding_texts",
@@ -63,19 +71,42 @@ impl Metrics {
             embedding_texts.clone(),
         );
         let embedding_calls = Counter::default();
-        r.register("embedding_calls", "Batched calls into the embedding model", embedding_calls.clone());
+        r.register(
+            "embedding_calls",
+            "Batched calls into the embedding model",
+            embedding_calls.clone(),
+        );
         let sink_ops = Family::<SinkOp, Counter>::default();
-        r.register("sink_writes", "Records written to a sink, by sink and op", sink_ops.clone());
+        r.register(
+            "sink_writes",
+            "Records written to a sink, by sink and op",
+            sink_ops.clone(),
+        );
         let dlq_records = Family::<ErrorClass, Counter>::default();
-        r.register("dlq_records", "Records sent to the dead-letter topic, by error class", dlq_records.clone());
+        r.register(
+            "dlq_records",
+            "Records sent to the dead-letter topic, by error class",
+            dlq_records.clone(),
+        );
         let consumer_lag = Family::<Partition, Gauge>::default();
-        r.register("consumer_lag_records", "High watermark minus next offset, per partition", consumer_lag.clone());
+        r.register(
+            "consumer_lag_records",
+            "High watermark minus next offset, per partition",
+            consumer_lag.clone(),
+        );
         let commits = Counter::default();
         r.register("commits", "Durable commits of both sinks", commits.clone());
         let durable_epoch = Gauge::default();
-        r.register("durable_epoch", "Newest epoch durably applied to both sinks", durable_epoch.clone());
+        r.register(
+            "durable_epoch",
+            "Newest epoch durably applied to both sinks",
+            durable_epoch.clone(),
+        );
         let source_to_durable = Histogram::new(
-            [0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0].into_iter(),
+            [
+                0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+            ]
+            .into_iter(),
         );
         r.register(
             "source_to_durable_seconds",
@@ -98,11 +129,20 @@ impl Metrics {
     }
 
     pub fn outcome(family: &Family<Outcome, Counter>, outcome: &str, n: u64) {
-        family.get_or_create(&Outcome { outcome: outcome.to_string() }).inc_by(n);
+        family
+            .get_or_create(&Outcome {
+                outcome: outcome.to_string(),
+            })
+            .inc_by(n);
     }
 
     pub fn sink(&self, sink: &str, op: &str, n: u64) {
-        self.sink_ops.get_or_create(&SinkOp { sink: sink.into(), op: op.into() }).inc_by(n);
+        self.sink_ops
+            .get_or_create(&SinkOp {
+                sink: sink.into(),
+                op: op.into(),
+            })
+            .inc_by(n);
     }
 
     /// Text exposition format.

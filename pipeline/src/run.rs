@@ -37,10 +37,16 @@ struct SharedCache(Arc<Mutex<DiskCache>>);
 
 impl VectorCache for SharedCache {
     fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<f32>>>, EmbedError> {
-        self.0.lock().map_err(|_| EmbedError("cache lock poisoned".into()))?.get_many(keys)
+        self.0
+            .lock()
+            .map_err(|_| EmbedError("cache lock poisoned".into()))?
+            .get_many(keys)
     }
     fn put_many(&mut self, entries: &[([u8; 32], Vec<f32>)]) -> Result<(), EmbedError> {
-        self.0.lock().map_err(|_| EmbedError("cache lock poisoned".into()))?.put_many(entries)
+        self.0
+            .lock()
+            .map_err(|_| EmbedError("cache lock poisoned".into()))?
+            .put_many(entries)
     }
 }
 
@@ -52,25 +58,32 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         .map_err(|e| anyhow!("loading the tokenizer {}: {e}", tokenizer_path.display()))?;
 
     // The model is loaded here once to fail fast and to learn its id and dimension.
-    let mut probe_model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
+    let mut probe_model =
+        FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
     let (model_id, dim) = (probe_model.model_id().to_string(), probe_model.dim());
     tracing::info!(%model_id, dim, "embedding model loaded");
 
     let kafka = config.kafka.clone();
-    admin::ensure_topic(&kafka, &kafka.topic, config.pipeline.topic_partitions).context("creating the document topic")?;
+    admin::ensure_topic(&kafka, &kafka.topic, config.pipeline.topic_partitions)
+        .context("creating the document topic")?;
     admin::ensure_topic(&kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
-    let all_partitions = admin::partitions(&kafka, &kafka.topic).context("reading the document topic's partitions")?;
+    let all_partitions = admin::partitions(&kafka, &kafka.topic)
+        .context("reading the document topic's partitions")?;
 
     let cache_path = if is_first_process {
         config.pipeline.embedding_cache_path.clone()
     } else {
-        config.pipeline.embedding_cache_path.with_extension(format!("p{}.redb", config.pipeline.process_index))
+        config
+            .pipeline
+            .embedding_cache_path
+            .with_extension(format!("p{}.redb", config.pipeline.process_index))
     };
     if let Some(dir) = cache_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let cache = SharedCache(Arc::new(Mutex::new(
-        DiskCache::open(&cache_path).with_context(|| format!("opening the embedding cache {}", cache_path.display()))?,
+        DiskCache::open(&cache_path)
+            .with_context(|| format!("opening the embedding cache {}", cache_path.display()))?,
     )));
 
     // Process 0 owns the sinks: recover from the indexes, then hand them to worker 0.
@@ -80,10 +93,22 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
     if is_first_process {
         std::fs::create_dir_all(&config.tantivy.path)
             .with_context(|| format!("creating {}", config.tantivy.path.display()))?;
-        let tantivy = ChunkIndexWriter::open_or_create(&config.tantivy.path, config.tantivy.writer_heap_bytes)
-            .with_context(|| format!("opening the tantivy index {}", config.tantivy.path.display()))?;
+        let tantivy = ChunkIndexWriter::open_or_create(
+            &config.tantivy.path,
+            config.tantivy.writer_heap_bytes,
+        )
+        .with_context(|| {
+            format!(
+                "opening the tantivy index {}",
+                config.tantivy.path.display()
+            )
+        })?;
         if let Some(payload) = tantivy.last_payload()? {
-            start_offsets = payload.offsets.get(&kafka.topic).cloned().unwrap_or_default();
+            start_offsets = payload
+                .offsets
+                .get(&kafka.topic)
+                .cloned()
+                .unwrap_or_default();
             tracing::info!(epoch = payload.epoch, offsets = ?start_offsets, "resuming from the tantivy commit");
         }
         let chunks = tantivy.load_all().context("loading the indexed chunks")?;
@@ -95,20 +120,34 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             v.sort_by(|a, b| (a.kind, a.index).cmp(&(b.kind, b.index)));
         }
 
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         let mut milvus_cfg = config.milvus.clone();
         milvus_cfg.dim = dim;
         milvus_cfg.model_id = model_id.clone();
-        let milvus = runtime.block_on(async {
-            let m = MilvusSink::connect(milvus_cfg).await?;
-            m.ensure_collection().await?;
-            Ok::<_, freshet_milvus::Error>(m)
-        })
-        .context("connecting to Milvus")?;
+        let milvus = runtime
+            .block_on(async {
+                let m = MilvusSink::connect(milvus_cfg).await?;
+                m.ensure_collection().await?;
+                Ok::<_, freshet_milvus::Error>(m)
+            })
+            .context("connecting to Milvus")?;
 
-        let leaf_chunks: Vec<&Chunk> = by_doc.values().flatten().filter(|c| c.kind == ChunkKind::Leaf).collect();
-        reconcile(&runtime, &milvus, &leaf_chunks, &mut probe_model, cache.clone(), config.embedding.batch_size)
-            .context("reconciling Milvus with the tantivy index")?;
+        let leaf_chunks: Vec<&Chunk> = by_doc
+            .values()
+            .flatten()
+            .filter(|c| c.kind == ChunkKind::Leaf)
+            .collect();
+        reconcile(
+            &runtime,
+            &milvus,
+            &leaf_chunks,
+            &mut probe_model,
+            cache.clone(),
+            config.embedding.batch_size,
+        )
+        .context("reconciling Milvus with the tantivy index")?;
         bootstrap = by_doc.into_iter().collect();
         *sinks.lock().map_err(|_| anyhow!("lock"))? = Some(Sinks {
             topic: kafka.topic.clone(),
@@ -145,23 +184,31 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             }
         };
         let my_partitions = partitions_for_worker(&all_partitions, index, peers);
-        let my_start: BTreeMap<i32, i64> =
-            start_offsets.iter().filter(|(p, _)| my_partitions.contains(p)).map(|(p, o)| (*p, *o)).collect();
+        let my_start: BTreeMap<i32, i64> = start_offsets
+            .iter()
+            .filter(|(p, _)| my_partitions.contains(p))
+            .map(|(p, o)| (*p, *o))
+            .collect();
         let reader = if my_partitions.is_empty() {
             None
         } else {
             match PartitionReader::new(&kafka, &kafka.topic, &my_partitions, &my_start) {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    fail(format!("worker {index}: cannot read partitions {my_partitions:?}: {e}"));
+                    fail(format!(
+                        "worker {index}: cannot read partitions {my_partitions:?}: {e}"
+                    ));
                     None
                 }
             }
         };
-        let mut source = reader.map(|r| Source::new(r, dlq.clone(), processing.clone(), metrics.clone()));
+        let mut source =
+            reader.map(|r| Source::new(r, dlq.clone(), processing.clone(), metrics.clone()));
         let mut ecfg = ecfg.clone();
         if ecfg.threads.is_none() {
-            let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            let cores = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1);
             ecfg.threads = Some((cores / threads.max(1)).max(1));
         }
         let embedder = match FastEmbedder::load(&ecfg) {
@@ -171,7 +218,11 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 None
             }
         };
-        let my_sinks = if index == 0 { sinks.lock().ok().and_then(|mut s| s.take()) } else { None };
+        let my_sinks = if index == 0 {
+            sinks.lock().ok().and_then(|mut s| s.take())
+        } else {
+            None
+        };
 
         let mut docs_in = InputHandle::<Time, CapacityContainerBuilder<Vec<DocUpdate>>>::new();
         let mut progress_in = InputHandle::<Time, CapacityContainerBuilder<Vec<SinkMsg>>>::new();
@@ -186,18 +237,33 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 };
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
                 let (vectors, stats) = cached.embed(&refs)?;
-                Metrics::outcome(&embed_metrics.embedding_texts, "embedded", stats.embedded as u64);
-                Metrics::outcome(&embed_metrics.embedding_texts, "cache_hit", stats.cache_hits as u64);
-                embed_metrics.embedding_calls.inc_by(stats.model_calls as u64);
+                Metrics::outcome(
+                    &embed_metrics.embedding_texts,
+                    "embedded",
+                    stats.embedded as u64,
+                );
+                Metrics::outcome(
+                    &embed_metrics.embedding_texts,
+                    "cache_hit",
+                    stats.cache_hits as u64,
+                );
+                embed_metrics
+                    .embedding_calls
+                    .inc_by(stats.model_calls as u64);
                 Ok(vectors)
             });
-            let msgs = records.map(SinkMsg::Record).concat(progress_in.to_stream(scope));
+            let msgs = records
+                .map(SinkMsg::Record)
+                .concat(progress_in.to_stream(scope));
             sink(msgs, my_sinks, fatal.clone()).probe_with(&probe);
         });
 
         if index == 0 {
             if let Some(docs) = bootstrap.lock().ok().and_then(|mut b| b.take()) {
-                tracing::info!(documents = docs.len(), "replaying indexed state into the dataflow");
+                tracing::info!(
+                    documents = docs.len(),
+                    "replaying indexed state into the dataflow"
+                );
                 for (doc, chunks) in docs {
                     docs_in.send((doc, Some(chunks), BOOTSTRAP_TIME));
                 }
@@ -297,12 +363,16 @@ fn commit_durable(
 }
 
 fn report_lag(reader: &PartitionReader, metrics: &Metrics) {
-    let (Ok(high), Ok(committed)) = (reader.high_watermarks(), reader.committed()) else { return };
+    let (Ok(high), Ok(committed)) = (reader.high_watermarks(), reader.committed()) else {
+        return;
+    };
     for (p, h) in high {
         let next = committed.get(&p).copied().unwrap_or(0).max(0);
         metrics
             .consumer_lag
-            .get_or_create(&crate::metrics::Partition { partition: p.to_string() })
+            .get_or_create(&crate::metrics::Partition {
+                partition: p.to_string(),
+            })
             .set((h - next).max(0));
     }
 }
@@ -320,7 +390,10 @@ fn timely_config(config: &Config) -> timely::Config {
     } else {
         timely::CommunicationConfig::Process(p.workers)
     };
-    timely::Config { communication, worker: timely::WorkerConfig::default() }
+    timely::Config {
+        communication,
+        worker: timely::WorkerConfig::default(),
+    }
 }
 
 /// Makes Milvus hold exactly the leaf chunks that tantivy holds (after a crash between the two
@@ -333,14 +406,29 @@ fn reconcile(
     cache: SharedCache,
     batch_size: usize,
 ) -> Result<()> {
-    let in_milvus: BTreeSet<String> = runtime.block_on(milvus.list_chunk_ids())?.into_iter().collect();
+    let in_milvus: BTreeSet<String> = runtime
+        .block_on(milvus.list_chunk_ids())?
+        .into_iter()
+        .collect();
     let in_tantivy: BTreeSet<&str> = leaves.iter().map(|c| c.chunk_id.as_str()).collect();
-    let extra: Vec<String> = in_milvus.iter().filter(|id| !in_tantivy.contains(id.as_str())).cloned().collect();
-    let missing: Vec<&Chunk> = leaves.iter().copied().filter(|c| !in_milvus.contains(&c.chunk_id)).collect();
+    let extra: Vec<String> = in_milvus
+        .iter()
+        .filter(|id| !in_tantivy.contains(id.as_str()))
+        .cloned()
+        .collect();
+    let missing: Vec<&Chunk> = leaves
+        .iter()
+        .copied()
+        .filter(|c| !in_milvus.contains(&c.chunk_id))
+        .collect();
     if extra.is_empty() && missing.is_empty() {
         return Ok(());
     }
-    tracing::warn!(extra = extra.len(), missing = missing.len(), "Milvus differs from tantivy; reconciling");
+    tracing::warn!(
+        extra = extra.len(),
+        missing = missing.len(),
+        "Milvus differs from tantivy; reconciling"
+    );
     if !extra.is_empty() {
         runtime.block_on(milvus.delete(&extra))?;
     }
@@ -349,7 +437,8 @@ fn reconcile(
         let texts: Vec<String> = batch.iter().map(|c| embed_input(c)).collect();
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
         let (vectors, _) = embedder.embed(&refs).map_err(|e| anyhow!("{e}"))?;
-        let rows: Vec<(Chunk, Vec<f32>)> = batch.iter().map(|c| (*c).clone()).zip(vectors).collect();
+        let rows: Vec<(Chunk, Vec<f32>)> =
+            batch.iter().map(|c| (*c).clone()).zip(vectors).collect();
         runtime.block_on(milvus.upsert(&rows))?;
     }
     Ok(())

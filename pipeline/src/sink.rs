@@ -25,7 +25,10 @@ use crate::metrics::Metrics;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum SinkMsg {
     Record(SinkRecord),
-    Progress { next_offsets: BTreeMap<i32, i64>, timestamps_ms: Vec<i64> },
+    Progress {
+        next_offsets: BTreeMap<i32, i64>,
+        timestamps_ms: Vec<i64>,
+    },
 }
 
 /// The writers, owned by the sink operator.
@@ -43,51 +46,65 @@ pub struct Sinks {
 pub type Fatal = Arc<Mutex<Option<String>>>;
 
 /// Routes every message to worker 0 and applies complete epochs there.
-pub fn sink<'s>(input: Stream<'s, Time, Vec<SinkMsg>>, sinks: Option<Sinks>, fatal: Fatal) -> Stream<'s, Time, Vec<()>> {
+pub fn sink<'s>(
+    input: Stream<'s, Time, Vec<SinkMsg>>,
+    sinks: Option<Sinks>,
+    fatal: Fatal,
+) -> Stream<'s, Time, Vec<()>> {
     let mut sinks = sinks;
-    input.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Exchange::new(|_m: &SinkMsg| 0u64), "Sink", move |_cap, _info| {
-        let mut stash: BTreeMap<Time, (Capability<Time>, Vec<SinkMsg>)> = BTreeMap::new();
-        move |(input, frontier), output| {
-            input.for_each(|cap, data| {
-                for msg in data.drain(..) {
-                    let time = *cap.least().expect("a message has a time");
-                    stash
-                        .entry(time)
-                        .or_insert_with(|| (cap.delayed(&time, output.output_index()), Vec::new()))
-                        .1
-                        .push(msg);
+    input.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+        Exchange::new(|_m: &SinkMsg| 0u64),
+        "Sink",
+        move |_cap, _info| {
+            let mut stash: BTreeMap<Time, (Capability<Time>, Vec<SinkMsg>)> = BTreeMap::new();
+            move |(input, frontier), output| {
+                input.for_each(|cap, data| {
+                    for msg in data.drain(..) {
+                        let time = *cap.least().expect("a message has a time");
+                        stash
+                            .entry(time)
+                            .or_insert_with(|| {
+                                (cap.delayed(&time, output.output_index()), Vec::new())
+                            })
+                            .1
+                            .push(msg);
+                    }
+                });
+                let complete: Vec<Time> = stash
+                    .keys()
+                    .copied()
+                    .take_while(|t| !frontier.less_equal(t))
+                    .collect();
+                if complete.is_empty() || fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    return;
                 }
-            });
-            let complete: Vec<Time> = stash.keys().copied().take_while(|t| !frontier.less_equal(t)).collect();
-            if complete.is_empty() || fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
-                return;
-            }
-            let Some(sinks) = sinks.as_mut() else {
-                // Only worker 0 has sinks, and all messages are routed to it.
-                stash.clear();
-                return;
-            };
-            let mut epochs = Vec::new();
-            let mut caps = Vec::new();
-            for t in &complete {
-                if let Some((cap, msgs)) = stash.remove(t) {
-                    epochs.push((*t, msgs));
-                    caps.push(cap);
+                let Some(sinks) = sinks.as_mut() else {
+                    // Only worker 0 has sinks, and all messages are routed to it.
+                    stash.clear();
+                    return;
+                };
+                let mut epochs = Vec::new();
+                let mut caps = Vec::new();
+                for t in &complete {
+                    if let Some((cap, msgs)) = stash.remove(t) {
+                        epochs.push((*t, msgs));
+                        caps.push(cap);
+                    }
                 }
-            }
-            if let Err(e) = apply_epochs(sinks, epochs) {
-                let msg = format!("{e:#}");
-                tracing::error!(error = %msg, "sink failed; stopping without committing");
-                if let Ok(mut f) = fatal.lock() {
-                    *f = Some(msg);
+                if let Err(e) = apply_epochs(sinks, epochs) {
+                    let msg = format!("{e:#}");
+                    tracing::error!(error = %msg, "sink failed; stopping without committing");
+                    if let Ok(mut f) = fatal.lock() {
+                        *f = Some(msg);
+                    }
+                    // Keep the capabilities: nothing after this point may be committed.
+                    std::mem::forget(caps);
+                    return;
                 }
-                // Keep the capabilities: nothing after this point may be committed.
-                std::mem::forget(caps);
-                return;
+                drop(caps);
             }
-            drop(caps);
-        }
-    })
+        },
+    )
 }
 
 /// Applies complete epochs (in time order) to both indexes, durably.
@@ -108,7 +125,10 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
                 SinkMsg::Record(SinkRecord::Failed { error }) => {
                     anyhow::bail!("embedding failed: {error}");
                 }
-                SinkMsg::Progress { next_offsets, timestamps_ms } => {
+                SinkMsg::Progress {
+                    next_offsets,
+                    timestamps_ms,
+                } => {
                     for (p, o) in next_offsets {
                         let e = sinks.offsets.entry(p).or_insert(o);
                         *e = (*e).max(o);
@@ -157,11 +177,17 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         m.sink("milvus", "delete", deletes.len() as u64);
         m.sink("milvus", "upsert", rows.len() as u64);
     }
-    sinks.tantivy.apply(&upserts, &deletes).context("writing to tantivy")?;
+    sinks
+        .tantivy
+        .apply(&upserts, &deletes)
+        .context("writing to tantivy")?;
     let mut offsets = BTreeMap::new();
     offsets.insert(sinks.topic.clone(), sinks.offsets.clone());
     let payload = CommitPayload::new(offsets, last_epoch);
-    sinks.tantivy.commit(&payload).context("committing tantivy")?;
+    sinks
+        .tantivy
+        .commit(&payload)
+        .context("committing tantivy")?;
     m.sink("tantivy", "delete", deletes.len() as u64);
     m.sink("tantivy", "upsert", upserts.len() as u64);
     Metrics::outcome(&m.chunks, "upsert", upserts.len() as u64);
@@ -170,13 +196,22 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     m.durable_epoch.set(last_epoch as i64);
     let now = freshet_tantivy::now_ms() as i64;
     for ts in timestamps {
-        m.source_to_durable.observe(((now - ts).max(0) as f64) / 1000.0);
+        m.source_to_durable
+            .observe(((now - ts).max(0) as f64) / 1000.0);
     }
-    tracing::debug!(epoch = last_epoch, upserts = upserts.len(), deletes = deletes.len(), "epochs durable");
+    tracing::debug!(
+        epoch = last_epoch,
+        upserts = upserts.len(),
+        deletes = deletes.len(),
+        "epochs durable"
+    );
     Ok(())
 }
 
-fn with_retries<T, E: std::fmt::Display>(what: &str, mut f: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+fn with_retries<T, E: std::fmt::Display>(
+    what: &str,
+    mut f: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
     let mut attempt = 0;
     loop {
         match f() {

@@ -41,8 +41,18 @@ pub struct Source {
 }
 
 impl Source {
-    pub fn new(reader: PartitionReader, dlq: Arc<DlqProducer>, processing: Arc<Processing>, metrics: Metrics) -> Self {
-        Source { reader, dlq, processing, metrics }
+    pub fn new(
+        reader: PartitionReader,
+        dlq: Arc<DlqProducer>,
+        processing: Arc<Processing>,
+        metrics: Metrics,
+    ) -> Self {
+        Source {
+            reader,
+            dlq,
+            processing,
+            metrics,
+        }
     }
 
     pub fn reader(&self) -> &PartitionReader {
@@ -51,11 +61,19 @@ impl Source {
 
     /// Polls up to `max_records` records, waiting at most `max_wait`.
     pub fn poll(&mut self, max_records: usize, max_wait: Duration) -> Result<SourceBatch> {
-        let records = self.reader.poll_batch(max_records, max_wait).context("polling Kafka")?;
-        let mut batch = SourceBatch { records: records.len(), ..Default::default() };
+        let records = self
+            .reader
+            .poll_batch(max_records, max_wait)
+            .context("polling Kafka")?;
+        let mut batch = SourceBatch {
+            records: records.len(),
+            ..Default::default()
+        };
         let mut latest: HashMap<String, (usize, Option<Vec<Chunk>>)> = HashMap::new();
         for (seq, record) in records.into_iter().enumerate() {
-            batch.next_offsets.insert(record.partition, record.offset + 1);
+            batch
+                .next_offsets
+                .insert(record.partition, record.offset + 1);
             if let Some(ts) = record.timestamp_ms {
                 batch.timestamps_ms.push(ts);
             }
@@ -73,9 +91,16 @@ impl Source {
     }
 
     /// Decodes and prepares one record.
-    fn process(&self, record: &Record) -> Result<(String, Option<Vec<Chunk>>), (&'static str, String)> {
-        let change = decode(record.key.as_deref(), record.value.as_deref(), &self.processing.limits)
-            .map_err(|e| (e.class(), e.to_string()))?;
+    fn process(
+        &self,
+        record: &Record,
+    ) -> Result<(String, Option<Vec<Chunk>>), (&'static str, String)> {
+        let change = decode(
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &self.processing.limits,
+        )
+        .map_err(|e| (e.class(), e.to_string()))?;
         match change {
             Change::Delete { id } => {
                 Metrics::outcome(&self.metrics.documents, "delete", 1);
@@ -83,8 +108,12 @@ impl Source {
             }
             Change::Upsert(doc) => {
                 let id = doc.id.clone();
-                let chunks = prepare(doc, &self.processing.chunking, self.processing.tokens.as_ref())
-                    .map_err(|e| (e.class(), e.to_string()))?;
+                let chunks = prepare(
+                    doc,
+                    &self.processing.chunking,
+                    self.processing.tokens.as_ref(),
+                )
+                .map_err(|e| (e.class(), e.to_string()))?;
                 Metrics::outcome(&self.metrics.documents, "upsert", 1);
                 Ok((id, Some(chunks)))
             }
@@ -92,14 +121,25 @@ impl Source {
     }
 
     fn dead_letter(&self, record: &Record, class: &str, message: &str) -> Result<()> {
-        tracing::warn!(partition = record.partition, offset = record.offset, class, message, "record to DLQ");
-        self.dlq
-            .send(record, class, message)
-            .with_context(|| format!("writing partition {} offset {} to the DLQ", record.partition, record.offset))?;
+        tracing::warn!(
+            partition = record.partition,
+            offset = record.offset,
+            class,
+            message,
+            "record to DLQ"
+        );
+        self.dlq.send(record, class, message).with_context(|| {
+            format!(
+                "writing partition {} offset {} to the DLQ",
+                record.partition, record.offset
+            )
+        })?;
         Metrics::outcome(&self.metrics.documents, "dlq", 1);
         self.metrics
             .dlq_records
-            .get_or_create(&crate::metrics::ErrorClass { class: class.to_string() })
+            .get_or_create(&crate::metrics::ErrorClass {
+                class: class.to_string(),
+            })
             .inc();
         Ok(())
     }

@@ -18,27 +18,43 @@ use freshet_tantivy::ChunkIndexReader;
 
 /// Required environment, set by `deploy/test.sh`.
 pub fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run the integration tests with deploy/test.sh"))
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the integration tests with deploy/test.sh")
+    })
 }
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// The `freshet` binary built by `deploy/test.sh` (`FRESHET_BIN` overrides).
 pub fn freshet_bin() -> PathBuf {
     std::env::var("FRESHET_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace_root().join("target").join("debug").join("freshet"))
+        .unwrap_or_else(|_| {
+            workspace_root()
+                .join("target")
+                .join("debug")
+                .join("freshet")
+        })
 }
 
 fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("{name}_{}_{}", std::process::id(), nanos % 1_000_000_000)
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(19464)
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(19464)
 }
 
 /// One isolated test case.
@@ -88,7 +104,9 @@ impl Case {
 
     /// Publishes one record (value `None` = tombstone).
     pub fn send(&mut self, key: &str, value: Option<&[u8]>) -> Result<()> {
-        let (p, o) = self.producer.send(&self.kafka.topic, key.as_bytes(), value)?;
+        let (p, o) = self
+            .producer
+            .send(&self.kafka.topic, key.as_bytes(), value)?;
         let e = self.produced.entry(p).or_insert(o);
         *e = (*e).max(o);
         Ok(())
@@ -104,26 +122,40 @@ impl Case {
         if self.pipeline.is_some() {
             bail!("pipeline already running");
         }
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("pipeline.log"))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("pipeline.log"))?;
         let mut cmd = Command::new(freshet_bin());
         cmd.arg("run")
             .env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
             .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
             .env("FRESHET_KAFKA_DLQ_TOPIC", &self.kafka.dlq_topic)
             .env("FRESHET_KAFKA_GROUP_ID", &self.kafka.group_id)
-            .env("FRESHET_KAFKA_CLIENT_PROPERTIES", "{\"session.timeout.ms\" = \"6000\"}")
+            .env(
+                "FRESHET_KAFKA_CLIENT_PROPERTIES",
+                "{\"session.timeout.ms\" = \"6000\"}",
+            )
             .env("FRESHET_MILVUS_URL", env("FRESHET_MILVUS_URL"))
             .env("FRESHET_MILVUS_COLLECTION", &self.collection)
             .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
-            .env("FRESHET_PIPELINE_EMBEDDING_CACHE_PATH", self.dir.join("cache.redb"))
-            .env("FRESHET_METRICS_LISTEN", format!("127.0.0.1:{}", self.metrics_port))
+            .env(
+                "FRESHET_PIPELINE_EMBEDDING_CACHE_PATH",
+                self.dir.join("cache.redb"),
+            )
+            .env(
+                "FRESHET_METRICS_LISTEN",
+                format!("127.0.0.1:{}", self.metrics_port),
+            )
             .env("FRESHET_LOG", "info")
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log));
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().with_context(|| format!("starting {}", freshet_bin().display()))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", freshet_bin().display()))?;
         self.pipeline = Some(child);
         Ok(())
     }
@@ -152,7 +184,10 @@ impl Case {
                 }
                 if Instant::now() > deadline {
                     c.kill()?;
-                    bail!("pipeline did not stop within 60 s; log: {}", self.log_tail());
+                    bail!(
+                        "pipeline did not stop within 60 s; log: {}",
+                        self.log_tail()
+                    );
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -170,7 +205,10 @@ impl Case {
         if let Some(c) = self.pipeline.as_mut() {
             if let Some(status) = c.try_wait()? {
                 self.pipeline = None;
-                bail!("pipeline exited early with {status}; log:\n{}", self.log_tail());
+                bail!(
+                    "pipeline exited early with {status}; log:\n{}",
+                    self.log_tail()
+                );
             }
         }
         Ok(())
@@ -184,7 +222,11 @@ impl Case {
             if let Ok(reader) = ChunkIndexReader::open(self.tantivy_path()) {
                 if let Ok(Some(payload)) = reader.last_payload() {
                     let done = payload.offsets.get(&self.kafka.topic);
-                    if self.produced.iter().all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|next| *next > *o)) {
+                    if self
+                        .produced
+                        .iter()
+                        .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|next| *next > *o))
+                    {
                         return Ok(());
                     }
                 }
@@ -204,7 +246,9 @@ impl Case {
 
     /// Every chunk id in the Milvus collection.
     pub fn milvus_ids(&self) -> Result<Vec<String>> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         let cfg = MilvusConfig {
             url: env("FRESHET_MILVUS_URL"),
             collection: self.collection.clone(),
@@ -244,7 +288,8 @@ impl Case {
     pub fn dlq_records(&self, expected: usize, timeout: Duration) -> Result<Vec<Record>> {
         let mut cfg = self.kafka.clone();
         cfg.group_id = format!("{}-dlq-reader", self.kafka.group_id);
-        let mut reader = PartitionReader::new(&cfg, &self.kafka.dlq_topic, &[0], &BTreeMap::from([(0, 0)]))?;
+        let mut reader =
+            PartitionReader::new(&cfg, &self.kafka.dlq_topic, &[0], &BTreeMap::from([(0, 0)]))?;
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
         while out.len() < expected && Instant::now() < deadline {
@@ -263,12 +308,17 @@ impl Drop for Case {
 /// The sequential reference: the chunks a clean index must hold after `records` (in order),
 /// computed with the same operators and the default chunking configuration.
 pub fn expected_chunks(records: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap<String, Chunk>> {
-    let tokens = HfTokenCounter::from_file(Path::new(&env("FRESHET_MODEL_DIR")).join("tokenizer.json"))
-        .map_err(|e| anyhow!("{e}"))?;
+    let tokens =
+        HfTokenCounter::from_file(Path::new(&env("FRESHET_MODEL_DIR")).join("tokenizer.json"))
+            .map_err(|e| anyhow!("{e}"))?;
     let cfg = ChunkerConfig::default();
     let mut docs: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
     for (key, value) in records {
-        match decode(Some(key.as_bytes()), value.as_deref(), &DecodeLimits::default()) {
+        match decode(
+            Some(key.as_bytes()),
+            value.as_deref(),
+            &DecodeLimits::default(),
+        ) {
             Ok(Change::Upsert(doc)) => {
                 let id = doc.id.clone();
                 if let Ok(chunks) = prepare(doc, &cfg, &tokens) {
@@ -281,7 +331,11 @@ pub fn expected_chunks(records: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap
             Err(_) => {}
         }
     }
-    Ok(docs.into_values().flatten().map(|c| (c.chunk_id.clone(), c)).collect())
+    Ok(docs
+        .into_values()
+        .flatten()
+        .map(|c| (c.chunk_id.clone(), c))
+        .collect())
 }
 
 pub fn ids<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> BTreeSet<String> {

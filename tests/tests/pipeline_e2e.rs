@@ -16,50 +16,105 @@ const WAIT: Duration = Duration::from_secs(180);
 /// one paragraph (plus overlap from the previous one).
 fn long_doc(seed: usize, paragraphs: usize) -> String {
     let words = [
-        "river", "delta", "sediment", "flow", "basin", "channel", "estuary", "tide", "marsh", "levee", "current",
-        "erosion", "meander", "floodplain", "silt", "watershed", "discharge", "gauge", "spring", "freshet",
+        "river",
+        "delta",
+        "sediment",
+        "flow",
+        "basin",
+        "channel",
+        "estuary",
+        "tide",
+        "marsh",
+        "levee",
+        "current",
+        "erosion",
+        "meander",
+        "floodplain",
+        "silt",
+        "watershed",
+        "discharge",
+        "gauge",
+        "spring",
+        "freshet",
     ];
     let mut out = format!("# Report {seed}\n\n");
     for p in 0..paragraphs {
         if p % 3 == 0 {
             out.push_str(&format!("## Section {p}\n\n"));
         }
-        let sentence: Vec<&str> = (0..100).map(|i| words[(seed * 7 + p * 13 + i * 3) % words.len()]).collect();
-        out.push_str(&format!("Paragraph {p} of report {seed}. {}.\n\n", sentence.join(" ")));
+        let sentence: Vec<&str> = (0..100)
+            .map(|i| words[(seed * 7 + p * 13 + i * 3) % words.len()])
+            .collect();
+        out.push_str(&format!(
+            "Paragraph {p} of report {seed}. {}.\n\n",
+            sentence.join(" ")
+        ));
     }
     out
 }
 
-fn upsert(id: &str, title: &str, text: &str, content_type: &str, acl: &[&str]) -> serde_json::Value {
+fn upsert(
+    id: &str,
+    title: &str,
+    text: &str,
+    content_type: &str,
+    acl: &[&str],
+) -> serde_json::Value {
     json!({"op": "upsert", "id": id, "title": title, "text": text, "content_type": content_type,
            "source": format!("test://{id}"), "metadata": {"lang": "en", "n": 1}, "acl": acl})
 }
 
 /// Both indexes hold exactly the reference chunks: tantivy records are equal field by field,
 /// Milvus holds exactly the leaf ids, and nothing is duplicated.
-fn assert_indexes_match(case: &Case, log: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap<String, Chunk>> {
+fn assert_indexes_match(
+    case: &Case,
+    log: &[(String, Option<Vec<u8>>)],
+) -> Result<BTreeMap<String, Chunk>> {
     let expected = expected_chunks(log)?;
     let in_tantivy = case.tantivy_chunks()?;
     let tantivy_ids: Vec<&str> = in_tantivy.iter().map(|c| c.chunk_id.as_str()).collect();
     let unique: BTreeSet<&str> = tantivy_ids.iter().copied().collect();
-    assert_eq!(unique.len(), tantivy_ids.len(), "duplicate chunk ids in tantivy");
-    let got: BTreeMap<String, Chunk> = in_tantivy.into_iter().map(|c| (c.chunk_id.clone(), c)).collect();
-    assert_eq!(got.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "tantivy chunk ids");
+    assert_eq!(
+        unique.len(),
+        tantivy_ids.len(),
+        "duplicate chunk ids in tantivy"
+    );
+    let got: BTreeMap<String, Chunk> = in_tantivy
+        .into_iter()
+        .map(|c| (c.chunk_id.clone(), c))
+        .collect();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "tantivy chunk ids"
+    );
     for (id, chunk) in &expected {
         assert_eq!(&got[id], chunk, "tantivy record of {id}");
     }
     let milvus = case.milvus_ids()?;
     let milvus_set: BTreeSet<String> = milvus.iter().cloned().collect();
-    assert_eq!(milvus_set.len(), milvus.len(), "duplicate chunk ids in Milvus");
-    let leaves: BTreeSet<String> =
-        expected.values().filter(|c| c.kind == ChunkKind::Leaf).map(|c| c.chunk_id.clone()).collect();
+    assert_eq!(
+        milvus_set.len(),
+        milvus.len(),
+        "duplicate chunk ids in Milvus"
+    );
+    let leaves: BTreeSet<String> = expected
+        .values()
+        .filter(|c| c.kind == ChunkKind::Leaf)
+        .map(|c| c.chunk_id.clone())
+        .collect();
     assert_eq!(milvus_set, leaves, "Milvus chunk ids");
     Ok(expected)
 }
 
 type Log = Vec<(String, Option<Vec<u8>>)>;
 
-fn publish(case: &mut Case, log: &mut Log, key: &str, value: Option<serde_json::Value>) -> Result<()> {
+fn publish(
+    case: &mut Case,
+    log: &mut Log,
+    key: &str,
+    value: Option<serde_json::Value>,
+) -> Result<()> {
     let bytes = value.map(|v| serde_json::to_vec(&v)).transpose()?;
     case.send(key, bytes.as_deref())?;
     log.push((key.to_string(), bytes));
@@ -70,26 +125,76 @@ fn publish(case: &mut Case, log: &mut Log, key: &str, value: Option<serde_json::
 fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
     let mut case = Case::new("lifecycle", 3)?;
     let mut log: Log = Vec::new();
-    let docs: Vec<(String, String)> = (0..4).map(|i| (format!("doc-{i}"), long_doc(i, 6))).collect();
+    let docs: Vec<(String, String)> = (0..4)
+        .map(|i| (format!("doc-{i}"), long_doc(i, 6)))
+        .collect();
     for (id, text) in &docs {
-        publish(&mut case, &mut log, id, Some(upsert(id, &format!("Title {id}"), text, "text/markdown", &[])))?;
+        publish(
+            &mut case,
+            &mut log,
+            id,
+            Some(upsert(
+                id,
+                &format!("Title {id}"),
+                text,
+                "text/markdown",
+                &[],
+            )),
+        )?;
     }
     publish(&mut case, &mut log, "page", Some(upsert("page", "", "<html><head><title>Page</title></head><body><nav>menu</nav><main><h1>Heading</h1><p>Body text about estuaries.</p></main><footer>foot</footer></body></html>", "text/html", &["group:a"])))?;
-    publish(&mut case, &mut log, "plain", Some(upsert("plain", "Plain", "Just a short plain note.", "text/plain", &[])))?;
+    publish(
+        &mut case,
+        &mut log,
+        "plain",
+        Some(upsert(
+            "plain",
+            "Plain",
+            "Just a short plain note.",
+            "text/plain",
+            &[],
+        )),
+    )?;
     case.start_pipeline()?;
     case.wait_indexed(WAIT)?;
     let first = assert_indexes_match(&case, &log)?;
-    assert!(first.len() >= 4 * 5, "long documents give several chunks each, got {}", first.len());
+    assert!(
+        first.len() >= 4 * 5,
+        "long documents give several chunks each, got {}",
+        first.len()
+    );
     let embedded_0 = case.metric("freshet_pipeline_embedding_texts_total{outcome=\"embedded\"}")?;
-    let distinct: BTreeSet<String> =
-        first.values().filter(|c| c.kind == ChunkKind::Leaf).map(embed_input).collect();
-    assert_eq!(embedded_0 as usize, distinct.len(), "each distinct leaf text is embedded once");
+    let distinct: BTreeSet<String> = first
+        .values()
+        .filter(|c| c.kind == ChunkKind::Leaf)
+        .map(embed_input)
+        .collect();
+    assert_eq!(
+        embedded_0 as usize,
+        distinct.len(),
+        "each distinct leaf text is embedded once"
+    );
 
     // Edit the start of one paragraph in the middle of doc-1.
     let (id, text) = &docs[1];
-    let edited = text.replacen("Paragraph 3 of report 1.", "Paragraph 3 of report 1, revised.", 1);
+    let edited = text.replacen(
+        "Paragraph 3 of report 1.",
+        "Paragraph 3 of report 1, revised.",
+        1,
+    );
     assert_ne!(&edited, text);
-    publish(&mut case, &mut log, id, Some(upsert(id, &format!("Title {id}"), &edited, "text/markdown", &[])))?;
+    publish(
+        &mut case,
+        &mut log,
+        id,
+        Some(upsert(
+            id,
+            &format!("Title {id}"),
+            &edited,
+            "text/markdown",
+            &[],
+        )),
+    )?;
     case.wait_indexed(WAIT)?;
     let second = assert_indexes_match(&case, &log)?;
     let embedded_1 = case.metric("freshet_pipeline_embedding_texts_total{outcome=\"embedded\"}")?;
@@ -100,28 +205,60 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
         .filter(|t| !distinct.contains(t))
         .collect();
     assert_eq!(new_texts.len(), 1, "the edit touches one chunk's text");
-    assert_eq!(embedded_1 - embedded_0, 1.0, "only the edited chunk is re-embedded");
+    assert_eq!(
+        embedded_1 - embedded_0,
+        1.0,
+        "only the edited chunk is re-embedded"
+    );
     let gone: Vec<&String> = first.keys().filter(|k| !second.contains_key(*k)).collect();
     assert_eq!(gone.len(), 1, "exactly the old chunk id is gone: {gone:?}");
 
     // Re-send the identical document: no embedding, no sink write.
     let writes = |case: &Case| -> Result<f64> {
         let m = case.metrics()?;
-        Ok(m.iter().filter(|(k, _)| k.starts_with("freshet_pipeline_sink_writes_total")).map(|(_, v)| v).sum())
+        Ok(m.iter()
+            .filter(|(k, _)| k.starts_with("freshet_pipeline_sink_writes_total"))
+            .map(|(_, v)| v)
+            .sum())
     };
     let writes_before = writes(&case)?;
-    publish(&mut case, &mut log, id, Some(upsert(id, &format!("Title {id}"), &edited, "text/markdown", &[])))?;
+    publish(
+        &mut case,
+        &mut log,
+        id,
+        Some(upsert(
+            id,
+            &format!("Title {id}"),
+            &edited,
+            "text/markdown",
+            &[],
+        )),
+    )?;
     case.wait_indexed(WAIT)?;
     assert_indexes_match(&case, &log)?;
-    assert_eq!(writes(&case)?, writes_before, "an identical re-send writes nothing");
-    assert_eq!(case.metric("freshet_pipeline_embedding_texts_total{outcome=\"embedded\"}")?, embedded_1);
+    assert_eq!(
+        writes(&case)?,
+        writes_before,
+        "an identical re-send writes nothing"
+    );
+    assert_eq!(
+        case.metric("freshet_pipeline_embedding_texts_total{outcome=\"embedded\"}")?,
+        embedded_1
+    );
 
     // Delete one document by envelope, one by tombstone.
-    publish(&mut case, &mut log, "doc-2", Some(json!({"op": "delete", "id": "doc-2"})))?;
+    publish(
+        &mut case,
+        &mut log,
+        "doc-2",
+        Some(json!({"op": "delete", "id": "doc-2"})),
+    )?;
     publish(&mut case, &mut log, "page", None)?;
     case.wait_indexed(WAIT)?;
     let last = assert_indexes_match(&case, &log)?;
-    assert!(last.values().all(|c| c.doc_id != "doc-2" && c.doc_id != "page"));
+    assert!(last
+        .values()
+        .all(|c| c.doc_id != "doc-2" && c.doc_id != "page"));
     case.stop_pipeline()?;
     Ok(())
 }
@@ -129,17 +266,49 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
 #[test]
 fn malformed_records_go_to_the_dlq_and_good_ones_are_indexed() -> Result<()> {
     let mut case = Case::new("dlq", 1)?;
-    case.extra_env.push(("FRESHET_LIMITS_MAX_VALUE_BYTES".into(), "4096".into()));
-    case.extra_env.push(("FRESHET_CHUNKING_ERROR_ON_EMPTY".into(), "true".into()));
-    let good = |id: &str| upsert(id, id, &format!("Good document {id} about rivers."), "text/plain", &[]);
+    case.extra_env
+        .push(("FRESHET_LIMITS_MAX_VALUE_BYTES".into(), "4096".into()));
+    case.extra_env
+        .push(("FRESHET_CHUNKING_ERROR_ON_EMPTY".into(), "true".into()));
+    let good = |id: &str| {
+        upsert(
+            id,
+            id,
+            &format!("Good document {id} about rivers."),
+            "text/plain",
+            &[],
+        )
+    };
     let mut log = Vec::new();
     let bad: Vec<(&str, Option<Vec<u8>>, &str)> = vec![
         ("bad-json", Some(b"{not json".to_vec()), "malformed_json"),
         ("bad-utf8", Some(vec![0xff, 0xfe, 0x7b]), "invalid_utf8"),
-        ("", Some(br#"{"op":"upsert","text":"no id"}"#.to_vec()), "missing_id"),
-        ("bad-op", Some(br#"{"op":"merge","id":"bad-op"}"#.to_vec()), "unknown_op"),
-        ("too-big", Some(serde_json::to_vec(&upsert("too-big", "t", &"x ".repeat(5000), "text/plain", &[]))?), "too_large"),
-        ("empty", Some(br#"{"op":"upsert","id":"empty","text":"   "}"#.to_vec()), "no_chunks"),
+        (
+            "",
+            Some(br#"{"op":"upsert","text":"no id"}"#.to_vec()),
+            "missing_id",
+        ),
+        (
+            "bad-op",
+            Some(br#"{"op":"merge","id":"bad-op"}"#.to_vec()),
+            "unknown_op",
+        ),
+        (
+            "too-big",
+            Some(serde_json::to_vec(&upsert(
+                "too-big",
+                "t",
+                &"x ".repeat(5000),
+                "text/plain",
+                &[],
+            ))?),
+            "too_large",
+        ),
+        (
+            "empty",
+            Some(br#"{"op":"upsert","id":"empty","text":"   "}"#.to_vec()),
+            "no_chunks",
+        ),
     ];
     for (i, (key, value, _)) in bad.iter().enumerate() {
         let g = format!("good-{i}");
@@ -148,21 +317,48 @@ fn malformed_records_go_to_the_dlq_and_good_ones_are_indexed() -> Result<()> {
         case.send(key, value.as_deref())?;
     }
     case.send_json("good-last", &good("good-last"))?;
-    log.push(("good-last".to_string(), Some(serde_json::to_vec(&good("good-last"))?)));
+    log.push((
+        "good-last".to_string(),
+        Some(serde_json::to_vec(&good("good-last"))?),
+    ));
     case.start_pipeline()?;
     case.wait_indexed(WAIT)?;
     let expected = assert_indexes_match(&case, &log)?;
-    assert_eq!(expected.values().map(|c| c.doc_id.clone()).collect::<BTreeSet<_>>().len(), bad.len() + 1);
+    assert_eq!(
+        expected
+            .values()
+            .map(|c| c.doc_id.clone())
+            .collect::<BTreeSet<_>>()
+            .len(),
+        bad.len() + 1
+    );
 
     let dlq = case.dlq_records(bad.len(), Duration::from_secs(30))?;
     assert_eq!(dlq.len(), bad.len(), "one DLQ record per bad input");
     for ((key, value, class), rec) in bad.iter().zip(&dlq) {
-        let header = |n: &str| rec.header(n).flatten().map(|v| String::from_utf8_lossy(v).to_string());
-        assert_eq!(header("freshet.error.class").as_deref(), Some(*class), "class of {key}");
-        assert!(!header("freshet.error.message").unwrap_or_default().is_empty());
-        assert_eq!(header("freshet.source.topic").as_deref(), Some(case.kafka.topic.as_str()));
+        let header = |n: &str| {
+            rec.header(n)
+                .flatten()
+                .map(|v| String::from_utf8_lossy(v).to_string())
+        };
+        assert_eq!(
+            header("freshet.error.class").as_deref(),
+            Some(*class),
+            "class of {key}"
+        );
+        assert!(!header("freshet.error.message")
+            .unwrap_or_default()
+            .is_empty());
+        assert_eq!(
+            header("freshet.source.topic").as_deref(),
+            Some(case.kafka.topic.as_str())
+        );
         assert!(header("freshet.source.offset").is_some());
-        assert_eq!(rec.value.as_deref(), value.as_deref(), "original value kept for {key}");
+        assert_eq!(
+            rec.value.as_deref(),
+            value.as_deref(),
+            "original value kept for {key}"
+        );
     }
     assert_eq!(
         case.metric("freshet_pipeline_documents_total{outcome=\"dlq\"}")?,
@@ -175,7 +371,8 @@ fn malformed_records_go_to_the_dlq_and_good_ones_are_indexed() -> Result<()> {
 #[test]
 fn sigkill_mid_stream_then_restart_converges_without_duplicates() -> Result<()> {
     let mut case = Case::new("sigkill", 4)?;
-    case.extra_env.push(("FRESHET_PIPELINE_BATCH_MAX_RECORDS".into(), "3".into()));
+    case.extra_env
+        .push(("FRESHET_PIPELINE_BATCH_MAX_RECORDS".into(), "3".into()));
     let mut log = Vec::new();
     for i in 0..40 {
         let id = format!("k-{i}");
@@ -199,7 +396,10 @@ fn sigkill_mid_stream_then_restart_converges_without_duplicates() -> Result<()> 
     case.kill_pipeline()?;
     let partial = case.tantivy_chunks()?.len();
     let all_first = expected_chunks(&log)?.len();
-    assert!(partial > 0 && partial < all_first, "killed mid-stream: {partial} of {all_first} chunks were durable");
+    assert!(
+        partial > 0 && partial < all_first,
+        "killed mid-stream: {partial} of {all_first} chunks were durable"
+    );
     // More changes while it is down: edits and deletes of documents of either side of the kill.
     for i in (0..40).step_by(5) {
         let id = format!("k-{i}");

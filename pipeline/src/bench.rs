@@ -1,0 +1,277 @@
+//! `freshet bench`: ingest a BEIR corpus through Kafka and the real pipeline, and report
+//! end-to-end throughput against raw fastembed on the same texts in the same run, the cost of
+//! re-sending the unchanged corpus, and the cost of editing a fraction of the documents.
+//! Everything (topic, collection, index, embedding cache) is fresh and private to the run.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use freshet_embedding::FastEmbedder;
+use freshet_kafka::source::upsert_envelope;
+use freshet_kafka::{admin, DocumentProducer, PartitionReader};
+use freshet_operators::chunk::ChunkKind;
+use freshet_operators::embed::{embed_input, Embedder};
+use freshet_tantivy::ChunkIndexReader;
+use serde_json::{json, Map, Value};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+pub struct BenchArgs {
+    pub corpus: PathBuf,
+    pub edit_fraction: f64,
+    pub limit: Option<usize>,
+    pub json_out: Option<PathBuf>,
+}
+
+struct Doc {
+    id: String,
+    title: String,
+    text: String,
+}
+
+fn load_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<Doc>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut docs = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: Value =
+            serde_json::from_str(line).with_context(|| format!("{}:{}", path.display(), n + 1))?;
+        let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+        docs.push(Doc {
+            id: field("_id"),
+            title: field("title"),
+            text: field("text"),
+        });
+        if limit.is_some_and(|l| docs.len() >= l) {
+            break;
+        }
+    }
+    if docs.is_empty() {
+        bail!("{} holds no documents", path.display());
+    }
+    Ok(docs)
+}
+
+fn envelope(d: &Doc) -> (Vec<u8>, Option<Vec<u8>>) {
+    let v = upsert_envelope(
+        &d.id,
+        &d.title,
+        &d.text,
+        "text/plain",
+        "bench",
+        Map::new(),
+        &[],
+    );
+    (d.id.as_bytes().to_vec(), Some(v))
+}
+
+fn counter(m: &Metrics, outcome: &str) -> u64 {
+    m.embedding_texts
+        .get_or_create(&crate::metrics::Outcome {
+            outcome: outcome.into(),
+        })
+        .get()
+}
+
+fn writes(m: &Metrics) -> u64 {
+    ["milvus", "tantivy"]
+        .iter()
+        .flat_map(|s| ["upsert", "delete"].map(|o| (s, o)))
+        .map(|(s, o)| {
+            m.sink_ops
+                .get_or_create(&crate::metrics::SinkOp {
+                    sink: (*s).into(),
+                    op: o.into(),
+                })
+                .get()
+        })
+        .sum()
+}
+
+/// Waits until the tantivy commit covers every record on the topic.
+fn wait_caught_up(
+    cfg: &Config,
+    running: &std::thread::JoinHandle<Result<()>>,
+    timeout: Duration,
+) -> Result<()> {
+    let partitions = admin::partitions(&cfg.kafka, &cfg.kafka.topic)?;
+    let mut probe_cfg = cfg.kafka.clone();
+    probe_cfg.group_id = format!("{}-bench-probe", cfg.kafka.group_id);
+    let reader = PartitionReader::new(
+        &probe_cfg,
+        &cfg.kafka.topic,
+        &partitions,
+        &Default::default(),
+    )?;
+    let high = reader.high_watermarks()?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if running.is_finished() {
+            bail!("the pipeline stopped during the benchmark");
+        }
+        let durable = ChunkIndexReader::open(&cfg.tantivy.path)
+            .ok()
+            .and_then(|r| r.last_payload().ok().flatten())
+            .and_then(|p| p.offsets.get(&cfg.kafka.topic).cloned())
+            .unwrap_or_default();
+        if high
+            .iter()
+            .all(|(p, h)| durable.get(p).copied().unwrap_or(0) >= *h)
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("pipeline not caught up within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
+    let docs = load_corpus(&args.corpus, args.limit)?;
+    let tag = format!(
+        "{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs()
+    );
+    let dir = std::env::temp_dir().join(format!("freshet-bench-{tag}"));
+    std::fs::create_dir_all(&dir)?;
+    let mut cfg = config.clone();
+    cfg.kafka.topic = format!("bench.{tag}");
+    cfg.kafka.dlq_topic = format!("bench.{tag}.dlq");
+    cfg.kafka.group_id = format!("bench-{tag}");
+    cfg.milvus.collection = format!("bench_{tag}");
+    cfg.tantivy.path = dir.join("tantivy");
+    cfg.pipeline.embedding_cache_path = dir.join("cache.redb");
+    cfg.metrics.listen = String::new();
+    admin::ensure_topic(&cfg.kafka, &cfg.kafka.topic, cfg.pipeline.topic_partitions)?;
+    let producer = DocumentProducer::new(&cfg.kafka)?;
+    let t = Instant::now();
+    producer.send_many(&cfg.kafka.topic, docs.iter().map(envelope))?;
+    let publish_s = t.elapsed().as_secs_f64();
+    eprintln!("published {} documents in {publish_s:.1} s", docs.len());
+
+    let metrics = Metrics::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let handle = {
+        let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
+        std::thread::spawn(move || crate::run::run(cfg, stop, metrics))
+    };
+    let limit = Duration::from_secs(3600);
+    wait_caught_up(&cfg, &handle, limit)?;
+    let first_s = start.elapsed().as_secs_f64();
+    let chunks = metrics
+        .chunks
+        .get_or_create(&crate::metrics::Outcome {
+            outcome: "upsert".into(),
+        })
+        .get();
+    let embedded_first = counter(&metrics, "embedded");
+    eprintln!("first ingest: {first_s:.1} s, {chunks} chunks, {embedded_first} embedded");
+
+    // Re-send the unchanged corpus.
+    let (e0, w0) = (counter(&metrics, "embedded"), writes(&metrics));
+    let t = Instant::now();
+    producer.send_many(&cfg.kafka.topic, docs.iter().map(envelope))?;
+    wait_caught_up(&cfg, &handle, limit)?;
+    let resend_s = t.elapsed().as_secs_f64();
+    let (resend_embedded, resend_writes) =
+        (counter(&metrics, "embedded") - e0, writes(&metrics) - w0);
+
+    // Edit a fraction of the documents: one sentence appended to the text.
+    let step = ((1.0 / args.edit_fraction.max(1e-6)).round() as usize).max(1);
+    let edited: Vec<Doc> = docs
+        .iter()
+        .step_by(step)
+        .map(|d| Doc {
+            id: d.id.clone(),
+            title: d.title.clone(),
+            text: format!("{} This abstract was revised.", d.text),
+        })
+        .collect();
+    let (e1, w1) = (counter(&metrics, "embedded"), writes(&metrics));
+    let t = Instant::now();
+    producer.send_many(&cfg.kafka.topic, edited.iter().map(envelope))?;
+    wait_caught_up(&cfg, &handle, limit)?;
+    let edit_s = t.elapsed().as_secs_f64();
+    let (edit_embedded, edit_writes) = (counter(&metrics, "embedded") - e1, writes(&metrics) - w1);
+
+    stop.store(true, Ordering::SeqCst);
+    handle
+        .join()
+        .map_err(|_| anyhow!("pipeline thread panicked"))??;
+
+    // Raw fastembed on exactly the texts the pipeline embedded, all cores, same batch size.
+    let reader = ChunkIndexReader::open(&cfg.tantivy.path)?;
+    let texts: Vec<String> = {
+        let mut t: Vec<String> = reader
+            .load_all()?
+            .iter()
+            .filter(|c| c.kind == ChunkKind::Leaf)
+            .map(embed_input)
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let mut ecfg = cfg.embedding.clone();
+    ecfg.threads = None;
+    let mut model = FastEmbedder::load(&ecfg)?;
+    let t = Instant::now();
+    for batch in texts.chunks(cfg.embedding.batch_size.max(1)) {
+        let refs: Vec<&str> = batch.iter().map(|s| s.as_str()).collect();
+        model.embed_passages(&refs)?;
+    }
+    let raw_s = t.elapsed().as_secs_f64();
+
+    let n = docs.len() as f64;
+    let pipeline_cps = chunks as f64 / first_s;
+    let raw_cps = texts.len() as f64 / raw_s;
+    let report = json!({
+        "corpus": args.corpus.display().to_string(),
+        "documents": docs.len(),
+        "chunks": chunks,
+        "workers": cfg.pipeline.workers,
+        "publish_s": publish_s,
+        "first_ingest_s": first_s,
+        "docs_per_s": n / first_s,
+        "chunks_per_s": pipeline_cps,
+        "raw_fastembed_chunks_per_s": raw_cps,
+        "ratio_pipeline_to_raw": pipeline_cps / raw_cps,
+        "resend_unchanged_s": resend_s,
+        "resend_ratio_to_first": resend_s / first_s,
+        "resend_embedded": resend_embedded,
+        "resend_sink_writes": resend_writes,
+        "edited_documents": edited.len(),
+        "edit_s": edit_s,
+        "edit_ratio_to_first": edit_s / first_s,
+        "edit_embedded": edit_embedded,
+        "edit_sink_writes": edit_writes,
+        "machine": format!("{} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)),
+    });
+    println!("| measure | value |\n|---|---|");
+    if let Value::Object(m) = &report {
+        for (k, v) in m {
+            let v = match v.as_f64() {
+                Some(f) if v.is_f64() => format!("{f:.3}"),
+                _ => v.to_string(),
+            };
+            println!("| {k} | {v} |");
+        }
+    }
+    if let Some(out) = &args.json_out {
+        std::fs::write(out, serde_json::to_string_pretty(&report)?)?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! `freshet status` and `freshet search`: look at what the pipeline has indexed (both indexes),
+//! without the query node. Used by the local quick start and by operators.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use freshet_embedding::FastEmbedder;
+use freshet_kafka::{admin, PartitionReader};
+use freshet_milvus::{MilvusSink, VectorFilter};
+use freshet_operators::embed::Embedder;
+use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
+
+use crate::config::Config;
+
+/// Index state against the topic: what is durable, what is still to do.
+pub struct Status {
+    pub chunks_in_tantivy: u64,
+    pub chunks_in_milvus: u64,
+    pub durable: BTreeMap<i32, i64>,
+    pub high: BTreeMap<i32, i64>,
+}
+
+impl Status {
+    pub fn caught_up(&self) -> bool {
+        self.high
+            .iter()
+            .all(|(p, h)| self.durable.get(p).copied().unwrap_or(0) >= *h)
+    }
+}
+
+pub fn status(config: &Config) -> Result<Status> {
+    let kafka = &config.kafka;
+    let partitions =
+        admin::partitions(kafka, &kafka.topic).context("reading the topic's partitions")?;
+    let mut probe_cfg = kafka.clone();
+    probe_cfg.group_id = format!("{}-status", kafka.group_id);
+    let reader = PartitionReader::new(&probe_cfg, &kafka.topic, &partitions, &BTreeMap::new())?;
+    let high = reader.high_watermarks()?;
+    let (chunks_in_tantivy, durable) = match ChunkIndexReader::open(&config.tantivy.path) {
+        Ok(r) => {
+            let durable = r
+                .last_payload()?
+                .and_then(|p| p.offsets.get(&kafka.topic).cloned())
+                .unwrap_or_default();
+            (r.count(), durable)
+        }
+        Err(_) => (0, BTreeMap::new()),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let chunks_in_milvus = rt
+        .block_on(async {
+            let m = MilvusSink::connect(config.milvus.clone()).await?;
+            m.count().await
+        })
+        .unwrap_or(0);
+    Ok(Status {
+        chunks_in_tantivy,
+        chunks_in_milvus,
+        durable,
+        high,
+    })
+}
+
+/// Prints the status; with `wait`, first waits until every record on the topic is durable.
+pub fn print_status(config: &Config, wait: Option<Duration>) -> Result<()> {
+    let deadline = wait.map(|w| Instant::now() + w);
+    loop {
+        let s = status(config)?;
+        let done = s.caught_up();
+        if done || deadline.is_none_or(|d| Instant::now() > d) {
+            println!(
+                "topic {}: durable offsets {:?} of {:?}",
+                config.kafka.topic, s.durable, s.high
+            );
+            println!(
+                "tantivy {}: {} chunks",
+                config.tantivy.path.display(),
+                s.chunks_in_tantivy
+            );
+            println!(
+                "milvus {} / {}: {} vectors",
+                config.milvus.url, config.milvus.collection, s.chunks_in_milvus
+            );
+            if wait.is_some() && !done {
+                bail!("not caught up within {:?}", wait.unwrap_or_default());
+            }
+            println!(
+                "{}",
+                if done {
+                    "caught up: every record on the topic is indexed"
+                } else {
+                    "behind"
+                }
+            );
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Runs one query through both routes and prints the top hits of each.
+pub fn search(config: &Config, query: &str, k: usize) -> Result<()> {
+    let reader = ChunkIndexReader::open(&config.tantivy.path)
+        .with_context(|| format!("opening {}", config.tantivy.path.display()))?;
+    println!("BM25 (tantivy):");
+    for (score, c) in reader.search_bm25(query, k, &ChunkFilter::none())? {
+        println!(
+            "  {score:7.3}  {} [{}#{}]  {}",
+            c.title,
+            c.doc_id,
+            c.index,
+            snippet(&c.text)
+        );
+    }
+    let mut model = FastEmbedder::load(&config.embedding)?;
+    let vector = model.embed_query(query)?;
+    let mut milvus_cfg = config.milvus.clone();
+    milvus_cfg.dim = model.dim();
+    milvus_cfg.model_id = model.model_id().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let hits = rt
+        .block_on(async {
+            let m = MilvusSink::connect(milvus_cfg).await?;
+            m.search(&vector, k, &VectorFilter::none()).await
+        })
+        .map_err(|e| anyhow!("vector search: {e}"))?;
+    println!("Vector (Milvus):");
+    for (id, score) in hits {
+        match reader.get(&id)? {
+            Some(c) => println!(
+                "  {score:7.3}  {} [{}#{}]  {}",
+                c.title,
+                c.doc_id,
+                c.index,
+                snippet(&c.text)
+            ),
+            None => println!("  {score:7.3}  {id} (not in tantivy yet)"),
+        }
+    }
+    Ok(())
+}
+
+fn snippet(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut s: String = one_line.chars().take(90).collect();
+    if one_line.chars().count() > 90 {
+        s.push('…');
+    }
+    s
+}
