@@ -19,7 +19,7 @@ if pidfile_running "$PIDFILE" freshet; then
     exit 0
 fi
 export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy}"
-export FRESHET_PIPELINE_EMBEDDING_CACHE_PATH="${FRESHET_PIPELINE_EMBEDDING_CACHE_PATH:-$FRESHET_HOME/cache/embeddings.redb}"
+export FRESHET_PIPELINE_EMBEDDING_CACHE_PATH="${FRESHET_PIPELINE_EMBEDDING_CACHE_PATH:-$FRESHET_HOME/cache/embeddings.log}"
 start_daemon pipeline "$PIDFILE" "$LOGFILE" "$root" "$BIN" run
 wait_for_tcp "${LISTEN%:*}" "${LISTEN##*:}" "$TIMEOUT" "$DAEMON_PID" ||
     die_with_log "$LOGFILE" "the pipeline did not come up within ${TIMEOUT}s"

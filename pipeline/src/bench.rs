@@ -151,7 +151,7 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     cfg.kafka.group_id = format!("bench-{tag}");
     cfg.milvus.collection = format!("bench_{tag}");
     cfg.tantivy.path = dir.join("tantivy");
-    cfg.pipeline.embedding_cache_path = dir.join("cache.redb");
+    cfg.pipeline.embedding_cache_path = dir.join("cache.log");
     cfg.metrics.listen = String::new();
     admin::ensure_topic(&cfg.kafka, &cfg.kafka.topic, cfg.pipeline.topic_partitions)?;
     let producer = DocumentProducer::new(&cfg.kafka)?;

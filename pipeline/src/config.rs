@@ -42,7 +42,7 @@ pub struct PipelineConfig {
     /// Records a worker takes from Kafka per epoch, and how long it waits for them.
     pub batch_max_records: usize,
     pub batch_max_wait_ms: u64,
-    /// Where the embedding cache lives. Default `$FRESHET_HOME/cache/embeddings.redb`.
+    /// Where the embedding cache lives. Default `$FRESHET_HOME/cache/embeddings.log`.
     pub embedding_cache_path: PathBuf,
     /// Seconds to wait for in-flight work on SIGTERM/SIGINT before giving up.
     pub shutdown_timeout_s: u64,
@@ -60,7 +60,7 @@ impl Default for PipelineConfig {
             batch_max_wait_ms: 50,
             embedding_cache_path: freshet_embedding::freshet_home()
                 .join("cache")
-                .join("embeddings.redb"),
+                .join("embeddings.log"),
             shutdown_timeout_s: 30,
             topic_partitions: 4,
         }
@@ -257,6 +257,23 @@ mod tests {
             format!("{e:#}").contains("workers") || format!("{e:#}").contains("invalid"),
             "{e:#}"
         );
+    }
+
+    #[test]
+    fn the_documented_file_parses_and_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+        let c = Config::load_with_env(Some(&path), &[]).unwrap();
+        let d = Config::default();
+        assert_eq!(c.pipeline.workers, d.pipeline.workers);
+        assert_eq!(c.pipeline.batch_max_records, d.pipeline.batch_max_records);
+        assert_eq!(c.limits, d.limits);
+        assert_eq!(c.chunking, d.chunking);
+        assert_eq!(c.embedding, d.embedding);
+        assert_eq!(c.kafka.brokers, d.kafka.brokers);
+        assert_eq!(c.milvus.url, d.milvus.url);
+        assert_eq!(c.milvus.timeout, d.milvus.timeout);
+        assert_eq!(c.tantivy.writer_heap_bytes, d.tantivy.writer_heap_bytes);
+        assert_eq!(c.metrics.listen, d.metrics.listen);
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         config
             .pipeline
             .embedding_cache_path
-            .with_extension(format!("p{}.redb", config.pipeline.process_index))
+            .with_extension(format!("p{}.log", config.pipeline.process_index))
     };
     if let Some(dir) = cache_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

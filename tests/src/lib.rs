@@ -141,7 +141,7 @@ impl Case {
             .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
             .env(
                 "FRESHET_PIPELINE_EMBEDDING_CACHE_PATH",
-                self.dir.join("cache.redb"),
+                self.dir.join("cache.log"),
             )
             .env(
                 "FRESHET_METRICS_LISTEN",
