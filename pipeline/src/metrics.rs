@@ -102,12 +102,9 @@ impl Metrics {
             "Newest epoch durably applied to both sinks",
             durable_epoch.clone(),
         );
-        let source_to_durable = Histogram::new(
-            [
-                0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-            ]
-            .into_iter(),
-        );
+        let source_to_durable = Histogram::new([
+            0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ]);
         r.register(
             "source_to_durable_seconds",
             "Kafka record timestamp to durable in both sinks",

@@ -117,7 +117,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             by_doc.entry(c.doc_id.clone()).or_default().push(c);
         }
         for v in by_doc.values_mut() {
-            v.sort_by(|a, b| (a.kind, a.index).cmp(&(b.kind, b.index)));
+            v.sort_by_key(|c| (c.kind, c.index));
         }
 
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -253,7 +253,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 Ok(vectors)
             });
             let msgs = records
-                .map(SinkMsg::Record)
+                .map(|r| SinkMsg::Record(Box::new(r)))
                 .concat(progress_in.to_stream(scope));
             sink(msgs, my_sinks, fatal.clone()).probe_with(&probe);
         });

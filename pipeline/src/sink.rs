@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 /// What flows into the sink: chunk records, and each worker's read progress for the epoch.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum SinkMsg {
-    Record(SinkRecord),
+    Record(Box<SinkRecord>),
     Progress {
         next_offsets: BTreeMap<i32, i64>,
         timestamps_ms: Vec<i64>,
@@ -107,24 +107,29 @@ pub fn sink<'s>(
     )
 }
 
+/// A chunk and its vector (`None` for parents, which only go to tantivy).
+type ChunkRow = (Chunk, Option<Vec<f32>>);
+
 /// Applies complete epochs (in time order) to both indexes, durably.
 pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<()> {
     let last_epoch = epochs.last().map(|(t, _)| *t).unwrap_or(0);
     // Final state per chunk id across these epochs: later epochs win.
-    let mut latest: BTreeMap<String, Option<(Chunk, Option<Vec<f32>>)>> = BTreeMap::new();
+    let mut latest: BTreeMap<String, Option<ChunkRow>> = BTreeMap::new();
     let mut timestamps = Vec::new();
     for (_time, msgs) in epochs {
         for msg in msgs {
             match msg {
-                SinkMsg::Record(SinkRecord::Upsert { chunk, vector }) => {
-                    latest.insert(chunk.chunk_id.clone(), Some((chunk, vector)));
-                }
-                SinkMsg::Record(SinkRecord::Delete { chunk_id, .. }) => {
-                    latest.insert(chunk_id, None);
-                }
-                SinkMsg::Record(SinkRecord::Failed { error }) => {
-                    anyhow::bail!("embedding failed: {error}");
-                }
+                SinkMsg::Record(record) => match *record {
+                    SinkRecord::Upsert { chunk, vector } => {
+                        latest.insert(chunk.chunk_id.clone(), Some((chunk, vector)));
+                    }
+                    SinkRecord::Delete { chunk_id, .. } => {
+                        latest.insert(chunk_id, None);
+                    }
+                    SinkRecord::Failed { error } => {
+                        anyhow::bail!("embedding failed: {error}");
+                    }
+                },
                 SinkMsg::Progress {
                     next_offsets,
                     timestamps_ms,

@@ -14,6 +14,11 @@ use freshet_operators::prepare::prepare;
 
 use crate::metrics::Metrics;
 
+/// A document id and its new chunks (`None`: deleted).
+type Update = (String, Option<Vec<Chunk>>);
+/// Why a record was rejected: error class (the DLQ header) and message.
+type Rejected = (&'static str, String);
+
 /// What one poll produced.
 #[derive(Default)]
 pub struct SourceBatch {
@@ -91,10 +96,7 @@ impl Source {
     }
 
     /// Decodes and prepares one record.
-    fn process(
-        &self,
-        record: &Record,
-    ) -> Result<(String, Option<Vec<Chunk>>), (&'static str, String)> {
+    fn process(&self, record: &Record) -> Result<Update, Rejected> {
         let change = decode(
             record.key.as_deref(),
             record.value.as_deref(),
