@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// How a document's text is to be read by the cleaner and the chunker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 pub enum ContentType {
     #[default]
     PlainText,
@@ -17,7 +19,12 @@ impl ContentType {
     /// Parses a MIME-style content type (`text/markdown`, `text/html; charset=utf-8`, ...).
     /// Returns `None` for types freshet does not read.
     pub fn parse(s: &str) -> Option<ContentType> {
-        let base = s.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let base = s
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         match base.as_str() {
             "" | "text/plain" | "text" | "plain" => Some(ContentType::PlainText),
             "text/markdown" | "text/x-markdown" | "markdown" | "md" => Some(ContentType::Markdown),

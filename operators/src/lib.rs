@@ -1,6 +1,25 @@
 //! freshet's operators: pure transforms from a Kafka record to the chunk deltas that the sinks
 //! apply. No I/O lives here.
+//!
+//! - [`envelope`]: a Kafka record (key, value) decoded into a [`document::Change`], or a
+//!   classified [`envelope::DecodeError`] for the DLQ.
+//! - [`document`]: the document model (contract).
+//! - [`clean`]: NFKC, control characters, whitespace; HTML to Markdown without boilerplate.
+//! - [`hash`]: the content hash of a document version.
+//! - [`chunk`]: the chunk record (contract) and token-counted recursive, Markdown and
+//!   parent-child chunking.
+//! - [`prepare`]: clean, hash and chunk one document.
+//! - [`dataflow`]: keyed document upserts to chunk deltas (timely + differential).
+//! - [`embed`]: the embedding operator's traits (contract).
 
 pub mod chunk;
+pub mod clean;
+pub mod dataflow;
 pub mod document;
 pub mod embed;
+pub mod envelope;
+pub mod hash;
+pub mod prepare;
+
+#[cfg(test)]
+mod fuzz_tests;

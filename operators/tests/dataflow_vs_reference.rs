@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use freshet_operators::chunk::{chunk_id, Chunk, ChunkKind};
 use freshet_operators::dataflow::{chunk_deltas, reference_deltas, ChunkDelta, DocUpdate, Time};
+use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Probe;
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::{InputHandle, ProbeHandle};
 
 /// A tiny deterministic PRNG (xorshift), so the test needs no extra crate.
@@ -75,7 +75,9 @@ fn scenario(seed: u64, docs: usize, rounds: usize) -> Rounds {
                 None
             } else {
                 let n = rng.below(5) as usize;
-                let texts: Vec<String> = (0..n).map(|_| pool[rng.below(12) as usize].clone()).collect();
+                let texts: Vec<String> = (0..n)
+                    .map(|_| pool[rng.below(12) as usize].clone())
+                    .collect();
                 let title = if rng.below(4) == 0 { "edited" } else { "title" };
                 Some(make_chunks(&doc, &texts, title))
             };
@@ -161,7 +163,11 @@ fn run_dataflow(rounds: Rounds, workers: usize) -> BTreeMap<Time, Vec<ChunkDelta
 fn matches_reference_on_one_worker() {
     for seed in 1..6 {
         let rounds = scenario(seed * 7919, 6, 12);
-        assert_eq!(run_dataflow(rounds.clone(), 1), expected(&rounds), "seed {seed}");
+        assert_eq!(
+            run_dataflow(rounds.clone(), 1),
+            expected(&rounds),
+            "seed {seed}"
+        );
     }
 }
 
@@ -169,7 +175,11 @@ fn matches_reference_on_one_worker() {
 fn matches_reference_on_three_workers() {
     for seed in 1..6 {
         let rounds = scenario(seed * 104729, 9, 15);
-        assert_eq!(run_dataflow(rounds.clone(), 3), expected(&rounds), "seed {seed}");
+        assert_eq!(
+            run_dataflow(rounds.clone(), 3),
+            expected(&rounds),
+            "seed {seed}"
+        );
     }
 }
 
@@ -188,13 +198,20 @@ fn identical_resend_produces_no_delta_and_edit_touches_one_chunk() {
     ];
     let got = run_dataflow(rounds, 2);
     assert_eq!(got[&1].len(), 5);
-    assert!(!got.contains_key(&2), "identical re-send must produce no delta: {:?}", got.get(&2));
+    assert!(
+        !got.contains_key(&2),
+        "identical re-send must produce no delta: {:?}",
+        got.get(&2)
+    );
     // The edit: one new chunk, one removed chunk; spans of later chunks moved (records upserted,
     // text unchanged so no re-embedding is needed).
     let inserted_text: Vec<_> = got[&3]
         .iter()
         .filter_map(|d| match d {
-            ChunkDelta::Upsert { chunk, text_changed: true } => Some(chunk.text.clone()),
+            ChunkDelta::Upsert {
+                chunk,
+                text_changed: true,
+            } => Some(chunk.text.clone()),
             _ => None,
         })
         .collect();
@@ -206,5 +223,7 @@ fn identical_resend_produces_no_delta_and_edit_touches_one_chunk() {
         .collect();
     assert_eq!(deleted, vec![v1[2].chunk_id.clone()]);
     assert_eq!(got[&4].len(), 5);
-    assert!(got[&4].iter().all(|d| matches!(d, ChunkDelta::Delete { .. })));
+    assert!(got[&4]
+        .iter()
+        .all(|d| matches!(d, ChunkDelta::Delete { .. })));
 }

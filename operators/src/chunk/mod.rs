@@ -6,8 +6,25 @@
 //! - [`chunk_id`] makes identity depend on the document id, the chunk kind, the chunk text and the
 //!   occurrence of that text within the document: editing one paragraph changes only the ids of
 //!   the chunks whose text changed.
+//!
+//! Splitting (see the submodules):
+//! - [`tokens`]: [`TokenCounter`] and the Hugging Face tokenizer behind it;
+//! - [`recursive`]: paragraph → line → sentence → word → character splitting with overlap;
+//! - [`markdown`]: heading-aware sections, code fences kept whole;
+//! - [`parent_child`]: parents split into children;
+//! - [`chunk_document`] here: a cleaned document to its [`Chunk`] records by [`ChunkerConfig`].
 
-use serde::{Deserialize, Serialize};
+pub mod markdown;
+pub mod parent_child;
+pub mod recursive;
+pub mod tokens;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::document::{ContentType, Document};
+pub use tokens::{CharCounter, HfTokenCounter, TokenCounter, TokenizerLoadError};
 
 /// What a chunk is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -81,3 +98,450 @@ pub fn chunk_id(doc_id: &str, kind: ChunkKind, text: &str, occurrence: u32) -> S
     }
     s
 }
+
+/// A chunk chosen by a splitter: byte offsets into the text it was cut from, its verified token
+/// count and its heading path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub start: usize,
+    pub end: usize,
+    pub tokens: usize,
+    pub section: Vec<String>,
+}
+
+/// How a document is cut into chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChunkStrategy {
+    /// [`recursive`] splitting, `max_tokens`/`overlap_tokens`.
+    #[serde(alias = "Recursive")]
+    Recursive,
+    /// [`markdown`] splitting, `max_tokens`/`overlap_tokens`.
+    #[serde(alias = "Markdown")]
+    Markdown,
+    /// [`parent_child`] splitting; the base splitter is Markdown-aware for Markdown and HTML.
+    #[serde(alias = "ParentChild", alias = "parent-child")]
+    ParentChild,
+}
+
+/// Chunker settings. Deserializes with defaults for every missing field.
+///
+/// Which splitter a document gets: `per_content_type[content_type]` if present, else
+/// `strategy`. Parent-child applies if either of those is `parent_child`; its base splitter is
+/// then Markdown-aware if the other one is `markdown` (or, when neither says, for Markdown and
+/// HTML documents).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChunkerConfig {
+    pub strategy: ChunkStrategy,
+    pub max_tokens: usize,
+    pub overlap_tokens: usize,
+    pub parent_max_tokens: usize,
+    pub child_max_tokens: usize,
+    pub child_overlap_tokens: usize,
+    /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`
+    /// (anything [`ContentType::parse`] reads) or the variant names. Default: Markdown and HTML
+    /// use `markdown`. A configured map replaces the default map.
+    #[serde(deserialize_with = "de_per_content_type")]
+    pub per_content_type: BTreeMap<ContentType, ChunkStrategy>,
+    /// Make a document that yields no chunk an error (`no_chunks`) instead of zero chunks.
+    pub error_on_empty: bool,
+}
+
+impl Default for ChunkerConfig {
+    fn default() -> Self {
+        ChunkerConfig {
+            strategy: ChunkStrategy::Recursive,
+            max_tokens: 256,
+            overlap_tokens: 32,
+            parent_max_tokens: 1024,
+            child_max_tokens: 128,
+            child_overlap_tokens: 16,
+            per_content_type: BTreeMap::from([
+                (ContentType::Markdown, ChunkStrategy::Markdown),
+                (ContentType::Html, ChunkStrategy::Markdown),
+            ]),
+            error_on_empty: false,
+        }
+    }
+}
+
+fn de_per_content_type<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<ContentType, ChunkStrategy>, D::Error> {
+    let raw = BTreeMap::<String, ChunkStrategy>::deserialize(d)?;
+    let mut out = BTreeMap::new();
+    for (k, v) in raw {
+        let ct = match k.as_str() {
+            "PlainText" => Some(ContentType::PlainText),
+            "Markdown" => Some(ContentType::Markdown),
+            "Html" => Some(ContentType::Html),
+            _ => ContentType::parse(&k),
+        }
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "per_content_type: unknown content type {k:?} (expected text/plain, \
+                 text/markdown or text/html)"
+            ))
+        })?;
+        out.insert(ct, v);
+    }
+    Ok(out)
+}
+
+/// An invalid [`ChunkerConfig`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid chunker config: {0}")]
+pub struct ConfigError(pub String);
+
+impl ChunkerConfig {
+    /// Checks the token budgets: every max is at least 1, every overlap at most half its max,
+    /// and children no larger than parents.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let check_pair = |max_name: &str, max: usize, ov_name: &str, ov: usize| {
+            if max == 0 {
+                return Err(ConfigError(format!("{max_name} must be at least 1")));
+            }
+            if ov * 2 > max {
+                return Err(ConfigError(format!(
+                    "{ov_name} ({ov}) must be at most half of {max_name} ({max})"
+                )));
+            }
+            Ok(())
+        };
+        check_pair(
+            "max_tokens",
+            self.max_tokens,
+            "overlap_tokens",
+            self.overlap_tokens,
+        )?;
+        check_pair(
+            "child_max_tokens",
+            self.child_max_tokens,
+            "child_overlap_tokens",
+            self.child_overlap_tokens,
+        )?;
+        if self.parent_max_tokens == 0 {
+            return Err(ConfigError("parent_max_tokens must be at least 1".into()));
+        }
+        if self.child_max_tokens > self.parent_max_tokens {
+            return Err(ConfigError(format!(
+                "child_max_tokens ({}) must not exceed parent_max_tokens ({})",
+                self.child_max_tokens, self.parent_max_tokens
+            )));
+        }
+        Ok(())
+    }
+
+    /// (parent-child?, Markdown-aware base splitter?) for a content type.
+    pub fn resolve(&self, content_type: ContentType) -> (bool, bool) {
+        let per = self.per_content_type.get(&content_type).copied();
+        let parent_child =
+            self.strategy == ChunkStrategy::ParentChild || per == Some(ChunkStrategy::ParentChild);
+        let default_md = matches!(content_type, ContentType::Markdown | ContentType::Html);
+        let markdown = match (per, self.strategy) {
+            (Some(ChunkStrategy::Markdown), _) => true,
+            (Some(ChunkStrategy::Recursive), _) => false,
+            (Some(ChunkStrategy::ParentChild), ChunkStrategy::Markdown) => true,
+            (Some(ChunkStrategy::ParentChild), ChunkStrategy::Recursive) => false,
+            (Some(ChunkStrategy::ParentChild), ChunkStrategy::ParentChild) => default_md,
+            (None, ChunkStrategy::Markdown) => true,
+            (None, ChunkStrategy::Recursive) => false,
+            (None, ChunkStrategy::ParentChild) => default_md,
+        };
+        (parent_child, markdown)
+    }
+}
+
+/// Canonical JSON object of document metadata whose values are JSON texts (a value that is not
+/// valid JSON is stored as a JSON string).
+pub fn metadata_json(metadata: &BTreeMap<String, String>) -> String {
+    let mut out = String::from("{");
+    for (i, (k, v)) in metadata.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        crate::envelope::write_json_string(k, &mut out);
+        out.push(':');
+        match serde_json::from_str::<serde_json::Value>(v) {
+            Ok(value) => out.push_str(&crate::envelope::canonical_json(&value)),
+            Err(_) => crate::envelope::write_json_string(v, &mut out),
+        }
+    }
+    out.push('}');
+    out
+}
+
+/// Cuts a cleaned document into its chunk records (see [`ChunkerConfig`] for the splitter
+/// chosen). Every field of every [`Chunk`] is filled: ids by [`chunk_id`] (the occurrence is the
+/// number of earlier chunks of the same kind with the same text), `index` per kind in document
+/// order, spans in Unicode scalar values of `doc.text`, title/source/acl inherited, metadata as
+/// [`metadata_json`], and the verified token count. Parents come right before their children.
+///
+/// An out-of-range config is clamped rather than rejected here (use
+/// [`ChunkerConfig::validate`]); empty or whitespace-only text gives no chunks.
+pub fn chunk_document(
+    doc: &Document,
+    doc_hash: &str,
+    cfg: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+) -> Vec<Chunk> {
+    let text = doc.text.as_str();
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    let (parent_child, markdown) = cfg.resolve(doc.content_type);
+    let engine = recursive::Engine::new(text, tokens, markdown);
+    let mut b = Builder {
+        doc,
+        doc_hash,
+        metadata_json: metadata_json(&doc.metadata),
+        chars: CharIndex::new(text),
+        occurrences: HashMap::new(),
+        next_index: [0, 0],
+        out: Vec::new(),
+    };
+    if parent_child {
+        let parent_max = cfg.parent_max_tokens.max(1);
+        let child_max = cfg.child_max_tokens.clamp(1, parent_max);
+        let child_overlap = cfg.child_overlap_tokens.min(child_max / 2);
+        let pps = parent_child::split_parent_child_with(
+            &engine,
+            markdown,
+            parent_max,
+            child_max,
+            child_overlap,
+        );
+        for pp in pps {
+            let Some(pid) = b.push(&pp.parent, ChunkKind::Parent, None) else {
+                continue;
+            };
+            for c in &pp.children {
+                b.push(c, ChunkKind::Leaf, Some(pid.clone()));
+            }
+        }
+    } else {
+        let max = cfg.max_tokens.max(1);
+        let overlap = cfg.overlap_tokens.min(max / 2);
+        let pieces = if markdown {
+            markdown::split_markdown_range(&engine, 0..text.len(), max, overlap)
+        } else {
+            engine.split(0..text.len(), max, overlap, None)
+        };
+        for p in &pieces {
+            b.push(p, ChunkKind::Leaf, None);
+        }
+    }
+    b.out
+}
+
+struct Builder<'d> {
+    doc: &'d Document,
+    doc_hash: &'d str,
+    metadata_json: String,
+    chars: CharIndex,
+    occurrences: HashMap<(ChunkKind, &'d str), u32>,
+    next_index: [u32; 2],
+    out: Vec<Chunk>,
+}
+
+impl<'d> Builder<'d> {
+    /// Adds a chunk; returns its id.
+    fn push(&mut self, p: &Piece, kind: ChunkKind, parent_id: Option<String>) -> Option<String> {
+        let text: &'d str = self.doc.text.get(p.start..p.end)?;
+        let occ = self.occurrences.entry((kind, text)).or_insert(0);
+        let occurrence = *occ;
+        *occ += 1;
+        let slot = match kind {
+            ChunkKind::Leaf => 0,
+            ChunkKind::Parent => 1,
+        };
+        let index = self.next_index[slot];
+        self.next_index[slot] += 1;
+        let id = chunk_id(&self.doc.id, kind, text, occurrence);
+        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.out.push(Chunk {
+            chunk_id: id.clone(),
+            doc_id: self.doc.id.clone(),
+            kind,
+            parent_id,
+            index,
+            char_start: to_u32(self.chars.char_offset(&self.doc.text, p.start)),
+            char_end: to_u32(self.chars.char_offset(&self.doc.text, p.end)),
+            section: p.section.clone(),
+            text: text.to_owned(),
+            token_count: to_u32(p.tokens),
+            title: self.doc.title.clone(),
+            source: self.doc.source.clone(),
+            metadata_json: self.metadata_json.clone(),
+            acl: self.doc.acl.clone(),
+            doc_hash: self.doc_hash.to_owned(),
+        });
+        Some(id)
+    }
+}
+
+/// Byte offset to char offset, with checkpoints so that each lookup scans at most a few KiB.
+struct CharIndex {
+    /// (byte offset, char offset) every `STEP` chars.
+    checkpoints: Vec<(usize, usize)>,
+}
+
+impl CharIndex {
+    const STEP: usize = 1024;
+
+    fn new(text: &str) -> Self {
+        let mut checkpoints = vec![(0, 0)];
+        for (n, (i, _)) in text.char_indices().enumerate() {
+            if n > 0 && n % Self::STEP == 0 {
+                checkpoints.push((i, n));
+            }
+        }
+        CharIndex { checkpoints }
+    }
+
+    fn char_offset(&self, text: &str, byte: usize) -> usize {
+        let k = self.checkpoints.partition_point(|&(b, _)| b <= byte);
+        let (b0, c0) = self.checkpoints[k.saturating_sub(1)];
+        c0 + text.get(b0..byte).map_or(0, |s| s.chars().count())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_words {
+    /// Words that the test tokenizer knows as whole tokens.
+    pub(crate) const WORDS: &[&str] = &[
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "that",
+        "for",
+        "it",
+        "as",
+        "was",
+        "with",
+        "be",
+        "by",
+        "on",
+        "not",
+        "he",
+        "this",
+        "are",
+        "or",
+        "his",
+        "from",
+        "at",
+        "which",
+        "but",
+        "have",
+        "an",
+        "had",
+        "they",
+        "you",
+        "were",
+        "their",
+        "one",
+        "all",
+        "we",
+        "can",
+        "her",
+        "has",
+        "there",
+        "been",
+        "if",
+        "more",
+        "when",
+        "will",
+        "would",
+        "who",
+        "so",
+        "no",
+        "cell",
+        "cells",
+        "protein",
+        "gene",
+        "expression",
+        "patients",
+        "study",
+        "results",
+        "data",
+        "increased",
+        "levels",
+        "treatment",
+        "analysis",
+        "risk",
+        "associated",
+        "effect",
+        "human",
+        "disease",
+        "clinical",
+        "cancer",
+        "role",
+        "response",
+        "function",
+        "model",
+        "mice",
+        "activity",
+        "high",
+        "low",
+        "higher",
+        "lower",
+        "between",
+        "during",
+        "after",
+        "these",
+        "both",
+        "found",
+        "show",
+        "shows",
+        "showed",
+        "using",
+        "used",
+        "two",
+        "three",
+        "new",
+        "first",
+        "time",
+        "years",
+        "group",
+        "groups",
+        "type",
+        "factor",
+        "factors",
+        "cat",
+        "sat",
+        "dog",
+        "ran",
+        "bird",
+        "flew",
+        "end",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "title",
+        "here",
+        "install",
+        "linux",
+        "mac",
+        "use",
+        "run",
+        "code",
+        "intro",
+        "text",
+        "section",
+        "paragraph",
+        "edited",
+        "changed",
+        "word",
+        "words",
+    ];
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::chunk::Chunk;
 
 /// One change to apply to both indexes.
+// Most deltas are upserts: boxing the chunk would cost an allocation per chunk for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ChunkDelta {
     /// Insert the chunk, or replace the record stored under its id. `text_changed` is false when
@@ -45,10 +47,19 @@ pub fn deltas_from_updates(updates: Vec<(Chunk, isize)>) -> Vec<ChunkDelta> {
             (_, Some(new)) if new.chunk_id != chunk_id => None,
             (Some(old), Some(new)) => {
                 let text_changed = old.text != new.text;
-                Some(ChunkDelta::Upsert { chunk: new, text_changed })
+                Some(ChunkDelta::Upsert {
+                    chunk: new,
+                    text_changed,
+                })
             }
-            (None, Some(new)) => Some(ChunkDelta::Upsert { chunk: new, text_changed: true }),
-            (Some(old), None) => Some(ChunkDelta::Delete { chunk_id, doc_id: old.doc_id }),
+            (None, Some(new)) => Some(ChunkDelta::Upsert {
+                chunk: new,
+                text_changed: true,
+            }),
+            (Some(old), None) => Some(ChunkDelta::Delete {
+                chunk_id,
+                doc_id: old.doc_id,
+            }),
             (None, None) => None,
         })
         .collect()
@@ -61,7 +72,10 @@ pub fn reference_deltas(
     new: &BTreeMap<String, Vec<Chunk>>,
 ) -> Vec<ChunkDelta> {
     let index = |m: &BTreeMap<String, Vec<Chunk>>| -> BTreeMap<String, Chunk> {
-        m.values().flatten().map(|c| (c.chunk_id.clone(), c.clone())).collect()
+        m.values()
+            .flatten()
+            .map(|c| (c.chunk_id.clone(), c.clone()))
+            .collect()
     };
     let (old, new) = (index(old), index(new));
     let mut out = Vec::new();
@@ -72,12 +86,18 @@ pub fn reference_deltas(
                 chunk: chunk.clone(),
                 text_changed: prev.text != chunk.text,
             }),
-            None => out.push(ChunkDelta::Upsert { chunk: chunk.clone(), text_changed: true }),
+            None => out.push(ChunkDelta::Upsert {
+                chunk: chunk.clone(),
+                text_changed: true,
+            }),
         }
     }
     for (id, chunk) in &old {
         if !new.contains_key(id) {
-            out.push(ChunkDelta::Delete { chunk_id: id.clone(), doc_id: chunk.doc_id.clone() });
+            out.push(ChunkDelta::Delete {
+                chunk_id: id.clone(),
+                doc_id: chunk.doc_id.clone(),
+            });
         }
     }
     out.sort_by(|a, b| a.chunk_id().cmp(b.chunk_id()));

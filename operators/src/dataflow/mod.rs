@@ -39,28 +39,37 @@ pub const BOOTSTRAP_TIME: Time = 0;
 /// A document upsert (`Some(chunks)`) or delete (`None`) at a time.
 pub type DocUpdate = (String, Option<Vec<Chunk>>, Time);
 
+/// Updates of one time, waiting for the frontier to pass it, with the capability to emit them.
+type Pending = (Capability<Time>, Vec<(Chunk, isize)>);
+
 type DocBuilder = ValBuilder<String, Vec<Chunk>, Time, isize>;
 type DocSpine = ValSpine<String, Vec<Chunk>, Time, isize>;
 
 /// Computes, for every completed time, the chunk deltas that take the indexes from the previous
 /// state to the current one. Deltas of one time are emitted at that time, sorted by chunk id.
-pub fn chunk_deltas<'s>(updates: Stream<'s, Time, Vec<DocUpdate>>) -> Stream<'s, Time, Vec<ChunkDelta>> {
-    let docs = arrange_from_upsert::<DocBuilder, DocSpine, String, Vec<Chunk>>(updates, "DocUpserts");
+pub fn chunk_deltas<'s>(
+    updates: Stream<'s, Time, Vec<DocUpdate>>,
+) -> Stream<'s, Time, Vec<ChunkDelta>> {
+    let docs =
+        arrange_from_upsert::<DocBuilder, DocSpine, String, Vec<Chunk>>(updates, "DocUpserts");
     let chunks = docs.flat_map_ref(|_doc_id: &String, chunks: &Vec<Chunk>| {
-        chunks.iter().map(|c| (c.chunk_id.clone(), c.clone())).collect::<Vec<_>>()
+        chunks
+            .iter()
+            .map(|c| (c.chunk_id.clone(), c.clone()))
+            .collect::<Vec<_>>()
     });
     chunks
         .arrange_by_key_named("ChunksById")
         .as_collection(|_id: &String, chunk: &Chunk| chunk.clone())
         .inner
         .unary_frontier(Pipeline, "ChunkDeltas", |_cap, _info| {
-            let mut stash: BTreeMap<Time, (Capability<Time>, Vec<(Chunk, isize)>)> = BTreeMap::new();
+            let mut stash: BTreeMap<Time, Pending> = BTreeMap::new();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
                     for (chunk, time, diff) in data.drain(..) {
-                        let entry = stash
-                            .entry(time)
-                            .or_insert_with(|| (cap.delayed(&time, output.output_index()), Vec::new()));
+                        let entry = stash.entry(time).or_insert_with(|| {
+                            (cap.delayed(&time, output.output_index()), Vec::new())
+                        });
                         entry.1.push((chunk, diff));
                     }
                 });

@@ -1,0 +1,876 @@
+//! Recursive, token-counted text splitting.
+//!
+//! A range of text is split at the coarsest separator that makes its pieces fit: paragraphs
+//! (blank lines; in Markdown mode a fenced code block is one paragraph), lines, sentences
+//! (`.`, `!`, `?` followed by whitespace or the end; `。！？` anywhere, and `!`/`?` before a CJK
+//! character), words (whitespace; inside a run of CJK characters every character is a word),
+//! grapheme clusters, and characters as the last resort.
+//!
+//! # How pieces become chunks
+//!
+//! The range is tokenized once: if it fits, it is one chunk. Otherwise every piece is estimated
+//! from that tokenization's spans when the counter gives them ([`TokenCounter::token_spans`]),
+//! else counted once on its own; the tokenizer is never run over the text quadratically. A
+//! piece that does not fit in `max_tokens` is split at the next finer separator; pieces that
+//! fit are merged:
+//!
+//! - **Paragraphs and lines** are merged in *content-defined groups*: after each piece the group
+//!   ends with probability `tokens / (max_tokens / 2)`, decided by a hash of the piece's token
+//!   count (so a piece of at least half the budget always ends its group). A group that fits is
+//!   one chunk; a group that does not is packed greedily. A group boundary depends only on the
+//!   piece before it, and packing only on token counts, so editing a paragraph without changing
+//!   its token count changes exactly the chunks that contain (or, via overlap, start with) text
+//!   of that paragraph. An edit that changes the count can also move later boundaries in its
+//!   group, or merge/split its group with the next one; paragraphs of at least half the budget
+//!   are always chunked on their own, so with those every edit stays local.
+//! - **Sentences and finer pieces** (only ever inside a paragraph or line that is itself too
+//!   long) are packed greedily up to `max_tokens`.
+//!
+//! Overlap: each chunk after the first starts with the last ~`overlap_tokens` of the previous
+//! chunk, starting at a word boundary (a whitespace boundary, or any CJK character), never in
+//! the middle of a word and never at the previous chunk's own start. Packing reserves the full
+//! `overlap_tokens` for it (so where a chunk ends never depends on the previous chunk's text);
+//! when the next piece and that reserve do not fit together, the chunk has no overlap.
+//!
+//! Every chunk is trimmed of whitespace, and its token count is verified with
+//! [`TokenCounter::count`]; a chunk over budget is shrunk. The only chunk that can exceed
+//! `max_tokens` is a single character that alone counts more than `max_tokens`.
+
+use std::cell::OnceCell;
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::markdown::{FenceLine, Fences};
+use super::tokens::TokenCounter;
+use super::Piece;
+
+/// Splits `text` (plain text rules) into chunks of at most `max_tokens` tokens with about
+/// `overlap_tokens` of overlap. Offsets in the result are byte offsets into `text`.
+pub fn split_recursive(
+    text: &str,
+    max_tokens: usize,
+    overlap_tokens: usize,
+    tokens: &dyn TokenCounter,
+) -> Vec<Piece> {
+    let engine = Engine::new(text, tokens, false);
+    engine.split(0..text.len(), max_tokens, overlap_tokens, None)
+}
+
+/// What splitting one document needs: the text, the counter, and whether paragraphs follow
+/// Markdown (fenced code blocks are kept whole).
+pub(crate) struct Engine<'a> {
+    pub(crate) text: &'a str,
+    counter: &'a dyn TokenCounter,
+    markdown: bool,
+}
+
+/// Token spans of a range of the text, for estimates without re-tokenizing.
+struct Spans {
+    starts: Vec<usize>,
+    ends: Vec<usize>,
+}
+
+impl<'a> Engine<'a> {
+    pub(crate) fn new(text: &'a str, counter: &'a dyn TokenCounter, markdown: bool) -> Self {
+        Engine {
+            text,
+            counter,
+            markdown,
+        }
+    }
+
+    /// Exact token count of `text[a..b]`.
+    pub(crate) fn count(&self, a: usize, b: usize) -> usize {
+        self.text.get(a..b).map_or(0, |s| self.counter.count(s))
+    }
+
+    /// Token spans of `text[a..b]`, shifted to text offsets; `None` if the counter has none or
+    /// they are not monotone.
+    fn spans(&self, a: usize, b: usize) -> Option<Spans> {
+        let s = self.text.get(a..b)?;
+        let v = self.counter.token_spans(s)?;
+        let ok = v.iter().all(|&(x, y)| x <= y && y <= s.len())
+            && v.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1);
+        ok.then(|| Spans {
+            starts: v.iter().map(|t| a + t.0).collect(),
+            ends: v.iter().map(|t| a + t.1).collect(),
+        })
+    }
+
+    /// Splits `range` into chunks. `prefix` is a range before `range` (a heading) that must
+    /// start the first chunk. The result depends only on the text of `prefix` and `range`.
+    pub(crate) fn split(
+        &self,
+        range: std::ops::Range<usize>,
+        max_tokens: usize,
+        overlap_tokens: usize,
+        prefix: Option<std::ops::Range<usize>>,
+    ) -> Vec<Piece> {
+        let max = max_tokens.max(1);
+        let (a, b) = trim(self.text, range.start, range.end);
+        let base = prefix.as_ref().map_or(a, |p| p.start.min(a));
+        let mut run = Run {
+            e: self,
+            max,
+            overlap: overlap_tokens.min(max / 2),
+            out: Vec::new(),
+            prev: None,
+            prefix: prefix.map(|p| (p.start, p.end, self.count(p.start, p.end))),
+            span_range: (base, b),
+            spans: OnceCell::new(),
+        };
+        if a < b {
+            // One tokenization of the whole range: its exact count (a text that fits is done)
+            // and, when the counter gives spans, the estimates for splitting.
+            let start = run.prefix.map_or(a, |p| p.0);
+            let whole = match run.spans() {
+                Some(s) => s.starts.len(),
+                None => self.count(start, b),
+            };
+            if whole <= max {
+                run.emit(start, b, whole);
+            } else {
+                run.process(a, b, Level::Paragraph);
+            }
+        }
+        run.flush_prefix();
+        run.out
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Paragraph,
+    Line,
+    Sentence,
+    Word,
+    Grapheme,
+    Char,
+}
+
+impl Level {
+    fn next(self) -> Level {
+        match self {
+            Level::Paragraph => Level::Line,
+            Level::Line => Level::Sentence,
+            Level::Sentence => Level::Word,
+            Level::Word => Level::Grapheme,
+            Level::Grapheme | Level::Char => Level::Char,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Unit {
+    a: usize,
+    b: usize,
+    t: usize,
+}
+
+/// What starts a chunk before its own pieces.
+#[derive(Clone, Copy, Debug)]
+enum Lead {
+    /// A heading: must be in the first chunk.
+    Forced { start: usize, t: usize },
+    /// Overlap with the previous chunk: dropped if it does not fit.
+    Overlap { start: usize },
+}
+
+struct Run<'e, 'a> {
+    e: &'e Engine<'a>,
+    max: usize,
+    overlap: usize,
+    out: Vec<Piece>,
+    prev: Option<(usize, usize)>,
+    prefix: Option<(usize, usize, usize)>,
+    /// The range the spans cover (prefix and range), and the spans once computed.
+    span_range: (usize, usize),
+    spans: OnceCell<Option<Spans>>,
+}
+
+impl Run<'_, '_> {
+    fn spans(&self) -> Option<&Spans> {
+        self.spans
+            .get_or_init(|| self.e.spans(self.span_range.0, self.span_range.1))
+            .as_ref()
+    }
+
+    fn has_spans(&self) -> bool {
+        self.spans().is_some()
+    }
+
+    /// Planning estimate of the tokens of `text[a..b]`: from the spans when the counter gives
+    /// them (tokens that overlap the range), else an exact count.
+    fn estimate(&self, a: usize, b: usize) -> usize {
+        match self.spans() {
+            Some(s) if a < b => {
+                let n1 = s.starts.partition_point(|&x| x < b);
+                let n0 = s.ends.partition_point(|&x| x <= a);
+                n1.saturating_sub(n0)
+            }
+            Some(_) => 0,
+            None => self.e.count(a, b),
+        }
+    }
+
+    fn emit(&mut self, a: usize, b: usize, tokens: usize) {
+        self.out.push(Piece {
+            start: a,
+            end: b,
+            tokens,
+            section: Vec::new(),
+        });
+        self.prev = Some((a, b));
+        self.prefix = None;
+    }
+
+    /// Emits a pending heading prefix as a chunk of its own.
+    fn flush_prefix(&mut self) {
+        if let Some((a, b, _)) = self.prefix.take() {
+            let (a, b) = trim(self.e.text, a, b);
+            if a < b {
+                let c = self.e.count(a, b);
+                self.emit(a, b, c);
+            }
+        }
+    }
+
+    fn lead(&self, next_start: usize) -> Option<Lead> {
+        if let Some((start, _, t)) = self.prefix {
+            return Some(Lead::Forced { start, t });
+        }
+        let (ps, pe) = self.prev?;
+        if self.overlap == 0 || pe > next_start {
+            return None;
+        }
+        self.overlap_start(ps, pe)
+            .map(|(start, _)| Lead::Overlap { start })
+    }
+
+    /// The earliest word boundary `o` in `(ps, pe)` with `estimate(o, pe) <= overlap`.
+    fn overlap_start(&self, ps: usize, pe: usize) -> Option<(usize, usize)> {
+        let text = self.e.text.get(ps..pe)?;
+        // Word starts, nearest to the end first; enough of them to cover the overlap budget.
+        let limit = self.overlap * 4 + 8;
+        let mut cands = Vec::new();
+        let mut next: Option<char> = None;
+        for (i, c) in text.char_indices().rev() {
+            if let Some(n) = next {
+                let boundary = !n.is_whitespace() && (c.is_whitespace() || is_cjk(n) || is_cjk(c));
+                if boundary {
+                    cands.push(ps + i + c.len_utf8());
+                    if cands.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            next = Some(c);
+        }
+        // cands[k] grows with k (longer overlap); find the largest k that fits.
+        let (mut lo, mut hi) = (None, cands.len());
+        let mut l = 0usize;
+        while l < hi {
+            let mid = (l + hi) / 2;
+            let t = self.estimate(cands[mid], pe);
+            if t <= self.overlap {
+                lo = Some((cands[mid], t));
+                l = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.filter(|&(_, t)| t > 0)
+    }
+
+    /// Emits `[a, b)` (a whole group) as one chunk if it fits with its lead.
+    fn try_whole(&mut self, a: usize, b: usize, t: usize) -> bool {
+        match self.lead(a) {
+            Some(Lead::Forced { start, t: lt }) => {
+                if lt + t <= self.max {
+                    let c = self.e.count(start, b);
+                    if c <= self.max {
+                        self.emit(start, b, c);
+                        return true;
+                    }
+                }
+                return false;
+            }
+            // The full overlap budget is reserved, so that whether a group fits does not depend
+            // on the previous chunk's text.
+            Some(Lead::Overlap { start, .. }) if self.overlap + t <= self.max => {
+                let c = self.e.count(start, b);
+                if c <= self.max {
+                    self.emit(start, b, c);
+                    return true;
+                }
+            }
+            Some(Lead::Overlap { .. }) | None => {}
+        }
+        if t <= self.max {
+            let c = self.e.count(a, b);
+            if c <= self.max {
+                self.emit(a, b, c);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Splits `[a, b)` (known not to fit) at `level`.
+    fn process(&mut self, a: usize, b: usize, level: Level) {
+        let segs = segments(self.e.text, a, b, level, self.e.markdown);
+        if segs.is_empty() {
+            return;
+        }
+        if segs.len() == 1 && level < Level::Char {
+            let (sa, sb) = segs[0];
+            self.process(sa, sb, level.next());
+            return;
+        }
+        let units: Vec<Unit> = segs
+            .into_iter()
+            .map(|(a, b)| Unit {
+                a,
+                b,
+                t: self.estimate(a, b),
+            })
+            .collect();
+        if matches!(level, Level::Paragraph | Level::Line) {
+            let target = (self.max / 2).max(1);
+            let mut i = 0;
+            while i < units.len() {
+                let mut j = i + 1;
+                while j < units.len() && !self.ends_group(units[j - 1], target) {
+                    j += 1;
+                }
+                let g = &units[i..j];
+                let (ga, gb) = (g[0].a, g[g.len() - 1].b);
+                let t = if self.has_spans() {
+                    self.estimate(ga, gb)
+                } else {
+                    g.iter().map(|u| u.t).sum()
+                };
+                if !self.try_whole(ga, gb, t) {
+                    self.greedy(g, level);
+                }
+                i = j;
+            }
+        } else {
+            self.greedy(&units, level);
+        }
+    }
+
+    /// Group end after `u`: probability `u.t / target`, from a hash of its token count.
+    fn ends_group(&self, u: Unit, target: usize) -> bool {
+        let h = mix64(u.t as u64);
+        // h / 2^64 < t / target
+        (u128::from(h)) * (target as u128) < (u.t as u128) << 64
+    }
+
+    fn fits(&self, u: Unit) -> bool {
+        match self.prefix {
+            Some((_, _, pt)) => pt + u.t <= self.max,
+            None => u.t <= self.max,
+        }
+    }
+
+    /// Packs units greedily; units that do not fit are split at the next level.
+    fn greedy(&mut self, units: &[Unit], level: Level) {
+        let mut k = 0;
+        while k < units.len() {
+            let u = units[k];
+            if !self.fits(u) {
+                self.too_big(u, level);
+                k += 1;
+                continue;
+            }
+            let mut lead = self.lead(u.a);
+            if let Some(Lead::Overlap { .. }) = lead {
+                if self.overlap + u.t > self.max {
+                    lead = None;
+                }
+            }
+            // An overlap reserves the full overlap budget, so that where this chunk ends does
+            // not depend on the previous chunk's text.
+            let (start, reserve) = match lead {
+                Some(Lead::Forced { start, t }) => (start, t),
+                Some(Lead::Overlap { start, .. }) => (start, self.overlap),
+                None => (u.a, 0),
+            };
+            let mut sum = reserve + u.t;
+            let mut e = k + 1;
+            while e < units.len() {
+                let next = if self.has_spans() {
+                    reserve + self.estimate(u.a, units[e].b)
+                } else {
+                    sum + units[e].t
+                };
+                if next > self.max {
+                    break;
+                }
+                sum = next;
+                e += 1;
+            }
+            let c = self.e.count(start, units[e - 1].b);
+            if c <= self.max {
+                self.emit(start, units[e - 1].b, c);
+                k = e;
+                continue;
+            }
+            // Over budget after all: the largest prefix of the units that fits.
+            if let Some((m, c)) = largest_fitting(e - k - 1, self.max, |m| {
+                self.e.count(start, units[k + m - 1].b)
+            }) {
+                self.emit(start, units[k + m - 1].b, c);
+                k += m;
+                continue;
+            }
+            if let Some(Lead::Overlap { .. }) = lead {
+                let c = self.e.count(u.a, u.b);
+                if c <= self.max {
+                    self.emit(u.a, u.b, c);
+                    k += 1;
+                    continue;
+                }
+            }
+            self.too_big(u, level);
+            k += 1;
+        }
+    }
+
+    /// A unit that does not fit: split it further, or at the last level emit it as it is.
+    fn too_big(&mut self, u: Unit, level: Level) {
+        if level < Level::Char {
+            self.process(u.a, u.b, level.next());
+            return;
+        }
+        // One character over budget (with the heading): the heading goes alone first.
+        if let Some((_, _, pt)) = self.prefix {
+            let c = self.e.count(u.a, u.b);
+            if pt + c > self.max {
+                self.flush_prefix();
+            }
+        }
+        let start = self.prefix.map_or(u.a, |p| p.0);
+        let c = self.e.count(start, u.b);
+        self.emit(start, u.b, c);
+    }
+}
+
+/// Largest `m` in `1..=n` with `count(m) <= max` (binary search, assuming `count` grows with
+/// `m`; the result is always checked), with its count.
+fn largest_fitting(n: usize, max: usize, count: impl Fn(usize) -> usize) -> Option<(usize, usize)> {
+    let (mut lo, mut hi) = (0usize, n + 1);
+    let mut best = None;
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let c = count(mid);
+        if c <= max {
+            lo = mid;
+            best = Some((mid, c));
+        } else {
+            hi = mid;
+        }
+    }
+    best
+}
+
+/// splitmix64 finaliser: a fixed pseudo-random function.
+fn mix64(x: u64) -> u64 {
+    let mut h = x ^ 0x9e37_79b9_7f4a_7c15;
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// Characters of scripts written without spaces between words (each one is a word).
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(c,
+        '\u{3000}'..='\u{303F}'   // CJK symbols and punctuation
+        | '\u{3040}'..='\u{30FF}' // Hiragana, Katakana
+        | '\u{31F0}'..='\u{31FF}' // Katakana extensions
+        | '\u{3400}'..='\u{4DBF}' // CJK extension A
+        | '\u{4E00}'..='\u{9FFF}' // CJK unified ideographs
+        | '\u{F900}'..='\u{FAFF}' // CJK compatibility ideographs
+        | '\u{FF00}'..='\u{FFEF}' // half-width and full-width forms
+        | '\u{20000}'..='\u{2FA1F}' // CJK extensions B-F, compatibility supplement
+    )
+}
+
+/// `[a, b)` without leading and trailing whitespace.
+pub(crate) fn trim(text: &str, a: usize, b: usize) -> (usize, usize) {
+    let Some(s) = text.get(a..b) else {
+        return (a, a);
+    };
+    let start = a + (s.len() - s.trim_start().len());
+    let end = a + s.trim_end().len();
+    if start >= end {
+        (a, a)
+    } else {
+        (start, end)
+    }
+}
+
+fn push_trimmed(out: &mut Vec<(usize, usize)>, text: &str, a: usize, b: usize) {
+    let (a, b) = trim(text, a, b);
+    if a < b {
+        out.push((a, b));
+    }
+}
+
+/// Lines of `[a, b)` as byte ranges without the `\n`.
+fn lines(text: &str, a: usize, b: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let s = text.get(a..b).unwrap_or("");
+    let mut pos = a;
+    s.split('\n').map(move |l| {
+        let r = (pos, pos + l.len());
+        pos += l.len() + 1;
+        r
+    })
+}
+
+/// Trimmed, non-empty pieces of `[a, b)` at `level`.
+fn segments(text: &str, a: usize, b: usize, level: Level, markdown: bool) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let Some(s) = text.get(a..b) else {
+        return out;
+    };
+    match level {
+        Level::Paragraph => {
+            let mut fences = Fences::default();
+            let mut cur: Option<(usize, usize)> = None;
+            for (ls, le) in lines(text, a, b) {
+                let line = &text[ls..le];
+                let role = if markdown {
+                    fences.line(line)
+                } else {
+                    FenceLine::Outside
+                };
+                match role {
+                    FenceLine::Open => {
+                        if let Some((ps, pe)) = cur.take() {
+                            push_trimmed(&mut out, text, ps, pe);
+                        }
+                        cur = Some((ls, le));
+                    }
+                    FenceLine::Inside => {
+                        let ps = cur.map_or(ls, |c| c.0);
+                        cur = Some((ps, le));
+                    }
+                    FenceLine::Close => {
+                        let ps = cur.map_or(ls, |c| c.0);
+                        push_trimmed(&mut out, text, ps, le);
+                        cur = None;
+                    }
+                    FenceLine::Outside => {
+                        if line.trim().is_empty() {
+                            if let Some((ps, pe)) = cur.take() {
+                                push_trimmed(&mut out, text, ps, pe);
+                            }
+                        } else {
+                            let ps = cur.map_or(ls, |c| c.0);
+                            cur = Some((ps, le));
+                        }
+                    }
+                }
+            }
+            if let Some((ps, pe)) = cur {
+                push_trimmed(&mut out, text, ps, pe);
+            }
+        }
+        Level::Line => {
+            for (ls, le) in lines(text, a, b) {
+                push_trimmed(&mut out, text, ls, le);
+            }
+        }
+        Level::Sentence => {
+            let chars: Vec<(usize, char)> = s.char_indices().collect();
+            let mut seg_start = a;
+            let mut i = 0;
+            while i < chars.len() {
+                let c = chars[i].1;
+                let cjk_end = matches!(c, '。' | '！' | '？' | '｡');
+                let latin_end = matches!(c, '.' | '!' | '?' | '…');
+                if !(cjk_end || latin_end) {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i + 1;
+                while j < chars.len()
+                    && matches!(chars[j].1, '.' | '!' | '?' | '…' | '。' | '！' | '？' | '｡')
+                {
+                    j += 1;
+                }
+                while j < chars.len()
+                    && matches!(
+                        chars[j].1,
+                        '"' | '\'' | '”' | '’' | ')' | ']' | '»' | '」' | '』' | '）'
+                    )
+                {
+                    j += 1;
+                }
+                let next = chars.get(j).map(|x| x.1);
+                let boundary = cjk_end
+                    || match next {
+                        None => true,
+                        Some(n) => {
+                            n.is_whitespace()
+                                || (matches!(c, '!' | '?')
+                                    && is_cjk(n)
+                                    && i > 0
+                                    && is_cjk(chars[i - 1].1))
+                        }
+                    };
+                if boundary {
+                    let end = chars.get(j).map_or(b, |x| a + x.0);
+                    push_trimmed(&mut out, text, seg_start, end);
+                    seg_start = end;
+                }
+                i = j;
+            }
+            push_trimmed(&mut out, text, seg_start, b);
+        }
+        Level::Word => {
+            let mut word_start: Option<usize> = None;
+            let flush = |out: &mut Vec<(usize, usize)>, ws: usize, we: usize| {
+                // Inside a word, every CJK character is a word of its own.
+                let w = &text[ws..we];
+                if !w.chars().any(is_cjk) {
+                    out.push((ws, we));
+                    return;
+                }
+                let mut run: Option<usize> = None;
+                for (i, c) in w.char_indices() {
+                    if is_cjk(c) {
+                        if let Some(r) = run.take() {
+                            out.push((ws + r, ws + i));
+                        }
+                        out.push((ws + i, ws + i + c.len_utf8()));
+                    } else if run.is_none() {
+                        run = Some(i);
+                    }
+                }
+                if let Some(r) = run {
+                    out.push((ws + r, we));
+                }
+            };
+            for (i, c) in s.char_indices() {
+                if c.is_whitespace() {
+                    if let Some(ws) = word_start.take() {
+                        flush(&mut out, ws, a + i);
+                    }
+                } else if word_start.is_none() {
+                    word_start = Some(a + i);
+                }
+            }
+            if let Some(ws) = word_start {
+                flush(&mut out, ws, b);
+            }
+        }
+        Level::Grapheme => {
+            for (i, g) in s.grapheme_indices(true) {
+                push_trimmed(&mut out, text, a + i, a + i + g.len());
+            }
+        }
+        Level::Char => {
+            for (i, c) in s.char_indices() {
+                if !c.is_whitespace() {
+                    out.push((a + i, a + i + c.len_utf8()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::tokens::tests::test_counter;
+    use crate::chunk::tokens::CharCounter;
+    use crate::chunk::{test_words, Piece};
+
+    fn texts<'t>(text: &'t str, pieces: &[Piece]) -> Vec<&'t str> {
+        pieces.iter().map(|p| &text[p.start..p.end]).collect()
+    }
+
+    fn check(text: &str, pieces: &[Piece], max: usize, tok: &dyn TokenCounter) {
+        for p in pieces {
+            let s = &text[p.start..p.end];
+            assert!(!s.is_empty() && s.trim() == s, "untrimmed chunk {s:?}");
+            assert_eq!(tok.count(s), p.tokens, "token count of {s:?}");
+            assert!(
+                p.tokens <= max,
+                "chunk over budget ({} > {max}): {s:?}",
+                p.tokens
+            );
+        }
+        // chunks advance and cover every non-whitespace character
+        let mut covered = 0usize;
+        for w in pieces.windows(2) {
+            assert!(
+                w[1].start > w[0].start && w[1].end > w[0].end,
+                "no progress"
+            );
+        }
+        for p in pieces {
+            let gap = &text[covered.min(p.start)..p.start];
+            assert!(gap.trim().is_empty(), "uncovered text {gap:?}");
+            covered = covered.max(p.end);
+        }
+        assert!(text[covered..].trim().is_empty(), "uncovered tail");
+    }
+
+    #[test]
+    fn empty_and_whitespace() {
+        let t = test_counter();
+        assert!(split_recursive("", 10, 2, &t).is_empty());
+        assert!(split_recursive(" \n\n\t ", 10, 2, &t).is_empty());
+    }
+
+    #[test]
+    fn small_text_is_one_trimmed_chunk() {
+        let t = test_counter();
+        let text = "\n  the quick brown fox.  \n";
+        let p = split_recursive(text, 50, 5, &t);
+        assert_eq!(texts(text, &p), vec!["the quick brown fox."]);
+        assert_eq!(p[0].tokens, 5);
+    }
+
+    #[test]
+    fn paragraphs_are_preferred_boundaries() {
+        let t = test_counter();
+        let para = |w: &str| [w; 12].join(" ") + ".";
+        let text = format!("{}\n\n{}\n\n{}", para("the"), para("and"), para("of"));
+        // each paragraph is 13 tokens; budget fits one paragraph plus overlap, not two
+        let p = split_recursive(&text, 20, 0, &t);
+        check(&text, &p, 20, &t);
+        assert_eq!(texts(&text, &p), vec![para("the"), para("and"), para("of")]);
+    }
+
+    #[test]
+    fn sentences_then_words() {
+        let t = test_counter();
+        let text = "the cat sat. the dog ran! a bird flew? the end";
+        let p = split_recursive(text, 4, 0, &t);
+        check(text, &p, 4, &t);
+        assert_eq!(
+            texts(text, &p),
+            vec!["the cat sat.", "the dog ran!", "a bird flew?", "the end"]
+        );
+        let p = split_recursive(text, 2, 0, &t);
+        check(text, &p, 2, &t);
+    }
+
+    #[test]
+    fn overlap_starts_at_word_boundary() {
+        let t = test_counter();
+        let words: Vec<&str> = test_words::WORDS
+            .iter()
+            .cycle()
+            .take(300)
+            .copied()
+            .collect();
+        let text = words.join(" ");
+        let p = split_recursive(&text, 40, 8, &t);
+        check(&text, &p, 40, &t);
+        assert!(p.len() > 5);
+        for w in p.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            assert!(b.start < a.end, "chunks overlap");
+            assert!(b.start > a.start);
+            let ov = &text[b.start..a.end];
+            assert!(t.count(ov) <= 8 && t.count(ov) >= 4, "overlap {ov:?}");
+            // starts at a word start
+            assert!(text[..b.start].ends_with(' '), "mid-word overlap start");
+        }
+    }
+
+    #[test]
+    fn cjk_without_spaces() {
+        let t = test_counter();
+        let text = "中文日本語的是一个测试".repeat(30);
+        let p = split_recursive(&text, 16, 4, &t);
+        check(&text, &p, 16, &t);
+        assert!(
+            p[..p.len() - 1].iter().all(|p| p.tokens >= 12),
+            "chunks are filled"
+        );
+        for w in p.windows(2) {
+            let ov = &text[w[1].start..w[0].end];
+            assert_eq!(t.count(ov), 4, "CJK overlap is exact: {ov:?}");
+        }
+        // CJK sentences
+        let text = "这是一个测试。这是一个测试！这是一个测试？".repeat(5);
+        let p = split_recursive(&text, 7, 0, &t);
+        check(&text, &p, 7, &t);
+        assert!(texts(&text, &p)
+            .iter()
+            .all(|s| *s == "这是一个测试。" || *s == "这是一个测试！" || *s == "这是一个测试？"));
+    }
+
+    #[test]
+    fn single_long_word() {
+        let t = test_counter();
+        // a 5000-letter word: WordPiece gives up after 100 chars (one [UNK]), so use a digit run
+        // broken by punctuation that the pre-tokenizer splits: many tokens, no whitespace
+        let text = "x".to_string() + &"1-".repeat(2000);
+        let p = split_recursive(&text, 30, 5, &t);
+        check(&text, &p, 30, &t);
+        assert!(p.len() > 100);
+        // pieces of one word carry no overlap (that would start mid-word)
+        for w in p.windows(2) {
+            assert!(w[1].start >= w[0].end);
+        }
+        let p = split_recursive(&"é".repeat(1000), 7, 3, &CharCounter);
+        check(&"é".repeat(1000), &p, 7, &CharCounter);
+    }
+
+    #[test]
+    fn grapheme_clusters_are_kept_when_possible() {
+        let text = "e\u{301}".repeat(10); // not NFC: base + combining mark
+        let p = split_recursive(&text, 4, 0, &CharCounter);
+        check(&text, &p, 4, &CharCounter);
+        assert!(texts(&text, &p).iter().all(|s| s.chars().count() == 4));
+        // a single cluster over budget is split into characters
+        let zalgo = format!("a{}", "\u{301}".repeat(20));
+        let p = split_recursive(&zalgo, 5, 0, &CharCounter);
+        check(&zalgo, &p, 5, &CharCounter);
+    }
+
+    #[test]
+    fn counter_without_spans_gives_same_result() {
+        struct NoSpans<'a>(&'a dyn TokenCounter);
+        impl TokenCounter for NoSpans<'_> {
+            fn count(&self, text: &str) -> usize {
+                self.0.count(text)
+            }
+        }
+        let t = test_counter();
+        let words: Vec<&str> = test_words::WORDS
+            .iter()
+            .cycle()
+            .take(500)
+            .copied()
+            .collect();
+        let text = words
+            .chunks(37)
+            .map(|c| c.join(" "))
+            .collect::<Vec<_>>()
+            .join(".\n\n");
+        let a = split_recursive(&text, 64, 8, &t);
+        let b = split_recursive(&text, 64, 8, &NoSpans(&t));
+        check(&text, &a, 64, &t);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn largest_fitting_search() {
+        assert_eq!(largest_fitting(10, 5, |m| m), Some((5, 5)));
+        assert_eq!(largest_fitting(3, 5, |m| m), Some((3, 3)));
+        assert_eq!(largest_fitting(3, 0, |m| m), None);
+        assert_eq!(largest_fitting(0, 5, |m| m), None);
+    }
+}

@@ -1,0 +1,606 @@
+//! Tests of `chunk_document` and the chunker config.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+
+use super::test_words::WORDS;
+use super::tokens::tests::{test_counter, FastCounter};
+use super::*;
+
+/// xorshift64*: deterministic test randomness.
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    pub(crate) fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+}
+
+fn doc(text: &str, ct: ContentType) -> Document {
+    Document {
+        id: "doc-1".into(),
+        title: "Title".into(),
+        text: text.into(),
+        content_type: ct,
+        source: "src".into(),
+        metadata: BTreeMap::from([
+            ("lang".to_string(), "\"en\"".to_string()),
+            ("n".to_string(), "3".to_string()),
+        ]),
+        acl: vec!["group:a".into()],
+    }
+}
+
+/// A paragraph of about `words` known words, in sentences.
+fn paragraph(rng: &mut Rng, words: usize) -> String {
+    let mut out = String::new();
+    let mut left = words;
+    while left > 0 {
+        let n = rng.range(5, 15).min(left);
+        left -= n;
+        let s: Vec<&str> = (0..n).map(|_| WORDS[rng.below(WORDS.len())]).collect();
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&s.join(" "));
+        out.push('.');
+    }
+    out
+}
+
+fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn check_chunks(d: &Document, chunks: &[Chunk], cfg: &ChunkerConfig, t: &dyn TokenCounter) {
+    let chars: Vec<char> = d.text.chars().collect();
+    let mut ids = HashSet::new();
+    let mut next = [0u32, 0u32];
+    for c in chunks {
+        let span: String = chars[c.char_start as usize..c.char_end as usize]
+            .iter()
+            .collect();
+        assert_eq!(span, c.text, "span does not match the text");
+        assert_eq!(c.text.trim(), c.text);
+        assert!(!c.text.is_empty());
+        assert_eq!(c.token_count as usize, t.count(&c.text));
+        let max = match (c.kind, c.parent_id.is_some()) {
+            (ChunkKind::Parent, _) => cfg.parent_max_tokens,
+            (ChunkKind::Leaf, true) => cfg.child_max_tokens,
+            (ChunkKind::Leaf, false) => cfg.max_tokens,
+        };
+        assert!(
+            c.token_count as usize <= max || c.text.chars().count() == 1,
+            "chunk over budget: {} > {max}: {:?}",
+            c.token_count,
+            c.text
+        );
+        assert!(ids.insert(c.chunk_id.clone()), "duplicate chunk id");
+        let slot = (c.kind == ChunkKind::Parent) as usize;
+        assert_eq!(c.index, next[slot]);
+        next[slot] += 1;
+        assert_eq!(c.doc_id, d.id);
+        assert_eq!(c.title, d.title);
+        assert_eq!(c.source, d.source);
+        assert_eq!(c.acl, d.acl);
+        assert_eq!(c.metadata_json, metadata_json(&d.metadata));
+        assert_eq!(c.chunk_id.len(), 32);
+    }
+}
+
+#[test]
+fn fills_every_field() {
+    let t = test_counter();
+    let d = doc(
+        "the quick brown fox.\n\nthe lazy dog.",
+        ContentType::PlainText,
+    );
+    let cfg = ChunkerConfig::default();
+    let chunks = chunk_document(&d, "hash-1", &cfg, &t);
+    assert_eq!(chunks.len(), 1);
+    let c = &chunks[0];
+    assert_eq!(
+        c,
+        &Chunk {
+            chunk_id: chunk_id("doc-1", ChunkKind::Leaf, &d.text, 0),
+            doc_id: "doc-1".into(),
+            kind: ChunkKind::Leaf,
+            parent_id: None,
+            index: 0,
+            char_start: 0,
+            char_end: char_len(&d.text) as u32,
+            section: vec![],
+            text: d.text.clone(),
+            token_count: 9,
+            title: "Title".into(),
+            source: "src".into(),
+            metadata_json: r#"{"lang":"en","n":3}"#.into(),
+            acl: vec!["group:a".into()],
+            doc_hash: "hash-1".into(),
+        }
+    );
+}
+
+#[test]
+fn empty_text_has_no_chunks() {
+    let t = test_counter();
+    for s in ["", "   ", "\n\n\t"] {
+        for ct in [ContentType::PlainText, ContentType::Markdown] {
+            assert!(chunk_document(&doc(s, ct), "h", &ChunkerConfig::default(), &t).is_empty());
+        }
+    }
+}
+
+#[test]
+fn unicode_spans_are_exact() {
+    let t = test_counter();
+    let text = "中文日本語的是一个测试。Ünïcödé wörds 🚀 here.\n\n".repeat(40);
+    let d = doc(text.trim(), ContentType::PlainText);
+    let cfg = ChunkerConfig {
+        max_tokens: 24,
+        overlap_tokens: 6,
+        ..ChunkerConfig::default()
+    };
+    let chunks = chunk_document(&d, "h", &cfg, &t);
+    assert!(chunks.len() > 10);
+    check_chunks(&d, &chunks, &cfg, &t);
+}
+
+#[test]
+fn identical_texts_get_distinct_ids() {
+    let t = test_counter();
+    let para = vec!["the"; 20].join(" ") + ".";
+    let text = [para.as_str(); 4].join("\n\n");
+    let cfg = ChunkerConfig {
+        max_tokens: 30,
+        overlap_tokens: 0,
+        ..ChunkerConfig::default()
+    };
+    let d = doc(&text, ContentType::PlainText);
+    let chunks = chunk_document(&d, "h", &cfg, &t);
+    assert_eq!(chunks.len(), 4);
+    for (i, c) in chunks.iter().enumerate() {
+        assert_eq!(c.text, para);
+        assert_eq!(
+            c.chunk_id,
+            chunk_id("doc-1", ChunkKind::Leaf, &para, i as u32)
+        );
+        assert_eq!(c.index, i as u32);
+    }
+    check_chunks(&d, &chunks, &cfg, &t);
+}
+
+#[test]
+fn deterministic() {
+    let t = test_counter();
+    let mut rng = Rng(7);
+    let text: Vec<String> = (0..30)
+        .map(|_| {
+            let n = rng.range(10, 200);
+            paragraph(&mut rng, n)
+        })
+        .collect();
+    let text = text.join("\n\n");
+    for strategy in [
+        ChunkStrategy::Recursive,
+        ChunkStrategy::Markdown,
+        ChunkStrategy::ParentChild,
+    ] {
+        let cfg = ChunkerConfig {
+            strategy,
+            ..ChunkerConfig::default()
+        };
+        let d = doc(&text, ContentType::PlainText);
+        let a = chunk_document(&d, "h", &cfg, &t);
+        let b = chunk_document(&d.clone(), "h", &cfg, &test_counter());
+        assert_eq!(a, b);
+        check_chunks(&d, &a, &cfg, &t);
+    }
+}
+
+#[test]
+fn parent_child_document() {
+    let t = test_counter();
+    let mut rng = Rng(3);
+    let text: Vec<String> = (0..12).map(|_| paragraph(&mut rng, 120)).collect();
+    let d = doc(&text.join("\n\n"), ContentType::PlainText);
+    let cfg = ChunkerConfig {
+        strategy: ChunkStrategy::ParentChild,
+        parent_max_tokens: 300,
+        child_max_tokens: 60,
+        child_overlap_tokens: 10,
+        ..ChunkerConfig::default()
+    };
+    let chunks = chunk_document(&d, "h", &cfg, &t);
+    check_chunks(&d, &chunks, &cfg, &t);
+    let parents: Vec<&Chunk> = chunks
+        .iter()
+        .filter(|c| c.kind == ChunkKind::Parent)
+        .collect();
+    assert!(parents.len() >= 4);
+    let mut current: Option<&Chunk> = None;
+    for c in &chunks {
+        match c.kind {
+            ChunkKind::Parent => {
+                assert!(c.parent_id.is_none());
+                current = Some(c);
+            }
+            ChunkKind::Leaf => {
+                let p = current.expect("a child before any parent");
+                assert_eq!(c.parent_id.as_deref(), Some(p.chunk_id.as_str()));
+                assert!(c.char_start >= p.char_start && c.char_end <= p.char_end);
+            }
+        }
+    }
+}
+
+#[test]
+fn config_defaults_and_deserialize() {
+    let d = ChunkerConfig::default();
+    assert_eq!(d.strategy, ChunkStrategy::Recursive);
+    assert_eq!((d.max_tokens, d.overlap_tokens), (256, 32));
+    assert_eq!(
+        (
+            d.parent_max_tokens,
+            d.child_max_tokens,
+            d.child_overlap_tokens
+        ),
+        (1024, 128, 16)
+    );
+    assert_eq!(
+        d.per_content_type[&ContentType::Markdown],
+        ChunkStrategy::Markdown
+    );
+    assert_eq!(
+        d.per_content_type[&ContentType::Html],
+        ChunkStrategy::Markdown
+    );
+    assert!(!d.error_on_empty);
+    assert!(d.validate().is_ok());
+
+    let c: ChunkerConfig = serde_json::from_str("{}").unwrap();
+    assert_eq!(c, d);
+    let c: ChunkerConfig = serde_json::from_str(
+        r#"{"strategy":"parent_child","max_tokens":100,
+            "per_content_type":{"text/plain":"markdown","Html":"Recursive"}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.strategy, ChunkStrategy::ParentChild);
+    assert_eq!(c.max_tokens, 100);
+    assert_eq!(c.overlap_tokens, 32);
+    assert_eq!(
+        c.per_content_type,
+        BTreeMap::from([
+            (ContentType::PlainText, ChunkStrategy::Markdown),
+            (ContentType::Html, ChunkStrategy::Recursive),
+        ])
+    );
+    let e = serde_json::from_str::<ChunkerConfig>(r#"{"per_content_type":{"pdf":"markdown"}}"#)
+        .unwrap_err();
+    assert!(e.to_string().contains("\"pdf\""), "{e}");
+    assert!(serde_json::from_str::<ChunkerConfig>(r#"{"max_token":1}"#).is_err());
+    assert!(serde_json::from_str::<ChunkerConfig>(r#"{"strategy":"semantic"}"#).is_err());
+}
+
+#[test]
+fn config_validation() {
+    let ok = ChunkerConfig::default();
+    let cases: Vec<(ChunkerConfig, &str)> = vec![
+        (
+            ChunkerConfig {
+                max_tokens: 0,
+                ..ok.clone()
+            },
+            "max_tokens must be at least 1",
+        ),
+        (
+            ChunkerConfig {
+                overlap_tokens: 129,
+                ..ok.clone()
+            },
+            "overlap_tokens (129) must be at most half of max_tokens (256)",
+        ),
+        (
+            ChunkerConfig {
+                child_overlap_tokens: 65,
+                ..ok.clone()
+            },
+            "child_overlap_tokens (65) must be at most half of child_max_tokens (128)",
+        ),
+        (
+            ChunkerConfig {
+                child_max_tokens: 2000,
+                child_overlap_tokens: 0,
+                ..ok.clone()
+            },
+            "child_max_tokens (2000) must not exceed parent_max_tokens (1024)",
+        ),
+        (
+            ChunkerConfig {
+                parent_max_tokens: 0,
+                ..ok.clone()
+            },
+            "parent_max_tokens must be at least 1",
+        ),
+    ];
+    for (cfg, msg) in cases {
+        let e = cfg.validate().unwrap_err();
+        assert!(e.to_string().contains(msg), "{e} does not contain {msg}");
+    }
+    // chunk_document clamps instead of failing
+    let t = test_counter();
+    let bad = ChunkerConfig {
+        max_tokens: 0,
+        overlap_tokens: 50,
+        ..ok
+    };
+    let d = doc("the cat sat on the dog", ContentType::PlainText);
+    let chunks = chunk_document(&d, "h", &bad, &t);
+    assert_eq!(chunks.len(), 6);
+}
+
+#[test]
+fn strategy_resolution() {
+    use ChunkStrategy::*;
+    let mut cfg = ChunkerConfig::default();
+    assert_eq!(cfg.resolve(ContentType::PlainText), (false, false));
+    assert_eq!(cfg.resolve(ContentType::Markdown), (false, true));
+    assert_eq!(cfg.resolve(ContentType::Html), (false, true));
+    cfg.strategy = ParentChild;
+    assert_eq!(cfg.resolve(ContentType::PlainText), (true, false));
+    assert_eq!(cfg.resolve(ContentType::Markdown), (true, true));
+    cfg.per_content_type.clear();
+    assert_eq!(cfg.resolve(ContentType::Html), (true, true));
+    assert_eq!(cfg.resolve(ContentType::PlainText), (true, false));
+    cfg.strategy = Markdown;
+    cfg.per_content_type
+        .insert(ContentType::PlainText, ParentChild);
+    assert_eq!(cfg.resolve(ContentType::PlainText), (true, true));
+    cfg.strategy = Recursive;
+    assert_eq!(cfg.resolve(ContentType::PlainText), (true, false));
+    assert_eq!(cfg.resolve(ContentType::Markdown), (false, false));
+}
+
+#[test]
+fn metadata_json_is_canonical() {
+    let m = BTreeMap::from([
+        ("b".to_string(), r#"{"z":1,"a":[1,"x"]}"#.to_string()),
+        ("a\"q".to_string(), "\"v\"".to_string()),
+        ("c".to_string(), "not json".to_string()),
+    ]);
+    assert_eq!(
+        metadata_json(&m),
+        r#"{"a\"q":"v","b":{"a":[1,"x"],"z":1},"c":"not json"}"#
+    );
+    assert_eq!(metadata_json(&BTreeMap::new()), "{}");
+}
+
+/// Chunks of `new` that do not overlap `new_edit`, and chunks of `old` that do not overlap
+/// `old_edit`, must be present (by id) in the other version.
+fn assert_local(
+    old: &Document,
+    new: &Document,
+    old_edit: Range<usize>,
+    new_edit: Range<usize>,
+    cfg: &ChunkerConfig,
+    t: &dyn TokenCounter,
+) -> usize {
+    let a = chunk_document(old, "h1", cfg, t);
+    let b = chunk_document(new, "h2", cfg, t);
+    check_chunks(new, &b, cfg, t);
+    let ids_a: HashSet<&str> = a.iter().map(|c| c.chunk_id.as_str()).collect();
+    let ids_b: HashSet<&str> = b.iter().map(|c| c.chunk_id.as_str()).collect();
+    let overlaps = |c: &Chunk, r: &Range<usize>| {
+        (c.char_start as usize) < r.end && (c.char_end as usize) > r.start
+    };
+    let mut changed = 0;
+    for c in &b {
+        if overlaps(c, &new_edit) {
+            changed += !ids_a.contains(c.chunk_id.as_str()) as usize;
+        } else {
+            assert!(
+                ids_a.contains(c.chunk_id.as_str()),
+                "chunk {} {:?} outside the edit {new_edit:?} changed",
+                c.index,
+                (c.char_start, c.char_end)
+            );
+        }
+    }
+    for c in &a {
+        if !overlaps(c, &old_edit) {
+            assert!(
+                ids_b.contains(c.chunk_id.as_str()),
+                "old chunk {} {:?} outside the edit {old_edit:?} is gone",
+                c.index,
+                (c.char_start, c.char_end)
+            );
+        }
+    }
+    changed
+}
+
+/// Builds a document from paragraphs, each optionally after a heading; returns it and each
+/// paragraph's char range.
+fn assemble(headings: &[Option<String>], parts: &[String]) -> (String, Vec<Range<usize>>) {
+    let mut text = String::new();
+    let mut ranges = Vec::new();
+    for (h, p) in headings.iter().zip(parts) {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        if let Some(h) = h {
+            text.push_str(h);
+            text.push_str("\n\n");
+        }
+        let s = char_len(&text);
+        text.push_str(p);
+        ranges.push(s..char_len(&text));
+    }
+    (text, ranges)
+}
+
+/// Replaces one random word of `p` with a different one-token word.
+fn swap_word(rng: &mut Rng, p: &str) -> String {
+    let mut words: Vec<String> = p.split(' ').map(str::to_owned).collect();
+    let i = rng.below(words.len());
+    let w = &mut words[i];
+    let dot = w.ends_with('.');
+    let bare = w.trim_end_matches('.').to_owned();
+    let mut new = bare.clone();
+    while new == bare || new.starts_with('#') {
+        new = WORDS[rng.below(WORDS.len())].to_owned();
+    }
+    *w = if dot { format!("{new}.") } else { new };
+    words.join(" ")
+}
+
+fn locality_run(
+    ct: ContentType,
+    sizes: (usize, usize),
+    seed: u64,
+    edit: fn(&mut Rng, &str) -> String,
+) {
+    let t = FastCounter::default();
+    let cfg = ChunkerConfig::default();
+    let mut rng = Rng(seed);
+    let parts: Vec<String> = (0..40)
+        .map(|_| {
+            let n = rng.range(sizes.0, sizes.1);
+            paragraph(&mut rng, n)
+        })
+        .collect();
+    let mut headings = vec![None; parts.len()];
+    if ct == ContentType::Markdown {
+        for i in (0..parts.len()).step_by(7) {
+            headings[i] = Some(format!("## {}", WORDS[i % WORDS.len()]));
+        }
+        headings[0] = Some("# Top".into());
+    }
+    let (old_text, ranges) = assemble(&headings, &parts);
+    let old = doc(&old_text, ct);
+    let mut total_changed = 0;
+    for k in 0..parts.len() {
+        let mut edited = parts.clone();
+        edited[k] = edit(&mut rng, &parts[k]);
+        let (new_text, new_ranges) = assemble(&headings, &edited);
+        let new = doc(&new_text, ct);
+        let changed = assert_local(
+            &old,
+            &new,
+            ranges[k].clone(),
+            new_ranges[k].clone(),
+            &cfg,
+            &t,
+        );
+        assert!(changed >= 1, "an edit must change some chunk");
+        total_changed += changed;
+    }
+    // each edit touches only a couple of chunks
+    assert!(
+        total_changed <= parts.len() * 4,
+        "{total_changed} chunks changed"
+    );
+}
+
+#[test]
+fn locality_recursive_same_count_edits() {
+    // small paragraphs: groups of several paragraphs, some over budget and packed greedily
+    locality_run(ContentType::PlainText, (8, 60), 11, swap_word);
+    // mixed sizes, some over the budget
+    locality_run(ContentType::PlainText, (20, 260), 12, swap_word);
+}
+
+#[test]
+fn locality_markdown_same_count_edits() {
+    locality_run(ContentType::Markdown, (8, 60), 21, swap_word);
+    locality_run(ContentType::Markdown, (20, 260), 22, swap_word);
+}
+
+fn rewrite_paragraph(rng: &mut Rng, p: &str) -> String {
+    // a different paragraph of a similar, but not equal, size (always >= half the budget)
+    let n = p.split(' ').count();
+    let m = (n as isize + rng.range(0, 40) as isize - 20).max(150) as usize;
+    paragraph(rng, m)
+}
+
+#[test]
+fn locality_any_edit_of_large_paragraphs() {
+    // paragraphs of at least half the budget are chunked on their own: any edit stays local
+    locality_run(ContentType::PlainText, (150, 400), 31, rewrite_paragraph);
+    locality_run(ContentType::Markdown, (150, 400), 32, rewrite_paragraph);
+}
+
+/// 5,183 abstracts of 120-320 words (SciFact-sized), default config.
+fn scifact_like() -> Vec<Document> {
+    let mut rng = Rng(5183);
+    (0..5183)
+        .map(|i| {
+            let n = rng.range(120, 320);
+            let mut d = doc(&paragraph(&mut rng, n), ContentType::PlainText);
+            d.id = format!("doc-{i}");
+            d
+        })
+        .collect()
+}
+
+#[test]
+fn scifact_sized_corpus_is_fast() {
+    // The chunker's own work: linear tokenizer use, and fast in a debug build with a cheap
+    // counter. (The Hugging Face tokenizer itself is slow in an unoptimised build.)
+    let t = FastCounter::default();
+    let cfg = ChunkerConfig::default();
+    let docs = scifact_like();
+    let corpus_bytes: usize = docs.iter().map(|d| d.text.len()).sum();
+    let start = std::time::Instant::now();
+    let mut n = 0;
+    for d in &docs {
+        n += chunk_document(d, "h", &cfg, &t).len();
+    }
+    let elapsed = start.elapsed();
+    eprintln!(
+        "chunked {} docs into {n} chunks in {elapsed:?}: {} tokenizer calls over {} bytes \
+         ({:.2}x the corpus)",
+        docs.len(),
+        t.calls.get(),
+        t.bytes.get(),
+        t.bytes.get() as f64 / corpus_bytes as f64
+    );
+    assert!(n >= docs.len());
+    assert!(
+        t.bytes.get() < corpus_bytes * 4,
+        "tokenizer work is not linear"
+    );
+    assert!(t.calls.get() < docs.len() * 8);
+    assert!(elapsed.as_secs_f64() < 10.0, "too slow: {elapsed:?}");
+}
+
+#[test]
+#[ignore = "slow unless the tokenizers crate is optimised in the dev profile"]
+fn scifact_sized_corpus_with_hf_tokenizer() {
+    let t = test_counter();
+    let cfg = ChunkerConfig::default();
+    let docs = scifact_like();
+    let start = std::time::Instant::now();
+    let tokens: usize = docs.iter().map(|d| t.count(&d.text)).sum();
+    eprintln!(
+        "HF tokenizer: one pass over the corpus ({tokens} tokens) in {:?}",
+        start.elapsed()
+    );
+    let start = std::time::Instant::now();
+    let n: usize = docs
+        .iter()
+        .map(|d| chunk_document(d, "h", &cfg, &t).len())
+        .sum();
+    eprintln!("HF tokenizer: {n} chunks in {:?}", start.elapsed());
+}

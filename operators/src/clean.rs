@@ -1,0 +1,902 @@
+//! Text cleaning: what the chunker, the embedder and the full-text index read.
+//!
+//! For every content type:
+//! - line ends `\r\n` and `\r` become `\n`; vertical tab, form feed, NEL and U+2028 become `\n`,
+//!   U+2029 (paragraph separator) a blank line;
+//! - Unicode NFKC (full-width letters and digits become ASCII, ligatures are split, …);
+//! - control characters other than `\n` and `\t` are dropped, and so are invisible format
+//!   characters that carry nothing for search (zero-width space, BOM/ZWNBSP, soft hyphen, word
+//!   joiner, directional marks and embeddings). ZWJ and ZWNJ are kept: emoji sequences and
+//!   several scripts need them;
+//! - runs of spaces and tabs within a line become one space, trailing spaces go, whitespace-only
+//!   lines become empty, 3+ newlines become one blank line, and the text is trimmed.
+//!
+//! Plain text lines are also trimmed at the start. Markdown keeps each line's leading
+//! indentation (nested lists, indented code), and lines inside fenced code blocks are kept
+//! exactly (only the character-level steps above apply to them).
+//!
+//! HTML is parsed with a real HTML5 parser (`scraper`/html5ever, so entities are decoded and
+//! broken markup is repaired), boilerplate is removed, and the rest is rendered as Markdown
+//! (headings as `#`, list items as `- `/`1. `, table cells joined by ` | `, `<pre>` as a code
+//! fence), which is then cleaned as Markdown. See [`html_to_markdown`].
+
+use std::borrow::Cow;
+
+use unicode_normalization::UnicodeNormalization;
+
+use crate::chunk::markdown::{FenceLine, Fences};
+use crate::document::{ContentType, Document};
+
+/// Cleans a document: its text by content type (see the module docs), its title (one line).
+/// An HTML document with an empty title takes the page's `<title>`. Every other field is copied.
+pub fn clean(doc: &Document) -> Document {
+    let (text, html_title) = match doc.content_type {
+        ContentType::Html => {
+            let h = html_to_markdown(&doc.text);
+            (normalize(&h.text, Mode::Markdown), h.title)
+        }
+        ContentType::Markdown => (normalize(&doc.text, Mode::Markdown), None),
+        ContentType::PlainText => (normalize(&doc.text, Mode::Plain), None),
+    };
+    let mut title = clean_title(&doc.title);
+    if title.is_empty() {
+        if let Some(t) = html_title {
+            title = clean_title(&t);
+        }
+    }
+    Document {
+        id: doc.id.clone(),
+        title,
+        text,
+        content_type: doc.content_type,
+        source: doc.source.clone(),
+        metadata: doc.metadata.clone(),
+        acl: doc.acl.clone(),
+    }
+}
+
+/// Cleans a text of the given content type (HTML is converted to Markdown first).
+pub fn clean_text(text: &str, content_type: ContentType) -> String {
+    match content_type {
+        ContentType::Html => normalize(&html_to_markdown(text).text, Mode::Markdown),
+        ContentType::Markdown => normalize(text, Mode::Markdown),
+        ContentType::PlainText => normalize(text, Mode::Plain),
+    }
+}
+
+/// Cleans a title: the character-level steps, then all whitespace (newlines too) collapsed to
+/// single spaces, trimmed.
+pub fn clean_title(title: &str) -> String {
+    let chars = char_level(title);
+    let mut out = String::with_capacity(chars.len());
+    for word in chars.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    Markdown,
+}
+
+/// Invisible format characters that are dropped.
+fn is_dropped_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{180E}'
+            | '\u{200B}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{FFFE}'
+            | '\u{FFFF}'
+    )
+}
+
+/// Line ends, NFKC, dropped characters.
+fn char_level(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() != Some(&'\n') {
+                    s.push('\n');
+                }
+            }
+            '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' => s.push('\n'),
+            '\u{2029}' => s.push_str("\n\n"),
+            c => s.push(c),
+        }
+    }
+    s.nfkc()
+        .filter(|&c| c == '\n' || c == '\t' || !(c.is_control() || is_dropped_format(c)))
+        .collect()
+}
+
+/// Collapses one line outside code fences; `""` for a whitespace-only line.
+fn collapse_line(line: &str, mode: Mode) -> Cow<'_, str> {
+    let body = line.trim_start();
+    let indent = match mode {
+        Mode::Markdown => &line[..line.len() - body.len()],
+        Mode::Plain => "",
+    };
+    let body = body.trim_end();
+    if body.is_empty() {
+        return Cow::Borrowed("");
+    }
+    let needs_work = {
+        let mut prev_ws = false;
+        let mut bad = false;
+        for c in body.chars() {
+            let ws = c.is_whitespace();
+            if ws && (prev_ws || c != ' ') {
+                bad = true;
+                break;
+            }
+            prev_ws = ws;
+        }
+        bad
+    };
+    if !needs_work {
+        return match mode {
+            // `line` starts with `indent`, and `body` follows it
+            Mode::Markdown => Cow::Borrowed(&line[..indent.len() + body.len()]),
+            Mode::Plain => Cow::Borrowed(body),
+        };
+    }
+    let mut out = String::with_capacity(line.len());
+    out.push_str(indent);
+    let mut first = true;
+    for word in body.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+        if !first {
+            out.push(' ');
+        }
+        first = false;
+        out.push_str(word);
+    }
+    Cow::Owned(out)
+}
+
+fn normalize(text: &str, mode: Mode) -> String {
+    let chars = char_level(text);
+    let mut out = String::with_capacity(chars.len());
+    let mut fences = Fences::default();
+    let mut pending_blank = false;
+    for line in chars.split('\n') {
+        let inside = mode == Mode::Markdown && fences.line(line) == FenceLine::Inside;
+        let line: Cow<'_, str> = if inside {
+            Cow::Borrowed(line)
+        } else {
+            collapse_line(line, mode)
+        };
+        if !inside && line.is_empty() {
+            pending_blank = true;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+            if pending_blank {
+                out.push('\n');
+            }
+        }
+        pending_blank = false;
+        out.push_str(&line);
+    }
+    let trimmed = out.trim();
+    if trimmed.len() == out.len() {
+        out
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// What [`html_to_markdown`] extracted from a page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HtmlText {
+    /// Markdown-ish text of the main content (not yet cleaned).
+    pub text: String,
+    /// Text of the first `<title>`, whitespace collapsed; `None` if absent or empty.
+    pub title: Option<String>,
+}
+
+/// Elements dropped with everything inside them.
+const DROPPED_ELEMENTS: &[&str] = &[
+    "head", "script", "style", "noscript", "template", "svg", "math", "nav", "aside", "form",
+    "footer", "iframe", "object", "embed", "canvas", "button", "select", "input", "textarea",
+    "dialog", "audio", "video", "map", "link", "meta", "base",
+];
+
+/// ARIA roles whose elements are dropped.
+const DROPPED_ROLES: &[&str] = &[
+    "navigation",
+    "banner",
+    "contentinfo",
+    "complementary",
+    "search",
+    "menu",
+    "menubar",
+    "toolbar",
+    "dialog",
+    "alertdialog",
+];
+
+/// Exact `class` tokens / `id`s (lowercased) whose elements are dropped.
+const DROPPED_CLASSES: &[&str] = &[
+    "nav",
+    "navbar",
+    "navigation",
+    "menu",
+    "sidebar",
+    "breadcrumb",
+    "breadcrumbs",
+    "cookie-banner",
+    "cookie-consent",
+    "share",
+    "social",
+    "advert",
+    "advertisement",
+    "ads",
+    "skip-link",
+];
+
+/// Elements that make a paragraph break.
+const PARA_ELEMENTS: &[&str] = &[
+    "p",
+    "section",
+    "article",
+    "main",
+    "blockquote",
+    "figure",
+    "address",
+    "details",
+    "table",
+    "dl",
+    "ul",
+    "ol",
+    "fieldset",
+    "center",
+    "hgroup",
+    "hr",
+    "body",
+];
+
+/// Elements that make a line break.
+const LINE_ELEMENTS: &[&str] = &[
+    "div",
+    "tr",
+    "dt",
+    "dd",
+    "figcaption",
+    "summary",
+    "caption",
+    "br",
+    "option",
+    "legend",
+    "thead",
+    "tbody",
+    "tfoot",
+];
+
+fn heading_level(name: &str) -> Option<usize> {
+    match name {
+        "h1" => Some(1),
+        "h2" => Some(2),
+        "h3" => Some(3),
+        "h4" => Some(4),
+        "h5" => Some(5),
+        "h6" => Some(6),
+        _ => None,
+    }
+}
+
+/// Whether an element is boilerplate. `header` is dropped only outside `article`, `main` and
+/// `section` (inside them it usually holds the article's own heading).
+fn is_boilerplate(el: &scraper::node::Element, sectioning_depth: usize) -> bool {
+    let name = el.name();
+    if DROPPED_ELEMENTS.contains(&name) || (name == "header" && sectioning_depth == 0) {
+        return true;
+    }
+    if el.attr("hidden").is_some() {
+        return true;
+    }
+    if el
+        .attr("aria-hidden")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    {
+        return true;
+    }
+    if let Some(role) = el.attr("role") {
+        let role = role.trim().to_ascii_lowercase();
+        if role.split_whitespace().any(|r| DROPPED_ROLES.contains(&r)) {
+            return true;
+        }
+    }
+    let listed = |v: &str| {
+        v.split_whitespace()
+            .any(|t| DROPPED_CLASSES.contains(&t.to_ascii_lowercase().as_str()))
+    };
+    el.attr("class").is_some_and(listed) || el.attr("id").is_some_and(listed)
+}
+
+fn is_sectioning(name: &str) -> bool {
+    matches!(name, "article" | "main" | "section")
+}
+
+fn is_main(el: &scraper::node::Element) -> bool {
+    el.name() == "main"
+        || el
+            .attr("role")
+            .is_some_and(|r| r.trim().eq_ignore_ascii_case("main"))
+}
+
+/// Parses HTML and renders its main content as Markdown-ish text (not yet cleaned).
+///
+/// Boilerplate is dropped with its content: `head`, `script`, `style`, `noscript`, `template`,
+/// `svg`, `math`, `nav`, `aside`, `form`, `footer`, embedded media and form controls, a `header`
+/// that is not inside `article`/`main`/`section`, elements with a landmark role other than main
+/// (`navigation`, `banner`, `contentinfo`, `complementary`, `search`, menus, dialogs), `hidden`
+/// or `aria-hidden="true"` elements, and elements whose class or id is one of a few exact
+/// boilerplate names (`sidebar`, `breadcrumb`, `cookie-banner`, …). If the page has a `<main>`
+/// (or `role="main"`), only the first one is kept; otherwise, if it has `<article>`s, only the
+/// outermost articles are kept.
+pub fn html_to_markdown(html: &str) -> HtmlText {
+    use ego_tree::iter::Edge;
+    use scraper::Node;
+
+    let doc = scraper::Html::parse_document(html);
+
+    let title = doc
+        .tree
+        .nodes()
+        .find(|n| {
+            n.value().as_element().is_some_and(|e| e.name() == "title")
+                && !n
+                    .ancestors()
+                    .any(|a| a.value().as_element().is_some_and(|e| e.name() == "svg"))
+        })
+        .map(|n| {
+            let mut t = String::new();
+            for d in n.descendants() {
+                if let Node::Text(x) = d.value() {
+                    t.push_str(x);
+                }
+            }
+            clean_title(&t)
+        })
+        .filter(|t| !t.is_empty());
+
+    // Find the content roots, skipping boilerplate subtrees.
+    let mut main = None;
+    let mut articles = Vec::new();
+    {
+        let mut skip = None;
+        let mut sectioning = 0usize;
+        let mut article_depth = 0usize;
+        for edge in doc.tree.root().traverse() {
+            match edge {
+                Edge::Open(n) => {
+                    if skip.is_some() {
+                        continue;
+                    }
+                    let Node::Element(el) = n.value() else {
+                        continue;
+                    };
+                    if is_boilerplate(el, sectioning) {
+                        skip = Some(n.id());
+                        continue;
+                    }
+                    if is_main(el) {
+                        main = Some(n);
+                        break;
+                    }
+                    if el.name() == "article" {
+                        if article_depth == 0 {
+                            articles.push(n);
+                        }
+                        article_depth += 1;
+                    }
+                    if is_sectioning(el.name()) {
+                        sectioning += 1;
+                    }
+                }
+                Edge::Close(n) => {
+                    if let Some(id) = skip {
+                        if id == n.id() {
+                            skip = None;
+                        }
+                        continue;
+                    }
+                    let Node::Element(el) = n.value() else {
+                        continue;
+                    };
+                    if el.name() == "article" {
+                        article_depth = article_depth.saturating_sub(1);
+                    }
+                    if is_sectioning(el.name()) {
+                        sectioning = sectioning.saturating_sub(1);
+                    }
+                }
+            }
+        }
+    }
+    let roots = match main {
+        Some(m) => vec![m],
+        None if !articles.is_empty() => articles,
+        None => vec![doc.tree.root()],
+    };
+
+    let mut r = Renderer::default();
+    for root in roots {
+        r.para();
+        let mut skip = None;
+        for edge in root.traverse() {
+            match edge {
+                Edge::Open(n) => {
+                    if skip.is_some() {
+                        continue;
+                    }
+                    match n.value() {
+                        Node::Text(t) => r.text(t),
+                        Node::Element(el) => {
+                            if is_boilerplate(el, r.sectioning) {
+                                skip = Some(n.id());
+                            } else {
+                                r.open(el.name());
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Edge::Close(n) => {
+                    if let Some(id) = skip {
+                        if id == n.id() {
+                            skip = None;
+                        }
+                        continue;
+                    }
+                    if let Node::Element(el) = n.value() {
+                        r.close(el.name());
+                    }
+                }
+            }
+        }
+    }
+    HtmlText { text: r.out, title }
+}
+
+#[derive(Default)]
+struct Renderer {
+    out: String,
+    /// Open heading elements; the marker is written for the outermost only.
+    heading: usize,
+    /// (start of the marker, end of the marker) of the open heading.
+    heading_marker: (usize, usize),
+    /// Open `pre` elements and the code collected inside the outermost.
+    pre: usize,
+    code: String,
+    /// Open lists: ordered?, items so far.
+    lists: Vec<(bool, usize)>,
+    /// Open `article`/`main`/`section` elements.
+    sectioning: usize,
+}
+
+impl Renderer {
+    fn trim_trailing_spaces(&mut self) {
+        while self.out.ends_with(' ') {
+            self.out.pop();
+        }
+    }
+
+    fn para(&mut self) {
+        if self.pre > 0 {
+            self.code.push('\n');
+            return;
+        }
+        if self.heading > 0 {
+            self.space();
+            return;
+        }
+        self.trim_trailing_spaces();
+        if self.out.is_empty() {
+            return;
+        }
+        while !self.out.ends_with("\n\n") {
+            self.out.push('\n');
+        }
+    }
+
+    fn line(&mut self) {
+        if self.pre > 0 {
+            self.code.push('\n');
+            return;
+        }
+        if self.heading > 0 {
+            self.space();
+            return;
+        }
+        self.trim_trailing_spaces();
+        if !self.out.is_empty() && !self.out.ends_with('\n') {
+            self.out.push('\n');
+        }
+    }
+
+    fn space(&mut self) {
+        if !self.out.is_empty() && !self.out.ends_with([' ', '\n']) {
+            self.out.push(' ');
+        }
+    }
+
+    fn at_line_start(&self) -> bool {
+        self.out.is_empty() || self.out.ends_with('\n')
+    }
+
+    fn text(&mut self, t: &str) {
+        if self.pre > 0 {
+            self.code.push_str(t);
+            return;
+        }
+        let mut collapsed = String::with_capacity(t.len());
+        let mut prev_ws = self.out.is_empty() || self.out.ends_with([' ', '\n']);
+        for c in t.chars() {
+            if c.is_whitespace() {
+                if !prev_ws {
+                    collapsed.push(' ');
+                }
+                prev_ws = true;
+            } else {
+                collapsed.push(c);
+                prev_ws = false;
+            }
+        }
+        if collapsed.is_empty() {
+            return;
+        }
+        if self.at_line_start() && self.heading == 0 {
+            let s = collapsed.as_str();
+            if s.starts_with('#') || s.starts_with("```") || s.starts_with("~~~") {
+                // Would read as a Markdown heading or code fence.
+                self.out.push('\\');
+            }
+        }
+        self.out.push_str(&collapsed);
+    }
+
+    fn open(&mut self, name: &str) {
+        if is_sectioning(name) {
+            self.sectioning += 1;
+        }
+        if self.pre > 0 {
+            if name == "pre" {
+                self.pre += 1;
+            } else if name == "br" {
+                self.code.push('\n');
+            }
+            return;
+        }
+        if let Some(level) = heading_level(name) {
+            if self.heading == 0 {
+                self.para();
+                let start = self.out.len();
+                for _ in 0..level {
+                    self.out.push('#');
+                }
+                self.out.push(' ');
+                self.heading_marker = (start, self.out.len());
+            }
+            self.heading += 1;
+            return;
+        }
+        match name {
+            "pre" => {
+                self.para();
+                self.pre = 1;
+                self.code.clear();
+            }
+            "ul" | "ol" => {
+                if self.lists.is_empty() {
+                    self.para();
+                } else {
+                    self.line();
+                }
+                self.lists.push((name == "ol", 0));
+            }
+            "li" => {
+                self.line();
+                if self.heading > 0 {
+                    return;
+                }
+                let depth = self.lists.len().saturating_sub(1);
+                for _ in 0..depth {
+                    self.out.push_str("  ");
+                }
+                match self.lists.last_mut() {
+                    Some((true, n)) => {
+                        *n += 1;
+                        let n = *n;
+                        self.out.push_str(&format!("{n}. "));
+                    }
+                    Some((false, _)) | None => self.out.push_str("- "),
+                }
+            }
+            "td" | "th" => {
+                let line_start = self.out.rfind('\n').map_or(0, |i| i + 1);
+                if !self.out[line_start..].trim().is_empty() {
+                    self.trim_trailing_spaces();
+                    self.out.push_str(" | ");
+                }
+            }
+            _ if PARA_ELEMENTS.contains(&name) => self.para(),
+            _ if LINE_ELEMENTS.contains(&name) => self.line(),
+            _ => {}
+        }
+    }
+
+    fn close(&mut self, name: &str) {
+        if is_sectioning(name) {
+            self.sectioning = self.sectioning.saturating_sub(1);
+        }
+        if self.pre > 0 {
+            if name == "pre" {
+                self.pre -= 1;
+                if self.pre == 0 {
+                    self.flush_code();
+                }
+            }
+            return;
+        }
+        if heading_level(name).is_some() {
+            if self.heading == 0 {
+                return;
+            }
+            self.heading -= 1;
+            if self.heading == 0 {
+                let (start, end) = self.heading_marker;
+                if self.out.len() >= end && self.out[end..].trim().is_empty() {
+                    self.out.truncate(start);
+                }
+                self.para();
+            }
+            return;
+        }
+        match name {
+            "ul" | "ol" => {
+                self.lists.pop();
+                if self.lists.is_empty() {
+                    self.para();
+                } else {
+                    self.line();
+                }
+            }
+            "li" => self.line(),
+            _ if PARA_ELEMENTS.contains(&name) => self.para(),
+            _ if LINE_ELEMENTS.contains(&name) && name != "br" => self.line(),
+            _ => {}
+        }
+    }
+
+    fn flush_code(&mut self) {
+        let code = std::mem::take(&mut self.code);
+        let code = code.trim_matches('\n').trim_end();
+        if code.trim().is_empty() {
+            return;
+        }
+        let mut longest = 0usize;
+        let mut run = 0usize;
+        for c in code.chars() {
+            if c == '`' {
+                run += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+        }
+        let fence = "`".repeat((longest + 1).max(3));
+        self.para();
+        self.out.push_str(&fence);
+        self.out.push('\n');
+        self.out.push_str(code);
+        self.out.push('\n');
+        self.out.push_str(&fence);
+        self.para();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn plain(s: &str) -> String {
+        clean_text(s, ContentType::PlainText)
+    }
+    fn md(s: &str) -> String {
+        clean_text(s, ContentType::Markdown)
+    }
+    fn html(s: &str) -> String {
+        clean_text(s, ContentType::Html)
+    }
+
+    #[test]
+    fn nfkc_full_width_and_compatibility() {
+        assert_eq!(plain("ＡＢＣ１２３！"), "ABC123!");
+        assert_eq!(plain("ﬁne ① ㎏"), "fine 1 kg");
+        assert_eq!(plain("a\u{3000}b\u{00A0}c"), "a b c");
+        // composed form
+        assert_eq!(plain("e\u{0301}"), "\u{e9}");
+    }
+
+    #[test]
+    fn cjk_is_kept() {
+        let s = "中文文本。日本語のテキスト、한국어 텍스트";
+        assert_eq!(plain(s), s);
+        // half-width katakana becomes full-width
+        assert_eq!(plain("ｶﾀｶﾅ"), "カタカナ");
+    }
+
+    #[test]
+    fn zero_width_and_control_chars() {
+        assert_eq!(
+            plain("a\u{200B}b\u{FEFF}c\u{00AD}d\u{2060}e\u{200E}f"),
+            "abcdef"
+        );
+        assert_eq!(plain("a\u{0}b\u{7}c\u{1b}[0m\u{7f}d"), "abc[0md");
+        // ZWJ sequences survive
+        let family = "👨\u{200D}👩\u{200D}👧";
+        assert_eq!(plain(family), family);
+        assert_eq!(plain("\u{200B}\u{200B}"), "");
+    }
+
+    #[test]
+    fn line_ends_and_whitespace() {
+        assert_eq!(plain("a\r\nb\rc\n"), "a\nb\nc");
+        assert_eq!(plain("  a \t  b  \n\t c\t"), "a b\nc");
+        assert_eq!(plain("a\n\n\n\n\nb"), "a\n\nb");
+        assert_eq!(plain("a\n \t \n  \nb"), "a\n\nb");
+        assert_eq!(plain("a\u{2029}b\u{2028}c\u{0C}d"), "a\n\nb\nc\nd");
+        assert_eq!(plain("\n\n  x  \n\n"), "x");
+        assert_eq!(plain(""), "");
+        assert_eq!(plain(" \n\t\r\n "), "");
+    }
+
+    #[test]
+    fn title_is_one_line() {
+        assert_eq!(
+            clean_title("  Ｔｉｔｌｅ\n of\tthe\u{200B} doc  "),
+            "Title of the doc"
+        );
+    }
+
+    #[test]
+    fn markdown_keeps_structure() {
+        let src = "# Title\n\n- a   item\n  - nested\n\n\n\n1. one\n\n    indented code\n";
+        assert_eq!(
+            md(src),
+            "# Title\n\n- a item\n  - nested\n\n1. one\n\n    indented code"
+        );
+    }
+
+    #[test]
+    fn markdown_fences_untouched() {
+        let src =
+            "Text   here\n\n```rust\nfn  main() {\n\n\n\n    let\tx = 1;   \n}\n```\nafter   x";
+        let out = md(src);
+        assert_eq!(
+            out,
+            "Text here\n\n```rust\nfn  main() {\n\n\n\n    let\tx = 1;   \n}\n```\nafter x"
+        );
+        // NFKC and control characters still apply inside fences
+        assert_eq!(md("```\nＡ\u{7}B\r\n```"), "```\nAB\n```");
+        // unclosed fence runs to the end
+        assert_eq!(md("~~~\n a   b\n\n\n\n"), "~~~\n a   b");
+    }
+
+    #[test]
+    fn html_boilerplate_is_dropped() {
+        let page = r#"<!doctype html><html><head><title> My  Page </title>
+            <style>body{color:red}</style><script>var x = "<p>no</p>";</script></head>
+            <body>
+              <header><nav><ul><li>Home</li><li>About</li></ul></nav><h1>Site</h1></header>
+              <div class="sidebar">Sidebar junk</div>
+              <div role="navigation">Role nav</div>
+              <p>Intro &amp; more&nbsp;text &eacute; &#x4E2D;</p>
+              <div><div><div><p>Deep <b>bold</b> <a href="x">link</a></p></div></div></div>
+              <aside>Aside</aside>
+              <form><input value="x"><button>Go</button></form>
+              <p hidden>Hidden</p><p aria-hidden="true">Aria hidden</p>
+              <noscript>Enable JS</noscript>
+              <!-- a comment -->
+              <footer>Copyright</footer>
+            </body></html>"#;
+        let h = html_to_markdown(page);
+        assert_eq!(h.title.as_deref(), Some("My Page"));
+        let out = html(page);
+        assert_eq!(out, "Intro & more text é 中\n\nDeep bold link");
+    }
+
+    #[test]
+    fn html_main_and_article() {
+        let page = "<body><p>outside</p><main><header><h1>Article   title</h1></header>\
+                    <p>Body</p><footer>f</footer></main><p>after</p></body>";
+        assert_eq!(html(page), "# Article title\n\nBody");
+        let page = "<body><p>teaser</p><article><h2>A</h2><p>a</p><article><p>nested</p>\
+                    </article></article><div>x</div><article><h2>B</h2><p>b</p></article></body>";
+        assert_eq!(html(page), "## A\n\na\n\nnested\n\n## B\n\nb");
+        let page = "<div role=\"main\"><p>m</p></div><p>other</p>";
+        assert_eq!(html(page), "m");
+    }
+
+    #[test]
+    fn html_structure_to_markdown() {
+        let page = "<h1>Top <small>x</small></h1><p>para one<br>line two</p>\
+            <h2></h2>\
+            <ul><li>a</li><li>b<ul><li>c</li></ul></li></ul><ol><li>x</li><li>y</li></ol>\
+            <table><tr><th>k</th><th>v</th></tr><tr><td>1</td><td>2</td></tr></table>\
+            <pre><code>fn main() {\n    x();\n}</code></pre><h3>T<br>wo</h3><p># not a heading</p>";
+        assert_eq!(
+            html(page),
+            "# Top x\n\npara one\nline two\n\n- a\n- b\n  - c\n\n1. x\n2. y\n\nk | v\n1 | 2\n\n\
+             ```\nfn main() {\n    x();\n}\n```\n\n### T wo\n\n\\# not a heading"
+        );
+        // code containing a fence gets a longer fence
+        assert_eq!(html("<pre>a\n```\nb</pre>"), "````\na\n```\nb\n````");
+    }
+
+    #[test]
+    fn html_broken_and_deep_markup() {
+        assert_eq!(html("<p>unclosed <b>bold<p>next"), "unclosed bold\n\nnext");
+        assert_eq!(html(""), "");
+        assert_eq!(html("plain text &lt;tag&gt;"), "plain text <tag>");
+        let deep = format!("{}deep{}", "<div>".repeat(3_000), "</div>".repeat(3_000));
+        assert_eq!(html(&deep), "deep");
+        let deep = format!("{}x", "<span><b>".repeat(300));
+        assert_eq!(html(&deep), "x");
+    }
+
+    #[test]
+    fn clean_document() {
+        let d = Document {
+            id: "i".into(),
+            title: String::new(),
+            text: "<title>T</title><p>Ｈｉ</p>".into(),
+            content_type: ContentType::Html,
+            source: "s".into(),
+            metadata: BTreeMap::from([("a".into(), "1".into())]),
+            acl: vec!["group:x".into()],
+        };
+        let c = clean(&d);
+        assert_eq!(c.title, "T");
+        assert_eq!(c.text, "Hi");
+        assert_eq!(c.content_type, ContentType::Html);
+        assert_eq!((c.id.as_str(), c.source.as_str()), ("i", "s"));
+        assert_eq!(c.metadata, d.metadata);
+        assert_eq!(c.acl, d.acl);
+        // an explicit title wins over <title>
+        let c = clean(&Document {
+            title: " Mine ".into(),
+            ..d.clone()
+        });
+        assert_eq!(c.title, "Mine");
+        // cleaning is idempotent
+        for ct in [ContentType::PlainText, ContentType::Markdown] {
+            let d = Document {
+                text: "a \t b\r\n\n\n\n```\n x  \n```\nＡ\u{200B}".into(),
+                content_type: ct,
+                ..d.clone()
+            };
+            let once = clean(&d);
+            assert_eq!(clean(&once), once);
+        }
+    }
+}

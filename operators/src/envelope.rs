@@ -1,0 +1,773 @@
+//! Decoding of one Kafka record of the `documents` topic into a [`Change`].
+//!
+//! # Record format
+//!
+//! The key, when present and non-empty, is the document id (UTF-8). The value is either null (a
+//! tombstone: deletes the key's document) or a JSON object:
+//!
+//! ```json
+//! {"op":"upsert","id":"doc-1","title":"…","text":"…","content_type":"text/markdown",
+//!  "source":"…","metadata":{"lang":"en"},"acl":["group:eng"]}
+//! {"op":"delete","id":"doc-1"}
+//! ```
+//!
+//! # Rules
+//!
+//! - `op` is `"upsert"` or `"delete"`; a missing or null `op` means **upsert** (a producer that
+//!   only ever publishes documents need not say so). Anything else is `unknown_op`.
+//! - The id comes from the key and/or the value's `id` (a string, or an integer, which is read
+//!   as its decimal form). An empty key or an empty `id` string counts as absent. If both are
+//!   present they must be equal (`id_mismatch`); if neither is, `missing_id`.
+//! - `title`, `text` and `source` are strings (missing or null: empty). `content_type` is read by
+//!   [`ContentType::parse`] (missing or null: `text/plain`; unknown: `invalid_field`).
+//! - `metadata` is an object (missing or null: empty). Each value is stored as its canonical JSON
+//!   text ([`canonical_json`]: `"en"` is stored as `"\"en\""`, `3` as `3`, objects with sorted
+//!   keys and no whitespace).
+//! - `acl` is an array of non-empty strings (missing or null: empty, i.e. public). It is sorted
+//!   and de-duplicated. An empty principal is rejected rather than dropped, because dropping the
+//!   only entry would make a restricted document public.
+//! - Unknown top-level fields are never an error: each is kept in the metadata under its own name;
+//!   if `metadata` already has that key, the explicit metadata wins and the field is stored under
+//!   `_envelope.<name>` (then `_envelope.<name>.2`, `.3`, … should that be taken too).
+//! - A delete ignores every field but `op` and `id`.
+//! - An empty (zero-byte) value is `malformed_json`, not a tombstone: deleting is only ever done
+//!   by a real null value. A leading UTF-8 byte-order mark is skipped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::document::{Change, ContentType, Document};
+
+/// Size limits applied while decoding. All sizes are in bytes of UTF-8.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DecodeLimits {
+    /// Whole record value (default 8 MiB).
+    pub max_value_bytes: usize,
+    /// Document id, from the key or the value (default 1 KiB).
+    pub max_id_bytes: usize,
+    /// `title` (default 4 KiB).
+    pub max_title_bytes: usize,
+    /// `text` (default 8 MiB).
+    pub max_text_bytes: usize,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_value_bytes: 8 << 20,
+            max_id_bytes: 1024,
+            max_title_bytes: 4096,
+            max_text_bytes: 8 << 20,
+        }
+    }
+}
+
+/// Which part of the record an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordPart {
+    Key,
+    Value,
+}
+
+impl fmt::Display for RecordPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecordPart::Key => "key",
+            RecordPart::Value => "value",
+        })
+    }
+}
+
+/// Why a record could not be decoded. [`DecodeError::class`] is stable (a DLQ header).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record has neither a key nor a value")]
+    EmptyRecord,
+    #[error("record {part} is not valid UTF-8 (invalid byte at offset {offset})")]
+    InvalidUtf8 { part: RecordPart, offset: usize },
+    #[error("record value is not a JSON object: {detail}")]
+    MalformedJson { detail: String },
+    #[error("no document id: the key is absent or empty and the value has no non-empty `id`")]
+    MissingId,
+    #[error("unknown op {op:?} (expected \"upsert\" or \"delete\")")]
+    UnknownOp { op: String },
+    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        what: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("invalid field `{field}`: {reason}")]
+    InvalidField { field: String, reason: String },
+    #[error("key id {key:?} differs from value id {value:?}")]
+    IdMismatch { key: String, value: String },
+}
+
+impl DecodeError {
+    /// Every value [`DecodeError::class`] can return.
+    pub const CLASSES: &'static [&'static str] = &[
+        "empty_record",
+        "invalid_utf8",
+        "malformed_json",
+        "missing_id",
+        "unknown_op",
+        "too_large",
+        "invalid_field",
+        "id_mismatch",
+    ];
+
+    /// A short stable name for the kind of error, for DLQ headers and metrics.
+    pub fn class(&self) -> &'static str {
+        match self {
+            DecodeError::EmptyRecord => "empty_record",
+            DecodeError::InvalidUtf8 { .. } => "invalid_utf8",
+            DecodeError::MalformedJson { .. } => "malformed_json",
+            DecodeError::MissingId => "missing_id",
+            DecodeError::UnknownOp { .. } => "unknown_op",
+            DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::InvalidField { .. } => "invalid_field",
+            DecodeError::IdMismatch { .. } => "id_mismatch",
+        }
+    }
+}
+
+/// Decodes one record. See the module docs for the rules.
+pub fn decode(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    limits: &DecodeLimits,
+) -> Result<Change, DecodeError> {
+    let key_id = match key.filter(|k| !k.is_empty()) {
+        None => None,
+        Some(k) => {
+            check_size("key", k.len(), limits.max_id_bytes)?;
+            Some(utf8(k, RecordPart::Key)?.to_owned())
+        }
+    };
+    let Some(value) = value else {
+        return match key_id {
+            Some(id) => Ok(Change::Delete { id }),
+            None => Err(DecodeError::EmptyRecord),
+        };
+    };
+    check_size("value", value.len(), limits.max_value_bytes)?;
+    let s = utf8(value, RecordPart::Value)?;
+    let s = s.strip_prefix('\u{feff}').unwrap_or(s);
+    if s.trim().is_empty() {
+        return Err(DecodeError::MalformedJson {
+            detail: format!(
+                "value is empty ({} bytes); a tombstone must be a null value",
+                value.len()
+            ),
+        });
+    }
+    let json: Value = serde_json::from_str(s).map_err(|e| DecodeError::MalformedJson {
+        detail: e.to_string(),
+    })?;
+    match json {
+        Value::Object(obj) => decode_object(obj, key_id, limits),
+        other => Err(DecodeError::MalformedJson {
+            detail: format!("expected an object, found {}", json_type(&other)),
+        }),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Upsert,
+    Delete,
+}
+
+fn decode_object(
+    mut obj: serde_json::Map<String, Value>,
+    key_id: Option<String>,
+    limits: &DecodeLimits,
+) -> Result<Change, DecodeError> {
+    let op = match obj.remove("op") {
+        None | Some(Value::Null) => Op::Upsert,
+        Some(Value::String(s)) => match s.as_str() {
+            "upsert" => Op::Upsert,
+            "delete" => Op::Delete,
+            _ => {
+                return Err(DecodeError::UnknownOp {
+                    op: truncate(&s, 64),
+                })
+            }
+        },
+        Some(other) => return Err(wrong_type("op", "a string", &other)),
+    };
+    let value_id = match obj.remove("id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        Some(other) => return Err(wrong_type("id", "a string or an integer", &other)),
+    }
+    .filter(|s| !s.is_empty());
+    if let Some(v) = &value_id {
+        check_size("field `id`", v.len(), limits.max_id_bytes)?;
+    }
+    let id = match (key_id, value_id) {
+        (Some(k), Some(v)) if k != v => {
+            return Err(DecodeError::IdMismatch { key: k, value: v });
+        }
+        (Some(k), _) => k,
+        (None, Some(v)) => v,
+        (None, None) => return Err(DecodeError::MissingId),
+    };
+    if op == Op::Delete {
+        return Ok(Change::Delete { id });
+    }
+
+    let title = string_field(&mut obj, "title", Some(limits.max_title_bytes))?;
+    let text = string_field(&mut obj, "text", Some(limits.max_text_bytes))?;
+    let source = string_field(&mut obj, "source", None)?;
+    let content_type = match obj.remove("content_type") {
+        None | Some(Value::Null) => ContentType::default(),
+        Some(Value::String(s)) => {
+            ContentType::parse(&s).ok_or_else(|| DecodeError::InvalidField {
+                field: "content_type".into(),
+                reason: format!(
+                    "unsupported content type {:?} (expected text/plain, text/markdown or \
+                     text/html)",
+                    truncate(&s, 64)
+                ),
+            })?
+        }
+        Some(other) => return Err(wrong_type("content_type", "a string", &other)),
+    };
+    let mut metadata = BTreeMap::new();
+    match obj.remove("metadata") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                metadata.insert(k, canonical_json(&v));
+            }
+        }
+        Some(other) => return Err(wrong_type("metadata", "an object", &other)),
+    }
+    let mut acl = Vec::new();
+    match obj.remove("acl") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.into_iter().enumerate() {
+                match item {
+                    Value::String(s) if !s.is_empty() => acl.push(s),
+                    Value::String(_) => {
+                        return Err(DecodeError::InvalidField {
+                            field: format!("acl[{i}]"),
+                            reason: "empty principal".into(),
+                        })
+                    }
+                    other => return Err(wrong_type(&format!("acl[{i}]"), "a string", &other)),
+                }
+            }
+            acl.sort();
+            acl.dedup();
+        }
+        Some(other) => return Err(wrong_type("acl", "an array of strings", &other)),
+    }
+
+    // Unknown fields: own name if free, else `_envelope.<name>` (+ a counter if needed).
+    let mut unknown: Vec<(String, Value)> = obj.into_iter().collect();
+    unknown.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut displaced = Vec::new();
+    for (k, v) in unknown {
+        match metadata.entry(k) {
+            std::collections::btree_map::Entry::Occupied(e) => displaced.push((e.key().clone(), v)),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(canonical_json(&v));
+            }
+        }
+    }
+    for (k, v) in displaced {
+        let base = format!("_envelope.{k}");
+        let mut name = base.clone();
+        let mut n = 2u64;
+        while metadata.contains_key(&name) {
+            name = format!("{base}.{n}");
+            n += 1;
+        }
+        metadata.insert(name, canonical_json(&v));
+    }
+
+    Ok(Change::Upsert(Document {
+        id,
+        title,
+        text,
+        content_type,
+        source,
+        metadata,
+        acl,
+    }))
+}
+
+/// Canonical JSON text of a value: no whitespace, object keys sorted (by bytes), strings and
+/// numbers as `serde_json` writes them. Independent of serde_json's `preserve_order` feature.
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_string(k, out);
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_json_string(s, out),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.push_str("null"),
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+pub(crate) fn write_json_string(s: &str, out: &mut String) {
+    // Serialising a &str cannot fail.
+    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
+}
+
+fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
+    std::str::from_utf8(bytes).map_err(|e| DecodeError::InvalidUtf8 {
+        part,
+        offset: e.valid_up_to(),
+    })
+}
+
+fn check_size(what: &str, size: usize, limit: usize) -> Result<(), DecodeError> {
+    if size > limit {
+        Err(DecodeError::TooLarge {
+            what: what.to_owned(),
+            size,
+            limit,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn string_field(
+    obj: &mut serde_json::Map<String, Value>,
+    field: &str,
+    limit: Option<usize>,
+) -> Result<String, DecodeError> {
+    match obj.remove(field) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => {
+            if let Some(limit) = limit {
+                check_size(&format!("field `{field}`"), s.len(), limit)?;
+            }
+            Ok(s)
+        }
+        Some(other) => Err(wrong_type(field, "a string", &other)),
+    }
+}
+
+fn wrong_type(field: &str, expected: &str, found: &Value) -> DecodeError {
+    DecodeError::InvalidField {
+        field: field.to_owned(),
+        reason: format!("expected {expected}, found {}", json_type(found)),
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim() -> DecodeLimits {
+        DecodeLimits::default()
+    }
+
+    fn dec(key: Option<&str>, value: Option<&str>) -> Result<Change, DecodeError> {
+        decode(key.map(str::as_bytes), value.map(str::as_bytes), &lim())
+    }
+
+    fn upsert(key: Option<&str>, value: &str) -> Document {
+        match dec(key, Some(value)) {
+            Ok(Change::Upsert(d)) => d,
+            other => panic!("expected an upsert, got {other:?}"),
+        }
+    }
+
+    fn class(r: Result<Change, DecodeError>) -> &'static str {
+        r.expect_err("expected an error").class()
+    }
+
+    #[test]
+    fn full_upsert() {
+        let d = upsert(
+            Some("d1"),
+            r#"{"op":"upsert","id":"d1","title":"T","text":"Hello","content_type":"text/markdown",
+                "source":"s3://x","metadata":{"lang":"en","n":3,"obj":{"b":1,"a":[true,null]}},
+                "acl":["group:b","group:a","group:b"]}"#,
+        );
+        assert_eq!(d.id, "d1");
+        assert_eq!(d.title, "T");
+        assert_eq!(d.text, "Hello");
+        assert_eq!(d.content_type, ContentType::Markdown);
+        assert_eq!(d.source, "s3://x");
+        assert_eq!(d.metadata["lang"], "\"en\"");
+        assert_eq!(d.metadata["n"], "3");
+        assert_eq!(d.metadata["obj"], r#"{"a":[true,null],"b":1}"#);
+        assert_eq!(d.acl, vec!["group:a", "group:b"]);
+    }
+
+    #[test]
+    fn minimal_upsert_defaults() {
+        let d = upsert(None, r#"{"id":"x"}"#);
+        assert_eq!(d.id, "x");
+        assert_eq!(d.title, "");
+        assert_eq!(d.text, "");
+        assert_eq!(d.content_type, ContentType::PlainText);
+        assert!(d.metadata.is_empty());
+        assert!(d.acl.is_empty());
+        // nulls are the same as missing
+        let d2 = upsert(
+            None,
+            r#"{"op":null,"id":"x","title":null,"text":null,"content_type":null,"source":null,
+                "metadata":null,"acl":null}"#,
+        );
+        assert_eq!(d, d2);
+    }
+
+    #[test]
+    fn op_defaults_to_upsert() {
+        let d = upsert(Some("k"), r#"{"text":"body"}"#);
+        assert_eq!(d.id, "k");
+        assert_eq!(d.text, "body");
+    }
+
+    #[test]
+    fn delete_by_value_and_by_tombstone() {
+        assert_eq!(
+            dec(None, Some(r#"{"op":"delete","id":"a"}"#)),
+            Ok(Change::Delete { id: "a".into() })
+        );
+        // extra fields on a delete are ignored, even ill-typed ones
+        assert_eq!(
+            dec(Some("a"), Some(r#"{"op":"delete","acl":7,"text":1}"#)),
+            Ok(Change::Delete { id: "a".into() })
+        );
+        assert_eq!(dec(Some("a"), None), Ok(Change::Delete { id: "a".into() }));
+        assert_eq!(
+            dec(Some("日本語-ü"), None),
+            Ok(Change::Delete {
+                id: "日本語-ü".into()
+            })
+        );
+    }
+
+    #[test]
+    fn integer_ids() {
+        assert_eq!(upsert(None, r#"{"id":12345}"#).id, "12345");
+        assert_eq!(upsert(Some("-7"), r#"{"id":-7}"#).id, "-7");
+        let e = dec(None, Some(r#"{"id":1.5}"#)).unwrap_err();
+        assert_eq!(e.class(), "invalid_field");
+        assert!(e.to_string().contains("`id`"), "{e}");
+    }
+
+    #[test]
+    fn class_empty_record() {
+        assert_eq!(class(dec(None, None)), "empty_record");
+        assert_eq!(class(dec(Some(""), None)), "empty_record");
+    }
+
+    #[test]
+    fn class_invalid_utf8() {
+        let e = decode(Some(b"ab\xffc"), None, &lim()).unwrap_err();
+        assert_eq!(e.class(), "invalid_utf8");
+        assert_eq!(
+            e,
+            DecodeError::InvalidUtf8 {
+                part: RecordPart::Key,
+                offset: 2
+            }
+        );
+        assert!(e.to_string().contains("key"));
+        let e = decode(None, Some(b"{\"id\":\"\xc3\x28\"}"), &lim()).unwrap_err();
+        assert_eq!(e.class(), "invalid_utf8");
+        assert!(e.to_string().contains("value") && e.to_string().contains("offset 7"));
+    }
+
+    #[test]
+    fn class_malformed_json() {
+        for v in [
+            "{",
+            "not json",
+            "[1,2]",
+            "\"str\"",
+            "null",
+            "",
+            "   ",
+            "{\"id\":\"a\"} trailing",
+        ] {
+            let e = dec(Some("k"), Some(v)).unwrap_err();
+            assert_eq!(e.class(), "malformed_json", "{v:?}: {e}");
+        }
+        let e = dec(Some("k"), Some("[1]")).unwrap_err();
+        assert!(e.to_string().contains("found an array"), "{e}");
+        let e = dec(Some("k"), Some("")).unwrap_err();
+        assert!(e.to_string().contains("tombstone"), "{e}");
+        // deep nesting is refused by serde_json's recursion limit, not a stack overflow
+        let deep = format!(
+            "{{\"id\":\"a\",\"x\":{}{}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(class(dec(None, Some(&deep))), "malformed_json");
+    }
+
+    #[test]
+    fn bom_is_skipped() {
+        let d = upsert(None, "\u{feff}{\"id\":\"a\"}");
+        assert_eq!(d.id, "a");
+    }
+
+    #[test]
+    fn class_missing_id() {
+        assert_eq!(class(dec(None, Some(r#"{"text":"x"}"#))), "missing_id");
+        assert_eq!(class(dec(None, Some(r#"{"id":""}"#))), "missing_id");
+        assert_eq!(class(dec(Some(""), Some(r#"{"id":null}"#))), "missing_id");
+        assert_eq!(class(dec(None, Some(r#"{"op":"delete"}"#))), "missing_id");
+    }
+
+    #[test]
+    fn class_unknown_op() {
+        let e = dec(Some("a"), Some(r#"{"op":"merge"}"#)).unwrap_err();
+        assert_eq!(e.class(), "unknown_op");
+        assert!(e.to_string().contains("merge"));
+        assert_eq!(
+            class(dec(Some("a"), Some(r#"{"op":"UPSERT"}"#))),
+            "unknown_op"
+        );
+        let long = format!(r#"{{"op":"{}"}}"#, "x".repeat(10_000));
+        let e = dec(Some("a"), Some(&long)).unwrap_err();
+        assert!(e.to_string().len() < 200, "op is truncated in the message");
+        // a non-string op is a wrong type, not an unknown op
+        assert_eq!(class(dec(Some("a"), Some(r#"{"op":1}"#))), "invalid_field");
+    }
+
+    #[test]
+    fn class_too_large() {
+        let limits = DecodeLimits {
+            max_value_bytes: 100,
+            max_id_bytes: 5,
+            max_title_bytes: 3,
+            max_text_bytes: 10,
+        };
+        let d = |k: Option<&str>, v: Option<&str>| {
+            decode(k.map(str::as_bytes), v.map(str::as_bytes), &limits)
+        };
+        let e = d(
+            None,
+            Some(&format!(r#"{{"id":"a","text":"{}"}}"#, "x".repeat(200))),
+        )
+        .unwrap_err();
+        assert_eq!(e.class(), "too_large");
+        assert!(
+            e.to_string().contains("value") && e.to_string().contains("100"),
+            "{e}"
+        );
+        let e = d(Some("abcdef"), None).unwrap_err();
+        assert_eq!(e.class(), "too_large");
+        assert!(e.to_string().contains("key is 6 bytes"), "{e}");
+        let e = d(None, Some(r#"{"id":"abcdef"}"#)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`id` is 6 bytes, over the limit of 5"),
+            "{e}"
+        );
+        let e = d(None, Some(r#"{"id":"a","title":"abcd"}"#)).unwrap_err();
+        assert!(e.to_string().contains("`title` is 4 bytes"), "{e}");
+        let e = d(None, Some(r#"{"id":"a","text":"0123456789A"}"#)).unwrap_err();
+        assert_eq!(e.class(), "too_large");
+        assert!(e.to_string().contains("`text` is 11 bytes"), "{e}");
+        // at the limit is fine; limits count bytes, not characters
+        assert!(d(None, Some(r#"{"id":"a","text":"0123456789"}"#)).is_ok());
+        assert_eq!(
+            d(None, Some(r#"{"id":"a","text":"ééééé\u00e9"}"#))
+                .unwrap_err()
+                .class(),
+            "too_large"
+        );
+    }
+
+    #[test]
+    fn class_invalid_field() {
+        let cases = [
+            (r#"{"id":"a","acl":"group:x"}"#, "`acl`"),
+            (r#"{"id":"a","acl":["group:x",3]}"#, "`acl[1]`"),
+            (r#"{"id":"a","acl":["group:x",""]}"#, "`acl[1]`"),
+            (
+                r#"{"id":"a","content_type":"application/pdf"}"#,
+                "application/pdf",
+            ),
+            (r#"{"id":"a","content_type":5}"#, "`content_type`"),
+            (r#"{"id":"a","title":["x"]}"#, "`title`"),
+            (r#"{"id":"a","text":{"a":1}}"#, "`text`"),
+            (r#"{"id":"a","source":false}"#, "`source`"),
+            (r#"{"id":"a","metadata":[1]}"#, "`metadata`"),
+            (r#"{"id":true}"#, "`id`"),
+        ];
+        for (v, needle) in cases {
+            let e = dec(None, Some(v)).unwrap_err();
+            assert_eq!(e.class(), "invalid_field", "{v}: {e}");
+            assert!(e.to_string().contains(needle), "{v}: {e}");
+        }
+        let e = dec(None, Some(r#"{"id":"a","acl":"x"}"#)).unwrap_err();
+        assert!(e.to_string().contains("found a string"), "{e}");
+    }
+
+    #[test]
+    fn class_id_mismatch() {
+        let e = dec(Some("a"), Some(r#"{"id":"b"}"#)).unwrap_err();
+        assert_eq!(e.class(), "id_mismatch");
+        assert!(e.to_string().contains("\"a\"") && e.to_string().contains("\"b\""));
+        assert_eq!(
+            class(dec(Some("1"), Some(r#"{"op":"delete","id":2}"#))),
+            "id_mismatch"
+        );
+        // same id in both is fine
+        assert_eq!(upsert(Some("a"), r#"{"id":"a"}"#).id, "a");
+    }
+
+    #[test]
+    fn every_class_is_listed() {
+        let errors = [
+            DecodeError::EmptyRecord,
+            DecodeError::InvalidUtf8 {
+                part: RecordPart::Value,
+                offset: 0,
+            },
+            DecodeError::MalformedJson { detail: "x".into() },
+            DecodeError::MissingId,
+            DecodeError::UnknownOp { op: "x".into() },
+            DecodeError::TooLarge {
+                what: "x".into(),
+                size: 2,
+                limit: 1,
+            },
+            DecodeError::InvalidField {
+                field: "x".into(),
+                reason: "y".into(),
+            },
+            DecodeError::IdMismatch {
+                key: "a".into(),
+                value: "b".into(),
+            },
+        ];
+        let classes: Vec<_> = errors.iter().map(DecodeError::class).collect();
+        assert_eq!(classes, DecodeError::CLASSES);
+    }
+
+    #[test]
+    fn unicode_fields() {
+        let d = upsert(
+            Some("ドキュメント"),
+            r#"{"title":"Ünïcödé 标题 🚀","text":"中文文本\u00e9\ud83d\ude80","metadata":{"ключ":"значение"},
+                "acl":["group:日本"]}"#,
+        );
+        assert_eq!(d.id, "ドキュメント");
+        assert_eq!(d.title, "Ünïcödé 标题 🚀");
+        assert_eq!(d.text, "中文文本é🚀");
+        assert_eq!(d.metadata["ключ"], "\"значение\"");
+        assert_eq!(d.acl, vec!["group:日本"]);
+        // lone surrogate escapes are malformed JSON for serde_json
+        assert_eq!(
+            class(dec(None, Some(r#"{"id":"a","text":"\ud800"}"#))),
+            "malformed_json"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_go_to_metadata() {
+        let d = upsert(
+            None,
+            r#"{"id":"a","lang":"de","tags":["x","y"],"n":1.5,"nested":{"z":1,"a":{"c":2,"b":3}},
+                "nothing":null}"#,
+        );
+        assert_eq!(d.metadata["lang"], "\"de\"");
+        assert_eq!(d.metadata["tags"], r#"["x","y"]"#);
+        assert_eq!(d.metadata["n"], "1.5");
+        assert_eq!(d.metadata["nested"], r#"{"a":{"b":3,"c":2},"z":1}"#);
+        assert_eq!(d.metadata["nothing"], "null");
+        assert_eq!(d.metadata.len(), 5);
+    }
+
+    #[test]
+    fn unknown_field_collisions() {
+        let d = upsert(
+            None,
+            r#"{"id":"a","metadata":{"lang":"en","_envelope.lang":"taken"},"lang":"de","x":1}"#,
+        );
+        assert_eq!(d.metadata["lang"], "\"en\"", "explicit metadata wins");
+        assert_eq!(d.metadata["_envelope.lang"], "\"taken\"");
+        assert_eq!(d.metadata["_envelope.lang.2"], "\"de\"");
+        assert_eq!(d.metadata["x"], "1");
+        assert_eq!(d.metadata.len(), 4);
+    }
+
+    #[test]
+    fn canonical_json_escapes_and_sorts() {
+        let v: Value =
+            serde_json::from_str(r#"{"b":"a\"b\n\u0001","a":[1,-2,3e2],"é":{}}"#).unwrap();
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":[1,-2,300.0],"b":"a\"b\n\u0001","é":{}}"#
+        );
+        // the canonical text parses back to the same value
+        let back: Value = serde_json::from_str(&canonical_json(&v)).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn limits_deserialize_with_defaults() {
+        let l: DecodeLimits = serde_json::from_str(r#"{"max_id_bytes":10}"#).unwrap();
+        assert_eq!(l.max_id_bytes, 10);
+        assert_eq!(l.max_value_bytes, 8 << 20);
+        assert!(serde_json::from_str::<DecodeLimits>(r#"{"max_idbytes":10}"#).is_err());
+    }
+}
