@@ -36,13 +36,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::document::{Change, ContentType, Document};
 
 /// Size limits applied while decoding. All sizes are in bytes of UTF-8.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DecodeLimits {
     /// Whole record value (default 8 MiB).

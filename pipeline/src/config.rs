@@ -3,6 +3,7 @@
 //! `FRESHET_PIPELINE_WORKERS=4`). Values of environment variables are read as TOML values
 //! (`4`, `true`, `["a","b"]`) and fall back to plain strings.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -151,30 +152,59 @@ impl Config {
     }
 }
 
-/// The sections an environment variable may address.
-const SECTIONS: &[&str] = &[
-    "pipeline",
-    "limits",
-    "kafka",
-    "chunking",
-    "embedding",
-    "milvus",
-    "tantivy",
-    "metrics",
+/// Settings that default to "unset" and so do not appear in the serialized defaults.
+const OPTIONAL_KEYS: &[(&str, &str)] = &[
+    ("embedding", "model_id"),
+    ("embedding", "ort_dylib_path"),
+    ("embedding", "threads"),
+    ("milvus", "token"),
 ];
 
-/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table`.
+/// The keys each section accepts, read off the serialized defaults.
+fn known_keys() -> Result<BTreeMap<&'static str, BTreeSet<String>>> {
+    fn keys<T: Serialize>(value: &T) -> Result<BTreeSet<String>> {
+        match toml::Value::try_from(value)? {
+            toml::Value::Table(t) => Ok(t.keys().cloned().collect()),
+            _ => bail!("a config section did not serialize to a table"),
+        }
+    }
+    let d = Config::default();
+    let mut out = BTreeMap::from([
+        ("pipeline", keys(&d.pipeline)?),
+        ("limits", keys(&d.limits)?),
+        ("kafka", keys(&d.kafka)?),
+        ("chunking", keys(&d.chunking)?),
+        ("embedding", keys(&d.embedding)?),
+        ("milvus", keys(&d.milvus)?),
+        ("tantivy", keys(&d.tantivy)?),
+        ("metrics", keys(&d.metrics)?),
+    ]);
+    for (section, key) in OPTIONAL_KEYS {
+        if let Some(set) = out.get_mut(section) {
+            set.insert(key.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table`. Variables that name no setting
+/// (such as the deploy scripts' `FRESHET_KAFKA_PORT`) are left alone.
 fn apply_env(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
+    let known = known_keys()?;
     for (name, raw) in env {
         let Some(rest) = name.strip_prefix("FRESHET_") else {
             continue;
         };
         let rest = rest.to_ascii_lowercase();
-        let Some(section) = SECTIONS.iter().find(|s| rest.starts_with(&format!("{s}_"))) else {
+        let Some((section, keys)) = known
+            .iter()
+            .find(|(s, _)| rest.starts_with(&format!("{s}_")))
+        else {
             continue;
         };
         let key = &rest[section.len() + 1..];
-        if key.is_empty() {
+        if !keys.contains(key) {
+            tracing::debug!(variable = %name, "not a configuration setting; ignored");
             continue;
         }
         let value = parse_env_value(raw);
@@ -216,6 +246,20 @@ mod tests {
         assert_eq!(c.kafka.topic, "documents");
         assert_eq!(c.kafka.dlq_topic, "documents.dlq");
         assert_eq!(c.pipeline.workers, 2);
+    }
+
+    #[test]
+    fn deploy_script_variables_are_not_settings() {
+        let c = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_KAFKA_PORT", "9092"),
+                ("FRESHET_MILVUS_IMPL", "lite"),
+                ("FRESHET_EMBEDDING_THREADS", "3"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.embedding.threads, Some(3));
     }
 
     #[test]
