@@ -289,8 +289,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_values_are_clear_errors() {
-        let e =
-            Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKRES", "2")])).unwrap_err();
+        let file = std::env::temp_dir().join(format!("freshet-typo-{}.toml", std::process::id()));
+        std::fs::write(&file, "[pipeline]\nworkres = 2\n").unwrap();
+        let e = Config::load_with_env(Some(&file), &[]).unwrap_err();
         assert!(format!("{e:#}").contains("workres"), "{e:#}");
         let e =
             Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_WORKERS", "0")])).unwrap_err();
