@@ -325,6 +325,14 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         if let Some(src) = source.as_ref() {
             report_lag(src.reader(), &metrics);
         }
+        if !probe.done() {
+            // A fatal error or the shutdown deadline: whatever is not durable stays uncommitted
+            // and is replayed on restart. Drop the dataflow so that the worker can exit.
+            tracing::warn!(worker = index, "stopping with epochs not durable; they will be replayed");
+            for id in worker.installed_dataflows() {
+                worker.drop_dataflow(id);
+            }
+        }
     })
     .map_err(|e| anyhow!("starting timely workers: {e}"))?;
     drop(guards);
