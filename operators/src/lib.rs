@@ -10,6 +10,7 @@
 //!   parent-child chunking.
 //! - [`prepare`]: clean, hash and chunk one document.
 //! - [`dataflow`]: keyed document upserts to chunk deltas (timely + differential).
+//! - [`filter`]: the retrieval filter (documents, ACL principals, metadata, kinds).
 //! - [`embed`]: the embedding operator's traits (contract).
 
 pub mod chunk;
@@ -18,6 +19,7 @@ pub mod dataflow;
 pub mod document;
 pub mod embed;
 pub mod envelope;
+pub mod filter;
 pub mod hash;
 pub mod prepare;
 

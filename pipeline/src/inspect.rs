@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_embedding::FastEmbedder;
 use freshet_kafka::{admin, PartitionReader};
-use freshet_milvus::{MilvusSink, VectorFilter};
+use freshet_milvus::MilvusSink;
 use freshet_operators::embed::Embedder;
 use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
 
@@ -126,7 +126,7 @@ pub fn search(config: &Config, query: &str, k: usize) -> Result<()> {
     let hits = rt
         .block_on(async {
             let m = MilvusSink::connect(milvus_cfg).await?;
-            m.search(&vector, k, &VectorFilter::none()).await
+            m.search(&vector, k, &ChunkFilter::none()).await
         })
         .map_err(|e| anyhow!("vector search: {e}"))?;
     println!("Vector (Milvus):");

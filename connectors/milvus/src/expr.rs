@@ -7,8 +7,6 @@
 //! carriage return is rejected by both; every other character, including NUL and other control
 //! characters, may appear raw.
 
-use freshet_operators::chunk::ChunkKind;
-
 use crate::error::{Error, Result};
 use crate::schema::{F_ACL, F_CHUNK_ID, F_DOC_ID, F_KIND, F_METADATA};
 
@@ -48,82 +46,40 @@ pub fn in_list<S: AsRef<str>>(field: &str, items: &[S]) -> String {
     format!("{field} in {}", quote_list(items))
 }
 
-/// Restrictions evaluated inside Milvus during the vector search (before top-k).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct VectorFilter {
-    /// Only chunks of these documents. `Some(vec![])` matches nothing.
-    pub doc_ids: Option<Vec<String>>,
-    /// The caller's principals: a chunk is visible iff its ACL is empty or intersects these.
-    /// `None` skips the ACL check (trusted callers); `Some(vec![])` sees public chunks only.
-    pub principals: Option<Vec<String>>,
-    /// Top-level metadata key equals a JSON value given as JSON text: `("lang", "\"en\"")`,
-    /// `("year", "2020")`, `("draft", "false")`. All pairs must hold.
-    pub metadata_eq: Vec<(String, String)>,
-    /// Only chunks of these kinds. `Some(vec![])` matches nothing.
-    pub kinds: Option<Vec<ChunkKind>>,
-}
+pub use freshet_operators::filter::ChunkFilter;
 
-impl VectorFilter {
-    /// No restriction.
-    pub fn none() -> Self {
-        Self::default()
+/// The filter as a Milvus boolean expression (empty string: no filter).
+pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(ids) = &f.doc_ids {
+        parts.push(in_list(F_DOC_ID, ids));
     }
-    pub fn doc_ids<I: IntoIterator<Item = S>, S: Into<String>>(mut self, ids: I) -> Self {
-        self.doc_ids = Some(ids.into_iter().map(Into::into).collect());
-        self
+    if let Some(kinds) = &f.kinds {
+        let k: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        parts.push(in_list(F_KIND, &k));
     }
-    pub fn principals<I: IntoIterator<Item = S>, S: Into<String>>(mut self, p: I) -> Self {
-        self.principals = Some(p.into_iter().map(Into::into).collect());
-        self
-    }
-    pub fn metadata_eq(mut self, key: impl Into<String>, json_value: impl Into<String>) -> Self {
-        self.metadata_eq.push((key.into(), json_value.into()));
-        self
-    }
-    pub fn kinds<I: IntoIterator<Item = ChunkKind>>(mut self, kinds: I) -> Self {
-        self.kinds = Some(kinds.into_iter().collect());
-        self
-    }
-
-    /// True if the filter can match nothing (an empty `doc_ids` or `kinds` list).
-    pub fn matches_nothing(&self) -> bool {
-        self.doc_ids.as_ref().is_some_and(Vec::is_empty)
-            || self.kinds.as_ref().is_some_and(Vec::is_empty)
-    }
-
-    /// The filter as a Milvus boolean expression (empty string: no filter).
-    pub fn to_expr(&self) -> Result<String> {
-        let mut parts: Vec<String> = Vec::new();
-        if let Some(ids) = &self.doc_ids {
-            parts.push(in_list(F_DOC_ID, ids));
+    if let Some(p) = &f.principals {
+        if p.is_empty() {
+            parts.push(format!("array_length({F_ACL}) == 0"));
+        } else {
+            parts.push(format!(
+                "array_length({F_ACL}) == 0 or array_contains_any({F_ACL}, {})",
+                quote_list(p)
+            ));
         }
-        if let Some(kinds) = &self.kinds {
-            let k: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            parts.push(in_list(F_KIND, &k));
-        }
-        if let Some(p) = &self.principals {
-            if p.is_empty() {
-                parts.push(format!("array_length({F_ACL}) == 0"));
-            } else {
-                parts.push(format!(
-                    "array_length({F_ACL}) == 0 or array_contains_any({F_ACL}, {})",
-                    quote_list(p)
-                ));
-            }
-        }
-        for (key, value) in &self.metadata_eq {
-            parts.push(metadata_eq_expr(key, value)?);
-        }
-        Ok(match parts.len() {
-            0 => String::new(),
-            1 => parts.pop().expect("one part"),
-            _ => parts
-                .iter()
-                .map(|p| format!("({p})"))
-                .collect::<Vec<_>>()
-                .join(" and "),
-        })
     }
+    for (key, value) in &f.metadata_eq {
+        parts.push(metadata_eq_expr(key, value)?);
+    }
+    Ok(match parts.len() {
+        0 => String::new(),
+        1 => parts.pop().expect("one part"),
+        _ => parts
+            .iter()
+            .map(|p| format!("({p})"))
+            .collect::<Vec<_>>()
+            .join(" and "),
+    })
 }
 
 /// `metadata["key"] == <literal>` for a JSON value given as text.
@@ -169,6 +125,7 @@ pub(crate) fn ids_expr<S: AsRef<str>>(ids: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use freshet_operators::chunk::ChunkKind;
 
     #[test]
     fn quoting() {
@@ -183,44 +140,33 @@ mod tests {
 
     #[test]
     fn filter_exprs() {
-        assert_eq!(VectorFilter::none().to_expr().unwrap(), "");
+        assert_eq!(filter_expr(&ChunkFilter::none()).unwrap(), "");
         assert_eq!(
-            VectorFilter::none().doc_ids(["d1"]).to_expr().unwrap(),
+            filter_expr(&ChunkFilter::none().doc_ids(["d1"])).unwrap(),
             r#"doc_id in ["d1"]"#
         );
         assert_eq!(
-            VectorFilter::none()
-                .principals(Vec::<String>::new())
-                .to_expr()
-                .unwrap(),
+            filter_expr(&ChunkFilter::none().principals(Vec::<String>::new())).unwrap(),
             "array_length(acl) == 0"
         );
         assert_eq!(
-            VectorFilter::none()
-                .principals(["g\"1"])
-                .metadata_eq("la\"ng", r#""e\"n""#)
-                .metadata_eq("year", "2020")
-                .metadata_eq("score", "0.5")
-                .metadata_eq("big", "1e3")
-                .metadata_eq("draft", "false")
-                .kinds([ChunkKind::Leaf])
-                .to_expr()
-                .unwrap(),
+            filter_expr(
+                &ChunkFilter::none()
+                    .principals(["g\"1"])
+                    .metadata_eq("la\"ng", r#""e\"n""#)
+                    .metadata_eq("year", "2020")
+                    .metadata_eq("score", "0.5")
+                    .metadata_eq("big", "1e3")
+                    .metadata_eq("draft", "false")
+                    .kinds([ChunkKind::Leaf])
+            )
+            .unwrap(),
             r#"(kind in ["leaf"]) and (array_length(acl) == 0 or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
         );
-        assert!(VectorFilter::none()
-            .metadata_eq("k", "en")
-            .to_expr()
-            .is_err());
-        assert!(VectorFilter::none()
-            .metadata_eq("k", "[1]")
-            .to_expr()
-            .is_err());
-        assert!(VectorFilter::none()
-            .metadata_eq("k", "null")
-            .to_expr()
-            .is_err());
-        assert!(VectorFilter::none()
+        assert!(filter_expr(&ChunkFilter::none().metadata_eq("k", "en")).is_err());
+        assert!(filter_expr(&ChunkFilter::none().metadata_eq("k", "[1]")).is_err());
+        assert!(filter_expr(&ChunkFilter::none().metadata_eq("k", "null")).is_err());
+        assert!(ChunkFilter::none()
             .doc_ids(Vec::<String>::new())
             .matches_nothing());
     }

@@ -26,5 +26,5 @@ mod sink;
 
 pub use config::MilvusConfig;
 pub use error::{Error, Result};
-pub use expr::VectorFilter;
+pub use expr::{filter_expr, ChunkFilter};
 pub use sink::{MilvusSink, ServerHealth, MAX_QUERY_WINDOW, MIN_SEARCH_EF};

@@ -13,7 +13,7 @@ use milvus::v2::prelude::{
 
 use crate::config::MilvusConfig;
 use crate::error::{Error, Result};
-use crate::expr::{ids_expr, quote, VectorFilter};
+use crate::expr::{filter_expr, ids_expr, quote, ChunkFilter};
 use crate::schema::{
     self, ACL_ENTRY_MAX_LEN, ACL_MAX_ENTRIES, CHUNK_ID_MAX_LEN, EXPECTED_FIELDS, F_ACL, F_CHUNK_ID,
     F_DOC_ID, F_KIND, F_METADATA, F_SOURCE, F_VECTOR, P_MODEL_ID, VARCHAR_MAX_LEN,
@@ -547,7 +547,7 @@ impl MilvusSink {
         &self,
         vector: &[f32],
         k: usize,
-        filter: &VectorFilter,
+        filter: &ChunkFilter,
     ) -> Result<Vec<(String, f32)>> {
         if vector.len() != self.cfg.dim {
             return Err(Error::InvalidInput(format!(
@@ -564,7 +564,7 @@ impl MilvusSink {
         if k == 0 || filter.matches_nothing() {
             return Ok(Vec::new());
         }
-        let expr = filter.to_expr()?;
+        let expr = filter_expr(filter)?;
         let ef = k.max(MIN_SEARCH_EF).to_string();
         let resp = self
             .client

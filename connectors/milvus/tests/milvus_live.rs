@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use freshet_milvus::{Error, MilvusConfig, MilvusSink, VectorFilter};
+use freshet_milvus::{ChunkFilter, Error, MilvusConfig, MilvusSink};
 use freshet_operators::chunk::{Chunk, ChunkKind};
 
 const DIM: usize = 384;
@@ -174,7 +174,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
     // Nearest neighbour of a stored vector is itself, cosine ~ 1.
     for i in [0u64, 17, 39] {
         let hits = s
-            .search(&unit_vector(i), 5, &VectorFilter::none())
+            .search(&unit_vector(i), 5, &ChunkFilter::none())
             .await
             .unwrap();
         assert_eq!(hits.len(), 5);
@@ -198,13 +198,13 @@ async fn upsert_get_search_replace_delete_flush_list() {
         vec![(id(5), "doc-new".into()), (id(6), "doc-latest".into())]
     );
     let hits = s
-        .search(&unit_vector(1000), 1, &VectorFilter::none())
+        .search(&unit_vector(1000), 1, &ChunkFilter::none())
         .await
         .unwrap();
     assert_eq!(hits[0].0, id(5));
     assert!((hits[0].1 - 1.0).abs() < 1e-3);
     let hits = s
-        .search(&unit_vector(5), 3, &VectorFilter::none())
+        .search(&unit_vector(5), 3, &ChunkFilter::none())
         .await
         .unwrap();
     assert!(
@@ -219,7 +219,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
     assert_eq!(s.count().await.unwrap(), n - 10);
     assert!(s.get_doc_ids(&gone).await.unwrap().is_empty());
     let hits = s
-        .search(&unit_vector(0), 3, &VectorFilter::none())
+        .search(&unit_vector(0), 3, &ChunkFilter::none())
         .await
         .unwrap();
     assert!(
@@ -247,11 +247,11 @@ async fn upsert_get_search_replace_delete_flush_list() {
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
-        s.search(&[1.0; 3], 1, &VectorFilter::none()).await,
+        s.search(&[1.0; 3], 1, &ChunkFilter::none()).await,
         Err(Error::InvalidInput(_))
     ));
     assert!(s
-        .search(&unit_vector(1), 0, &VectorFilter::none())
+        .search(&unit_vector(1), 0, &ChunkFilter::none())
         .await
         .unwrap()
         .is_empty());
@@ -307,7 +307,7 @@ async fn filters_inside_milvus() {
     ])
     .await
     .unwrap();
-    let q = |f: VectorFilter| {
+    let q = |f: ChunkFilter| {
         let s = &s;
         async move {
             let hits = s.search(&unit_vector(7), 10, &f).await.expect("search");
@@ -315,7 +315,7 @@ async fn filters_inside_milvus() {
         }
     };
     let set = |v: &[u64]| v.iter().map(|i| id(*i)).collect::<BTreeSet<_>>();
-    let f = VectorFilter::none;
+    let f = ChunkFilter::none;
 
     assert_eq!(q(f()).await, set(&[1, 2, 3, 4, 5]));
     // ACL: empty acl is public; otherwise it must intersect the principals.
@@ -428,7 +428,7 @@ async fn bulk_default_sizes() {
         .search(
             &unit_vector(123),
             10,
-            &VectorFilter::none().principals(["group:3"]),
+            &ChunkFilter::none().principals(["group:3"]),
         )
         .await
         .unwrap();
