@@ -303,8 +303,10 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             docs_in.advance_to(epoch);
             progress_in.advance_to(epoch);
             worker.step();
+            // Back-pressure: park (not spin) while too far ahead, so the cores stay with the
+            // embedding model and the sink.
             while probe.less_than(&epoch.saturating_sub(MAX_EPOCHS_IN_FLIGHT)) && !is_fatal() {
-                worker.step();
+                worker.step_or_park(Some(Duration::from_millis(5)));
             }
             commit_durable(&probe, &mut pending, source.as_ref(), index);
             if last_lag.elapsed() > Duration::from_secs(5) {
@@ -319,7 +321,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         progress_in.close();
         let deadline = Instant::now() + Duration::from_secs(pcfg.shutdown_timeout_s);
         while !probe.done() && !is_fatal() && Instant::now() < deadline {
-            worker.step();
+            worker.step_or_park(Some(Duration::from_millis(5)));
         }
         commit_durable(&probe, &mut pending, source.as_ref(), index);
         if let Some(src) = source.as_ref() {
@@ -328,7 +330,10 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         if !probe.done() {
             // A fatal error or the shutdown deadline: whatever is not durable stays uncommitted
             // and is replayed on restart. Drop the dataflow so that the worker can exit.
-            tracing::warn!(worker = index, "stopping with epochs not durable; they will be replayed");
+            tracing::warn!(
+                worker = index,
+                "stopping with epochs not durable; they will be replayed"
+            );
             for id in worker.installed_dataflows() {
                 worker.drop_dataflow(id);
             }
