@@ -45,6 +45,9 @@ pub struct PipelineConfig {
     pub batch_max_wait_ms: u64,
     /// Where the embedding cache lives. Default `$FRESHET_HOME/cache/embeddings.log`.
     pub embedding_cache_path: PathBuf,
+    /// How many epochs a worker may read ahead of what is durable in both indexes before it
+    /// waits (back-pressure; also bounds the work replayed after a crash).
+    pub max_epochs_in_flight: u64,
     /// Seconds to wait for in-flight work on SIGTERM/SIGINT before giving up.
     pub shutdown_timeout_s: u64,
     /// Partitions of the document topic when the pipeline has to create it.
@@ -62,6 +65,7 @@ impl Default for PipelineConfig {
             embedding_cache_path: freshet_embedding::freshet_home()
                 .join("cache")
                 .join("embeddings.log"),
+            max_epochs_in_flight: 16,
             shutdown_timeout_s: 30,
             topic_partitions: 4,
         }
@@ -134,6 +138,9 @@ impl Config {
         let p = &self.pipeline;
         if p.workers == 0 {
             bail!("pipeline.workers must be at least 1");
+        }
+        if p.max_epochs_in_flight == 0 {
+            bail!("pipeline.max_epochs_in_flight must be at least 1");
         }
         if p.batch_max_records == 0 {
             bail!("pipeline.batch_max_records must be at least 1");
@@ -311,6 +318,10 @@ mod tests {
         let d = Config::default();
         assert_eq!(c.pipeline.workers, d.pipeline.workers);
         assert_eq!(c.pipeline.batch_max_records, d.pipeline.batch_max_records);
+        assert_eq!(
+            c.pipeline.max_epochs_in_flight,
+            d.pipeline.max_epochs_in_flight
+        );
         assert_eq!(c.limits, d.limits);
         assert_eq!(c.chunking, d.chunking);
         assert_eq!(c.embedding, d.embedding);

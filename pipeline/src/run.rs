@@ -28,9 +28,6 @@ use crate::metrics::Metrics;
 use crate::sink::{sink, Fatal, SinkMsg, Sinks};
 use crate::source::{Processing, Source};
 
-/// Epochs a worker may run ahead of the durable frontier before it waits.
-const MAX_EPOCHS_IN_FLIGHT: u64 = 16;
-
 /// The embedding cache, shared by the workers of one process.
 #[derive(Clone)]
 struct SharedCache(Arc<Mutex<DiskCache>>);
@@ -305,7 +302,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             worker.step();
             // Back-pressure: park (not spin) while too far ahead, so the cores stay with the
             // embedding model and the sink.
-            while probe.less_than(&epoch.saturating_sub(MAX_EPOCHS_IN_FLIGHT)) && !is_fatal() {
+            while probe.less_than(&epoch.saturating_sub(pcfg.max_epochs_in_flight)) && !is_fatal() {
                 worker.step_or_park(Some(Duration::from_millis(5)));
             }
             commit_durable(&probe, &mut pending, source.as_ref(), index);
