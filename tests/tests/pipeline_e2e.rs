@@ -53,6 +53,11 @@ fn long_doc(seed: usize, paragraphs: usize) -> String {
     out
 }
 
+/// The upsert of a Markdown document titled after its id.
+fn titled_markdown(id: &str, text: &str) -> serde_json::Value {
+    upsert(id, &format!("Title {id}"), text, "text/markdown", &[])
+}
+
 fn upsert(
     id: &str,
     title: &str,
@@ -183,18 +188,7 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
         1,
     );
     assert_ne!(&edited, text);
-    publish(
-        &mut case,
-        &mut log,
-        id,
-        Some(upsert(
-            id,
-            &format!("Title {id}"),
-            &edited,
-            "text/markdown",
-            &[],
-        )),
-    )?;
+    publish(&mut case, &mut log, id, Some(titled_markdown(id, &edited)))?;
     case.wait_indexed(WAIT)?;
     let second = assert_indexes_match(&case, &log)?;
     let embedded_1 = case.metric("freshet_pipeline_embedding_texts_total{outcome=\"embedded\"}")?;
@@ -222,18 +216,7 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
             .sum())
     };
     let writes_before = writes(&case)?;
-    publish(
-        &mut case,
-        &mut log,
-        id,
-        Some(upsert(
-            id,
-            &format!("Title {id}"),
-            &edited,
-            "text/markdown",
-            &[],
-        )),
-    )?;
+    publish(&mut case, &mut log, id, Some(titled_markdown(id, &edited)))?;
     case.wait_indexed(WAIT)?;
     assert_indexes_match(&case, &log)?;
     assert_eq!(
