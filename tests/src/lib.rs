@@ -69,6 +69,8 @@ pub struct Case {
     /// Highest offset produced per partition.
     produced: BTreeMap<i32, i64>,
     pipeline: Option<Child>,
+    /// Further processes of a multi-process (cluster) pipeline.
+    peers: Vec<Child>,
     pub extra_env: Vec<(String, String)>,
 }
 
@@ -94,6 +96,7 @@ impl Case {
             producer,
             produced: BTreeMap::new(),
             pipeline: None,
+            peers: Vec::new(),
             extra_env: Vec::new(),
         })
     }
@@ -122,6 +125,40 @@ impl Case {
         if self.pipeline.is_some() {
             bail!("pipeline already running");
         }
+        let child = self.spawn(self.metrics_port, &[])?;
+        self.pipeline = Some(child);
+        Ok(())
+    }
+
+    /// Starts the pipeline as a cluster of `processes` processes with one worker each (process 0
+    /// is the one `metrics()` scrapes).
+    pub fn start_cluster(&mut self, processes: usize) -> Result<()> {
+        let addresses: Vec<String> = (0..processes)
+            .map(|_| format!("\"127.0.0.1:{}\"", free_port()))
+            .collect();
+        let addresses = format!("[{}]", addresses.join(","));
+        for p in 0..processes {
+            let env = [
+                ("FRESHET_PIPELINE_WORKERS", "1".to_string()),
+                ("FRESHET_PIPELINE_PROCESS_INDEX", p.to_string()),
+                ("FRESHET_PIPELINE_CLUSTER_ADDRESSES", addresses.clone()),
+            ];
+            let port = if p == 0 {
+                self.metrics_port
+            } else {
+                free_port()
+            };
+            let child = self.spawn(port, &env)?;
+            if p == 0 {
+                self.pipeline = Some(child);
+            } else {
+                self.peers.push(child);
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn(&self, metrics_port: u16, settings: &[(&str, String)]) -> Result<Child> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -145,7 +182,7 @@ impl Case {
             )
             .env(
                 "FRESHET_METRICS_LISTEN",
-                format!("127.0.0.1:{}", self.metrics_port),
+                format!("127.0.0.1:{metrics_port}"),
             )
             .env("FRESHET_LOG", "info")
             .stdout(Stdio::from(log.try_clone()?))
@@ -153,15 +190,19 @@ impl Case {
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", freshet_bin().display()))?;
-        self.pipeline = Some(child);
-        Ok(())
+        for (k, v) in settings {
+            cmd.env(k, v);
+        }
+        cmd.spawn()
+            .with_context(|| format!("starting {}", freshet_bin().display()))
     }
 
     /// SIGKILL: no chance to flush or commit.
     pub fn kill_pipeline(&mut self) -> Result<()> {
+        for mut c in self.peers.drain(..) {
+            c.kill()?;
+            c.wait()?;
+        }
         if let Some(mut c) = self.pipeline.take() {
             c.kill()?;
             c.wait()?;
@@ -171,6 +212,21 @@ impl Case {
 
     /// SIGTERM and wait for a clean exit.
     pub fn stop_pipeline(&mut self) -> Result<()> {
+        let peers: Vec<Child> = self.peers.drain(..).collect();
+        for c in &peers {
+            Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status()?;
+        }
+        for mut c in peers {
+            let status = c.wait()?;
+            if !status.success() {
+                bail!(
+                    "a cluster peer exited with {status}; log: {}",
+                    self.log_tail()
+                );
+            }
+        }
         if let Some(mut c) = self.pipeline.take() {
             let pid = c.id().to_string();
             Command::new("kill").args(["-TERM", &pid]).status()?;
