@@ -1,9 +1,7 @@
 //! Fuzz-ish robustness tests: a few hundred random and adversarial inputs through decode,
 //! clean, hash and chunking, checking that nothing panics and that the chunk invariants hold.
 
-use std::collections::HashSet;
-
-use crate::chunk::tests::Rng;
+use crate::chunk::tests::{check_chunks, Rng};
 use crate::chunk::tokens::tests::{test_counter, FastCounter};
 use crate::chunk::{CharCounter, Chunk, ChunkKind, ChunkStrategy, ChunkerConfig, TokenCounter};
 use crate::clean::clean;
@@ -134,36 +132,17 @@ fn random_config(rng: &mut Rng) -> ChunkerConfig {
     }
 }
 
-/// Every invariant a chunk list must hold for the cleaned document it came from.
+/// Every invariant a chunk list must hold for the cleaned document it came from: the shared
+/// per-chunk checks, then parent-child structure and coverage of the text.
 fn check(doc: &Document, chunks: &[Chunk], cfg: &ChunkerConfig, t: &dyn TokenCounter) {
+    check_chunks(doc, chunks, cfg, t);
     let chars: Vec<char> = doc.text.chars().collect();
-    let mut ids = HashSet::new();
-    let mut next = [0u32, 0u32];
     let mut parent: Option<&Chunk> = None;
     let mut covered = vec![false; chars.len()];
     let (parent_child, _) = cfg.resolve(doc.content_type);
     for c in chunks {
         let (s, e) = (c.char_start as usize, c.char_end as usize);
         assert!(s < e && e <= chars.len(), "bad span {s}..{e}");
-        let span: String = chars[s..e].iter().collect();
-        assert_eq!(span, c.text, "span text mismatch");
-        assert_eq!(c.text.trim(), c.text, "untrimmed chunk");
-        assert_eq!(c.token_count as usize, t.count(&c.text));
-        let max = match c.kind {
-            ChunkKind::Parent => cfg.parent_max_tokens,
-            ChunkKind::Leaf if parent_child => cfg.child_max_tokens,
-            ChunkKind::Leaf => cfg.max_tokens,
-        };
-        assert!(
-            c.token_count as usize <= max || c.text.chars().count() == 1,
-            "over budget {} > {max}: {:?} (cfg {cfg:?})",
-            c.token_count,
-            c.text
-        );
-        assert!(ids.insert(c.chunk_id.clone()), "duplicate id");
-        let slot = (c.kind == ChunkKind::Parent) as usize;
-        assert_eq!(c.index, next[slot]);
-        next[slot] += 1;
         match c.kind {
             ChunkKind::Parent => {
                 assert!(parent_child && c.parent_id.is_none());

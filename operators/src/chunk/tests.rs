@@ -63,7 +63,14 @@ fn char_len(s: &str) -> usize {
     s.chars().count()
 }
 
-fn check_chunks(d: &Document, chunks: &[Chunk], cfg: &ChunkerConfig, t: &dyn TokenCounter) {
+/// Invariants every chunk list holds: exact spans, trimmed text, token budgets, unique ids,
+/// dense indexes per kind, fields inherited from the document.
+pub(crate) fn check_chunks(
+    d: &Document,
+    chunks: &[Chunk],
+    cfg: &ChunkerConfig,
+    t: &dyn TokenCounter,
+) {
     let chars: Vec<char> = d.text.chars().collect();
     let mut ids = HashSet::new();
     let mut next = [0u32, 0u32];
