@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_embedding::FastEmbedder;
 use freshet_kafka::source::upsert_envelope;
-use freshet_kafka::{admin, DocumentProducer, PartitionReader};
+use freshet_kafka::{admin, DocumentProducer};
 use freshet_operators::chunk::ChunkKind;
 use freshet_operators::embed::{embed_input, Embedder};
 use freshet_tantivy::ChunkIndexReader;
 use serde_json::{json, Map, Value};
 
 use crate::config::Config;
+use crate::inspect;
 use crate::metrics::Metrics;
 
 pub struct BenchArgs {
@@ -102,30 +103,16 @@ fn wait_caught_up(
     running: &std::thread::JoinHandle<Result<()>>,
     timeout: Duration,
 ) -> Result<()> {
-    let partitions = admin::partitions(&cfg.kafka, &cfg.kafka.topic)?;
-    let mut probe_cfg = cfg.kafka.clone();
-    probe_cfg.group_id = format!("{}-bench-probe", cfg.kafka.group_id);
-    let reader = PartitionReader::new(
-        &probe_cfg,
-        &cfg.kafka.topic,
-        &partitions,
-        &Default::default(),
-    )?;
-    let high = reader.high_watermarks()?;
+    let high = inspect::high_watermarks(&cfg.kafka, "bench-probe")?;
     let deadline = Instant::now() + timeout;
     loop {
         if running.is_finished() {
             bail!("the pipeline stopped during the benchmark");
         }
-        let durable = ChunkIndexReader::open(&cfg.tantivy.path)
-            .ok()
-            .and_then(|r| r.last_payload().ok().flatten())
-            .and_then(|p| p.offsets.get(&cfg.kafka.topic).cloned())
-            .unwrap_or_default();
-        if high
-            .iter()
-            .all(|(p, h)| durable.get(p).copied().unwrap_or(0) >= *h)
-        {
+        if inspect::covers(
+            &inspect::durable_offsets(&cfg.tantivy.path, &cfg.kafka.topic),
+            &high,
+        ) {
             return Ok(());
         }
         if Instant::now() > deadline {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_embedding::FastEmbedder;
-use freshet_kafka::{admin, PartitionReader};
+use freshet_kafka::{admin, KafkaConfig, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::embed::Embedder;
 use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
@@ -23,30 +23,43 @@ pub struct Status {
 
 impl Status {
     pub fn caught_up(&self) -> bool {
-        self.high
-            .iter()
-            .all(|(p, h)| self.durable.get(p).copied().unwrap_or(0) >= *h)
+        covers(&self.durable, &self.high)
     }
 }
 
-pub fn status(config: &Config) -> Result<Status> {
-    let kafka = &config.kafka;
+/// The high watermark of every partition of the document topic (read with a throwaway group
+/// named after the pipeline's, with `purpose` appended).
+pub fn high_watermarks(kafka: &KafkaConfig, purpose: &str) -> Result<BTreeMap<i32, i64>> {
     let partitions =
         admin::partitions(kafka, &kafka.topic).context("reading the topic's partitions")?;
     let mut probe_cfg = kafka.clone();
-    probe_cfg.group_id = format!("{}-status", kafka.group_id);
+    probe_cfg.group_id = format!("{}-{purpose}", kafka.group_id);
     let reader = PartitionReader::new(&probe_cfg, &kafka.topic, &partitions, &BTreeMap::new())?;
-    let high = reader.high_watermarks()?;
-    let (chunks_in_tantivy, durable) = match ChunkIndexReader::open(&config.tantivy.path) {
-        Ok(r) => {
-            let durable = r
-                .last_payload()?
-                .and_then(|p| p.offsets.get(&kafka.topic).cloned())
-                .unwrap_or_default();
-            (r.count(), durable)
-        }
-        Err(_) => (0, BTreeMap::new()),
-    };
+    Ok(reader.high_watermarks()?)
+}
+
+/// True when the durable offsets reach every partition's high watermark.
+pub fn covers(durable: &BTreeMap<i32, i64>, high: &BTreeMap<i32, i64>) -> bool {
+    high.iter()
+        .all(|(p, h)| durable.get(p).copied().unwrap_or(0) >= *h)
+}
+
+/// The next offset per partition of `topic` that the newest tantivy commit covers (empty when
+/// there is no index or no commit yet).
+pub fn durable_offsets(index: &std::path::Path, topic: &str) -> BTreeMap<i32, i64> {
+    ChunkIndexReader::open(index)
+        .ok()
+        .and_then(|r| r.last_payload().ok().flatten())
+        .and_then(|p| p.offsets.get(topic).cloned())
+        .unwrap_or_default()
+}
+
+pub fn status(config: &Config) -> Result<Status> {
+    let high = high_watermarks(&config.kafka, "status")?;
+    let durable = durable_offsets(&config.tantivy.path, &config.kafka.topic);
+    let chunks_in_tantivy = ChunkIndexReader::open(&config.tantivy.path)
+        .map(|r| r.count())
+        .unwrap_or(0);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
