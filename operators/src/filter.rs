@@ -16,6 +16,11 @@ pub struct ChunkFilter {
     /// match numerically (`2020` == `2020.0`); a value also matches an array element of that key.
     /// All pairs must hold.
     pub metadata_eq: Vec<(String, String)>,
+    /// Top-level metadata key equals any of these JSON values (same matching as `metadata_eq`).
+    /// All keys must hold; an empty value list matches nothing.
+    pub metadata_in: Vec<(String, Vec<String>)>,
+    /// Only chunks whose document `source` is one of these. `Some(vec![])` matches nothing.
+    pub sources: Option<Vec<String>>,
     /// Only chunks of these kinds. `Some(vec![])` matches nothing.
     pub kinds: Option<Vec<ChunkKind>>,
 }
@@ -37,14 +42,31 @@ impl ChunkFilter {
         self.metadata_eq.push((key.into(), json_value.into()));
         self
     }
+    pub fn metadata_in<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        key: impl Into<String>,
+        json_values: I,
+    ) -> Self {
+        self.metadata_in.push((
+            key.into(),
+            json_values.into_iter().map(Into::into).collect(),
+        ));
+        self
+    }
+    pub fn sources<I: IntoIterator<Item = S>, S: Into<String>>(mut self, sources: I) -> Self {
+        self.sources = Some(sources.into_iter().map(Into::into).collect());
+        self
+    }
     pub fn kinds<I: IntoIterator<Item = ChunkKind>>(mut self, kinds: I) -> Self {
         self.kinds = Some(kinds.into_iter().collect());
         self
     }
 
-    /// True if the filter can match nothing (an empty `doc_ids` or `kinds` list).
+    /// True if the filter can match nothing (an empty `doc_ids`, `sources`, `kinds` or `metadata_in` list).
     pub fn matches_nothing(&self) -> bool {
         self.doc_ids.as_ref().is_some_and(Vec::is_empty)
             || self.kinds.as_ref().is_some_and(Vec::is_empty)
+            || self.sources.as_ref().is_some_and(Vec::is_empty)
+            || self.metadata_in.iter().any(|(_, v)| v.is_empty())
     }
 }

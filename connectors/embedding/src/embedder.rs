@@ -17,13 +17,13 @@ use crate::error::{panic_message, Error, Result};
 /// `api-24` requires. freshet deploys 1.31.1.
 pub const MIN_ORT_MINOR: u32 = 24;
 
-const MODEL_FILES: [&str; 6] = [
+/// Files of an ONNX model directory that fastembed reads.
+pub(crate) const ONNX_MODEL_FILES: [&str; 5] = [
     "model.onnx",
     "tokenizer.json",
     "config.json",
     "special_tokens_map.json",
     "tokenizer_config.json",
-    META_FILE,
 ];
 
 /// A local sentence-embedding model (fastembed + ONNX Runtime).
@@ -67,7 +67,7 @@ impl FastEmbedder {
         config.validate()?;
         let ort_path = check_ort_library(config.resolved_ort_dylib_path())?;
         let dir = &config.model_dir;
-        let files = read_model_dir(dir)?;
+        let files = read_model_dir(dir, &[META_FILE])?;
         let meta = ModelMeta::read(dir)?;
         let tokenizer_max = tokenizer_max_length(dir, &files.tokenizer_config_file)?;
         let max_length = config.max_length.min(tokenizer_max);
@@ -244,13 +244,14 @@ fn derived_model_id(meta: &ModelMeta, max_length: usize, passage_prefix: &str) -
     id
 }
 
-struct ModelFiles {
-    onnx: Vec<u8>,
-    tokenizer: TokenizerFiles,
-    tokenizer_config_file: Vec<u8>,
+pub(crate) struct ModelFiles {
+    pub(crate) onnx: Vec<u8>,
+    pub(crate) tokenizer: TokenizerFiles,
+    pub(crate) tokenizer_config_file: Vec<u8>,
 }
 
-fn read_model_dir(dir: &Path) -> Result<ModelFiles> {
+/// Reads the ONNX model files of `dir`; `extra` names further files that must exist.
+pub(crate) fn read_model_dir(dir: &Path, extra: &[&str]) -> Result<ModelFiles> {
     let bad = |reason: String| Error::Model {
         dir: dir.to_path_buf(),
         reason,
@@ -262,8 +263,9 @@ fn read_model_dir(dir: &Path) -> Result<ModelFiles> {
                 .into(),
         ));
     }
-    let missing: Vec<&str> = MODEL_FILES
+    let missing: Vec<&str> = ONNX_MODEL_FILES
         .iter()
+        .chain(extra)
         .copied()
         .filter(|f| !dir.join(f).is_file())
         .collect();
@@ -288,7 +290,7 @@ fn read_model_dir(dir: &Path) -> Result<ModelFiles> {
 }
 
 /// `model_max_length` of tokenizer_config.json (fastembed truncates to min(it, max_length)).
-fn tokenizer_max_length(dir: &Path, tokenizer_config: &[u8]) -> Result<usize> {
+pub(crate) fn tokenizer_max_length(dir: &Path, tokenizer_config: &[u8]) -> Result<usize> {
     let v: serde_json::Value =
         serde_json::from_slice(tokenizer_config).map_err(|e| Error::Model {
             dir: dir.to_path_buf(),
@@ -305,7 +307,7 @@ fn tokenizer_max_length(dir: &Path, tokenizer_config: &[u8]) -> Result<usize> {
 }
 
 /// Checks the runtime library path on the file system only (ONNX Runtime is not touched).
-fn check_ort_library(path: Option<PathBuf>) -> Result<PathBuf> {
+pub(crate) fn check_ort_library(path: Option<PathBuf>) -> Result<PathBuf> {
     let path = path.ok_or_else(|| {
         Error::OrtLibrary(
             "no library configured: set ORT_DYLIB_PATH (or ort_dylib_path) to \
@@ -365,7 +367,7 @@ fn ort_version_from_file_name(name: &str) -> Option<(u32, u32)> {
 static ORT_LOADED: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Loads ONNX Runtime from `path` once per process, as an error (not a panic) when it fails.
-fn init_ort(path: &Path) -> Result<()> {
+pub(crate) fn init_ort(path: &Path) -> Result<()> {
     let canonical = path
         .canonicalize()
         .map_err(|e| Error::OrtLibrary(format!("{}: cannot resolve it ({e})", path.display())))?;

@@ -11,6 +11,8 @@
 //! - [`DiskCache`] is a crash-safe persistent [`freshet_operators::embed::VectorCache`]: an
 //!   append-only log with a checksum per record, one write + `fdatasync` per batch, a torn tail
 //!   dropped on open (Linux/Unix only).
+//! - [`FastReranker`] scores (query, passage) pairs with a user-supplied cross-encoder (the query
+//!   node's local rerank backend).
 //! - [`CachedEmbedder`] / [`embed_with_cache`] do the cache-aware batch: cache lookup, in-batch
 //!   deduplication, model calls for the misses only, normalisation, store. It is pure logic over the
 //!   two traits and may move into `freshet_operators::embed` unchanged.
@@ -30,9 +32,11 @@ mod cached;
 mod config;
 mod embedder;
 mod error;
+mod rerank;
 
 pub use cache::DiskCache;
 pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
 pub use config::{freshet_home, EmbeddingConfig, ModelMeta, DEFAULT_MODEL_DIR_NAME};
 pub use embedder::{FastEmbedder, MIN_ORT_MINOR};
 pub use error::{Error, Result};
+pub use rerank::{FastReranker, RerankerConfig};

@@ -8,7 +8,7 @@
 //! characters, may appear raw.
 
 use crate::error::{Error, Result};
-use crate::schema::{F_ACL, F_CHUNK_ID, F_DOC_ID, F_KIND, F_METADATA};
+use crate::schema::{F_ACL, F_CHUNK_ID, F_DOC_ID, F_KIND, F_METADATA, F_SOURCE};
 
 /// `s` as a double-quoted Milvus string literal.
 pub fn quote(s: &str) -> String {
@@ -54,6 +54,9 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
     if let Some(ids) = &f.doc_ids {
         parts.push(in_list(F_DOC_ID, ids));
     }
+    if let Some(sources) = &f.sources {
+        parts.push(in_list(F_SOURCE, sources));
+    }
     if let Some(kinds) = &f.kinds {
         let k: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
         parts.push(in_list(F_KIND, &k));
@@ -70,6 +73,17 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
     }
     for (key, value) in &f.metadata_eq {
         parts.push(metadata_eq_expr(key, value)?);
+    }
+    for (key, values) in &f.metadata_in {
+        // `or` of equalities rather than `in`: both servers read it for mixed JSON value types.
+        let alternatives = values
+            .iter()
+            .map(|v| metadata_eq_expr(key, v))
+            .collect::<Result<Vec<_>>>()?;
+        parts.push(match alternatives.len() {
+            0 => "false".to_owned(),
+            _ => alternatives.join(" or "),
+        });
     }
     Ok(match parts.len() {
         0 => String::new(),
@@ -146,6 +160,10 @@ mod tests {
             r#"doc_id in ["d1"]"#
         );
         assert_eq!(
+            filter_expr(&ChunkFilter::none().sources(["a/b.md", "c\"d"])).unwrap(),
+            r#"source in ["a/b.md","c\"d"]"#
+        );
+        assert_eq!(
             filter_expr(&ChunkFilter::none().principals(Vec::<String>::new())).unwrap(),
             "array_length(acl) == 0"
         );
@@ -163,6 +181,19 @@ mod tests {
             .unwrap(),
             r#"(kind in ["leaf"]) and (array_length(acl) == 0 or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
         );
+        assert_eq!(
+            filter_expr(
+                &ChunkFilter::none()
+                    .metadata_eq("a", "1")
+                    .metadata_in("lang", [r#""en""#, r#""fr""#])
+            )
+            .unwrap(),
+            r#"(metadata["a"] == 1) and (metadata["lang"] == "en" or metadata["lang"] == "fr")"#
+        );
+        assert!(filter_expr(&ChunkFilter::none().metadata_in("k", ["en"])).is_err());
+        assert!(ChunkFilter::none()
+            .metadata_in("k", Vec::<String>::new())
+            .matches_nothing());
         assert!(filter_expr(&ChunkFilter::none().metadata_eq("k", "en")).is_err());
         assert!(filter_expr(&ChunkFilter::none().metadata_eq("k", "[1]")).is_err());
         assert!(filter_expr(&ChunkFilter::none().metadata_eq("k", "null")).is_err());

@@ -27,4 +27,5 @@ mod sink;
 pub use config::MilvusConfig;
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};
+pub use milvus::v2::prelude::ConsistencyLevel;
 pub use sink::{MilvusSink, ServerHealth, MAX_QUERY_WINDOW, MIN_SEARCH_EF};

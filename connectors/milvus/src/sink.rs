@@ -142,6 +142,27 @@ impl MilvusSink {
         Ok(())
     }
 
+    /// For readers (the query node): checks that the collection exists with this configuration's
+    /// dimension and model, and loads it. Creates nothing.
+    pub async fn check_collection(&self) -> Result<()> {
+        if !self.has_collection().await? {
+            return Err(Error::InvalidInput(format!(
+                "milvus collection {:?} does not exist (has the pipeline run yet?)",
+                self.cfg.collection
+            )));
+        }
+        self.verify_collection().await?;
+        self.client
+            .load_collection(
+                LoadCollectionRequest::builder()
+                    .collection_name(self.coll())
+                    .timeout_ms(self.timeout_ms())
+                    .build()?,
+            )
+            .await?;
+        Ok(())
+    }
+
     async fn has_collection(&self) -> Result<bool> {
         Ok(self
             .client
@@ -549,6 +570,19 @@ impl MilvusSink {
         k: usize,
         filter: &ChunkFilter,
     ) -> Result<Vec<(String, f32)>> {
+        self.search_with(vector, k, filter, ConsistencyLevel::Session)
+            .await
+    }
+
+    /// [`MilvusSink::search`] at a chosen consistency level (a reader in another process uses
+    /// `Bounded` or `Strong`: `Session` only covers the writes of the same client).
+    pub async fn search_with(
+        &self,
+        vector: &[f32],
+        k: usize,
+        filter: &ChunkFilter,
+        consistency: ConsistencyLevel,
+    ) -> Result<Vec<(String, f32)>> {
         if vector.len() != self.cfg.dim {
             return Err(Error::InvalidInput(format!(
                 "query vector has {} dimensions, the collection {}",
@@ -576,7 +610,7 @@ impl MilvusSink {
                     .limit(k as i64)
                     .filter(expr)
                     .extra_params(HashMap::from([("ef".to_owned(), ef)]))
-                    .consistency_level(ConsistencyLevel::Session)
+                    .consistency_level(consistency)
                     .build()?,
             )
             .await?;

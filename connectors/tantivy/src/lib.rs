@@ -6,8 +6,11 @@
 //! - Each commit carries a [`CommitPayload`] (Kafka offsets, epoch) in tantivy's commit payload:
 //!   the index contents and the offsets they reflect become durable atomically.
 //! - `text`, `title` and the section path are analysed with [`freshet_en_analyzer`] (registered
-//!   as [`ANALYZER_NAME`]). Queries are analysed the same way and built directly from terms; there
-//!   is no query parser, so user input cannot produce a syntax error.
+//!   as [`ANALYZER_NAME`]). Text and titles containing CJK are also indexed, unstored, in
+//!   `text_zh` / `title_zh` with the jieba-based [`freshet_zh_analyzer`] ([`ZH_ANALYZER_NAME`]).
+//!   Queries are analysed the same way (the Chinese analyzer only for queries containing CJK) and
+//!   built directly from terms; there is no query parser, so user input cannot produce a syntax
+//!   error.
 //! - ACL, document, kind and metadata filters are applied inside the query (before top-k).
 //! - The layout is versioned ([`SCHEMA_VERSION`], recorded in `freshet_schema.json` next to
 //!   tantivy's `meta.json` and in every commit payload) and checked on open.
@@ -28,7 +31,8 @@ pub use payload::{now_ms, CommitPayload};
 pub use query::{ChunkFilter, TITLE_BOOST};
 pub use reader::ChunkIndexReader;
 pub use schema::{
-    analyze, freshet_en_analyzer, ChunkSchema, ANALYZER_NAME, MAX_TOKEN_BYTES, PUBLIC_ACL_MARKER,
-    SCHEMA_VERSION,
+    analyze, analyze_zh, contains_cjk, freshet_en_analyzer, freshet_zh_analyzer,
+    preload_zh_dictionary, ChunkSchema, ANALYZER_NAME, MAX_TOKEN_BYTES, PUBLIC_ACL_MARKER,
+    SCHEMA_VERSION, ZH_ANALYZER_NAME,
 };
 pub use writer::{ChunkIndexWriter, MIN_HEAP_PER_THREAD};

@@ -1,12 +1,25 @@
 //! Query construction without a query parser: user text is analysed into terms, filters become
 //! non-scoring MUST clauses. Nothing a user types can make query construction fail.
+//!
+//! The BM25 query is a disjunction (SHOULD) of term queries:
+//!
+//! - the terms of the English analyzer ([`crate::ANALYZER_NAME`], stemmed) over `text` and
+//!   `title` (title boosted by [`TITLE_BOOST`]), for every query;
+//! - when the query [contains CJK](crate::contains_cjk), also the terms of the Chinese analyzer
+//!   ([`crate::ZH_ANALYZER_NAME`], jieba search mode) over `text_zh` and `title_zh` (title boosted
+//!   the same way). A mixed query such as `BERT 模型` thus matches English chunks through `text`
+//!   and Chinese ones through `text_zh`.
+//!
+//! A query whose analysis leaves no term (empty, stop words or punctuation only) matches nothing.
 
 use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
-use tantivy::schema::IndexRecordOption;
+use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::Term;
 
 use crate::error::{Error, Result};
-use crate::schema::{analyze, ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER};
+use crate::schema::{
+    analyze, analyze_zh, contains_cjk, ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER,
+};
 
 /// Weight of a title match relative to a body text match.
 pub const TITLE_BOOST: f32 = 1.5;
@@ -19,6 +32,11 @@ pub(crate) fn filter_clauses(f: &ChunkFilter, s: &ChunkSchema) -> Result<Vec<Box
     if let Some(ids) = &f.doc_ids {
         out.push(any_of(
             ids.iter().map(|id| Term::from_field_text(s.doc_id, id)),
+        ));
+    }
+    if let Some(sources) = &f.sources {
+        out.push(any_of(
+            sources.iter().map(|v| Term::from_field_text(s.source, v)),
         ));
     }
     if let Some(kinds) = &f.kinds {
@@ -41,6 +59,13 @@ pub(crate) fn filter_clauses(f: &ChunkFilter, s: &ChunkSchema) -> Result<Vec<Box
             metadata_term(s, key, value)?,
             IndexRecordOption::Basic,
         ))));
+    }
+    for (key, values) in &f.metadata_in {
+        let terms = values
+            .iter()
+            .map(|v| metadata_term(s, key, v))
+            .collect::<Result<Vec<_>>>()?;
+        out.push(any_of(terms.into_iter()));
     }
     Ok(out)
 }
@@ -103,30 +128,19 @@ pub(crate) fn bm25_query(
     text: &str,
     filter: &ChunkFilter,
 ) -> Result<Option<Box<dyn Query>>> {
-    let terms = analyze(text);
-    if terms.is_empty() {
+    let en_terms = analyze(text);
+    let zh_terms = if contains_cjk(text) {
+        analyze_zh(text)
+    } else {
+        Vec::new()
+    };
+    if en_terms.is_empty() && zh_terms.is_empty() {
         return Ok(None);
     }
-    let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
-    for t in &terms {
-        should.push((
-            Occur::Should,
-            Box::new(TermQuery::new(
-                Term::from_field_text(s.text, t),
-                IndexRecordOption::WithFreqs,
-            )),
-        ));
-        should.push((
-            Occur::Should,
-            Box::new(BoostQuery::new(
-                Box::new(TermQuery::new(
-                    Term::from_field_text(s.title, t),
-                    IndexRecordOption::WithFreqs,
-                )),
-                TITLE_BOOST,
-            )),
-        ));
-    }
+    let mut should: Vec<(Occur, Box<dyn Query>)> =
+        Vec::with_capacity((en_terms.len() + zh_terms.len()) * 2);
+    push_term_clauses(&mut should, &en_terms, s.text, s.title);
+    push_term_clauses(&mut should, &zh_terms, s.text_zh, s.title_zh);
     let mut must: Vec<(Occur, Box<dyn Query>)> =
         vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
     must.extend(
@@ -135,4 +149,33 @@ pub(crate) fn bm25_query(
             .map(|q| (Occur::Must, q)),
     );
     Ok(Some(Box::new(BooleanQuery::new(must))))
+}
+
+/// One SHOULD clause per term over `text_field`, and one boosted by [`TITLE_BOOST`] over
+/// `title_field`.
+fn push_term_clauses(
+    should: &mut Vec<(Occur, Box<dyn Query>)>,
+    terms: &[String],
+    text_field: Field,
+    title_field: Field,
+) {
+    for t in terms {
+        should.push((
+            Occur::Should,
+            Box::new(TermQuery::new(
+                Term::from_field_text(text_field, t),
+                IndexRecordOption::WithFreqs,
+            )),
+        ));
+        should.push((
+            Occur::Should,
+            Box::new(BoostQuery::new(
+                Box::new(TermQuery::new(
+                    Term::from_field_text(title_field, t),
+                    IndexRecordOption::WithFreqs,
+                )),
+                TITLE_BOOST,
+            )),
+        ));
+    }
 }

@@ -3,7 +3,7 @@
 
 use freshet_operators::chunk::Chunk;
 use tantivy::collector::{DocSetCollector, TopDocs};
-use tantivy::query::TermQuery;
+use tantivy::query::{TermQuery, TermSetQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{Index, Searcher, TantivyDocument, TantivyError, Term};
 
@@ -34,6 +34,42 @@ pub(crate) fn get(searcher: &Searcher, s: &ChunkSchema, chunk_id: &str) -> Resul
         Some((_, addr)) => Ok(Some(s.to_chunk(&searcher.doc::<TantivyDocument>(*addr)?)?)),
         None => Ok(None),
     }
+}
+
+/// The chunks with these ids that exist, in no particular order.
+pub(crate) fn get_many(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    chunk_ids: &[String],
+) -> Result<Vec<Chunk>> {
+    if chunk_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let terms: Vec<Term> = chunk_ids
+        .iter()
+        .map(|id| Term::from_field_text(s.chunk_id, id))
+        .collect();
+    let q = TermSetQuery::new(terms);
+    let addrs = searcher.search(&q, &DocSetCollector)?;
+    addrs
+        .into_iter()
+        .map(|a| s.to_chunk(&searcher.doc::<TantivyDocument>(a)?))
+        .collect()
+}
+
+/// Distinct `source` values of the visible chunks, sorted.
+pub(crate) fn sources(searcher: &Searcher, s: &ChunkSchema) -> Result<Vec<String>> {
+    let mut out = std::collections::BTreeSet::new();
+    for seg in searcher.segment_readers() {
+        let inverted = seg.inverted_index(s.source)?;
+        let mut stream = inverted.terms().stream().map_err(TantivyError::from)?;
+        while stream.advance() {
+            if let Ok(v) = std::str::from_utf8(stream.key()) {
+                out.insert(v.to_owned());
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
 }
 
 pub(crate) fn chunks_of_doc(

@@ -31,8 +31,19 @@ impl std::fmt::Debug for ChunkIndexReader {
 }
 
 impl ChunkIndexReader {
-    /// Opens an existing index; never creates or locks anything.
+    /// Opens an existing index; never creates or locks anything. New commits become visible
+    /// shortly after they land (tantivy watches `meta.json`).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, ReloadPolicy::OnCommitWithDelay)
+    }
+
+    /// Like [`ChunkIndexReader::open`], but new commits become visible only when
+    /// [`ChunkIndexReader::reload`] is called (for a caller that polls on its own schedule).
+    pub fn open_manual(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, ReloadPolicy::Manual)
+    }
+
+    fn open_with(path: impl AsRef<Path>, policy: ReloadPolicy) -> Result<Self> {
         let path = path.as_ref().to_owned();
         if !path.is_dir() {
             return Err(Error::NotFound(path));
@@ -45,10 +56,7 @@ impl ChunkIndexReader {
         let schema = ChunkSchema::new();
         schema.check_existing(&path, &index)?;
         ChunkSchema::register_analyzer(&index);
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::OnCommitWithDelay)
-            .try_into()?;
+        let reader = index.reader_builder().reload_policy(policy).try_into()?;
         Ok(ChunkIndexReader {
             path,
             index,
@@ -74,6 +82,17 @@ impl ChunkIndexReader {
         filter: &ChunkFilter,
     ) -> Result<Vec<(f32, Chunk)>> {
         read::search_bm25(&self.reader.searcher(), &self.schema, query, k, filter)
+    }
+
+    /// The chunks with these ids that exist (missing ids are skipped), in no particular order.
+    pub fn get_many(&self, chunk_ids: &[String]) -> Result<Vec<Chunk>> {
+        read::get_many(&self.reader.searcher(), &self.schema, chunk_ids)
+    }
+
+    /// Distinct document sources in the index, sorted (a deleted document's source can linger
+    /// until its segment merges; filtering by it then matches nothing).
+    pub fn sources(&self) -> Result<Vec<String>> {
+        read::sources(&self.reader.searcher(), &self.schema)
     }
 
     /// The chunks of a document, sorted by kind (leaf before parent), then index.

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_tantivy::{
-    analyze, ChunkFilter, ChunkIndexReader, ChunkIndexWriter, CommitPayload, Error, SCHEMA_VERSION,
+    analyze, analyze_zh, contains_cjk, ChunkFilter, ChunkIndexReader, ChunkIndexWriter,
+    ChunkSchema, CommitPayload, Error, SCHEMA_VERSION,
 };
 
 const HEAP: usize = 50_000_000;
@@ -283,6 +284,17 @@ fn opening_errors() {
     let msg = ChunkIndexReader::open(dir.path()).unwrap_err().to_string();
     assert!(msg.contains("schema version"), "{msg}");
 
+    // An index of the layout before the Chinese fields (version 1) is refused too.
+    std::fs::write(
+        dir.path().join("freshet_schema.json"),
+        r#"{"schema_version":1,"analyzer":"freshet_en"}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        ChunkIndexReader::open(dir.path()),
+        Err(Error::SchemaVersionMismatch { found: 1, .. })
+    ));
+
     // No version file at all.
     std::fs::remove_file(dir.path().join("freshet_schema.json")).unwrap();
     assert!(matches!(
@@ -389,6 +401,12 @@ fn metadata_doc_and_kind_filters() {
         ["de"]
     );
     assert_eq!(q(f().metadata_eq("dotted.key", r#""v""#)), ["en"]);
+    assert_eq!(
+        q(f().metadata_in("lang", [r#""en""#, r#""de""#, r#""zz""#])),
+        ["de", "en"]
+    );
+    assert_eq!(q(f().metadata_in("year", ["2021", "1999"])), ["de"]);
+    assert!(q(f().metadata_in("lang", Vec::<String>::new())).is_empty());
     assert!(q(f().metadata_eq("missing", r#""en""#)).is_empty());
     assert!(matches!(
         r.search_bm25("shared", 10, &f().metadata_eq("lang", "en")),
@@ -444,6 +462,15 @@ fn hostile_queries_never_error() {
         "\0\u{1}\u{ffff}",
         "🎉🎉🎉",
         "東京都の天気",
+        "\"",
+        "*:*",
+        "[1 TO 2]",
+        "。，",
+        "。",
+        "（）【】《》、",
+        "北京 AND (大学",
+        "text_zh:北京",
+        &"長".repeat(10_000),
         &"x".repeat(100_000),
         &"word ".repeat(5_000),
     ];
@@ -462,10 +489,14 @@ fn hostile_queries_never_error() {
             .unwrap())[0],
         "t"
     );
-    assert!(r
-        .search_bm25("AND OR NOT", 5, &ChunkFilter::none())
-        .unwrap()
-        .is_empty());
+    for no_terms in ["AND OR NOT", "。，", "\"", "*:*"] {
+        assert!(
+            r.search_bm25(no_terms, 5, &ChunkFilter::none())
+                .unwrap()
+                .is_empty(),
+            "{no_terms:?}"
+        );
+    }
     assert_eq!(
         ids(&r
             .search_bm25("\"unbalanced", 5, &ChunkFilter::none())
@@ -551,6 +582,127 @@ fn cjk_and_odd_text_do_not_crash() {
     );
     r.search_bm25("東京都は日本の首都です", 10, &ChunkFilter::none())
         .unwrap();
+}
+
+#[test]
+fn zh_analyzer_segments_words() {
+    // jieba search mode: dictionary words plus the dictionary words inside longer ones.
+    let terms = analyze_zh("我们在北京大学学习自然语言处理");
+    for t in [
+        "我们",
+        "北京",
+        "大学",
+        "北京大学",
+        "学习",
+        "自然语言",
+        "自然",
+        "语言",
+        "处理",
+    ] {
+        assert!(terms.iter().any(|x| x == t), "{t} missing from {terms:?}");
+    }
+    assert!(!terms.iter().any(|x| x == "我们在北京大学学习自然语言处理"));
+    // Latin words are lowercased, punctuation and whitespace dropped.
+    assert_eq!(analyze_zh("BERT 模型"), ["bert", "模型"]);
+    assert_eq!(analyze_zh("BERT模型，训练。"), ["bert", "模型", "训练"]);
+    assert!(analyze_zh("。，  ！？（）\t\n").is_empty());
+    assert!(analyze_zh("").is_empty());
+    assert!(contains_cjk("BERT 模型"));
+    assert!(contains_cjk("タワー"));
+    assert!(!contains_cjk("plain English, naïve café — 한국어 。，"));
+
+    // Only fields containing CJK get a Chinese copy: English-only chunks pay nothing.
+    let s = ChunkSchema::new();
+    let en = chunk("en", "d", 0, "English only");
+    let d = s.to_document(&en);
+    assert!(d.get_first(s.text_zh).is_none() && d.get_first(s.title_zh).is_none());
+    let mut zh = chunk("zh", "d", 0, "中文正文");
+    let d = s.to_document(&zh);
+    assert!(d.get_first(s.text_zh).is_some() && d.get_first(s.title_zh).is_none());
+    zh.title = "中文标题".into();
+    assert!(s.to_document(&zh).get_first(s.title_zh).is_some());
+}
+
+#[test]
+fn chinese_english_and_mixed_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ChunkIndexWriter::open_or_create(dir.path(), HEAP).unwrap();
+    let zh = chunk(
+        "zh",
+        "d-zh",
+        0,
+        "我们在北京大学学习自然语言处理。自然语言处理是人工智能的一个重要方向。",
+    );
+    let en = chunk("en", "d-en", 0, "She runs BERT every morning on a laptop");
+    let mixed = chunk("mixed", "d-mixed", 0, "BERT 模型在文本分类任务上表现很好");
+    let mut zh_title = chunk("zh_title", "d-t", 0, "An English body about translation");
+    zh_title.title = "机器翻译综述".into();
+    w.apply(
+        &[zh.clone(), en.clone(), mixed.clone(), zh_title.clone()],
+        &[],
+    )
+    .unwrap();
+    w.commit(&payload(1, 1)).unwrap();
+    let r = ChunkIndexReader::open(dir.path()).unwrap();
+    let none = ChunkFilter::none();
+    let search = |q: &str| r.search_bm25(q, 10, &none).unwrap();
+
+    // Chinese query: the Chinese chunk first, with a positive score; never the English one.
+    let hits = search("自然语言处理");
+    assert_eq!(ids(&hits)[0], "zh");
+    assert!(hits[0].0 > 0.0);
+    assert!(!ids(&hits).contains(&"en"), "{:?}", ids(&hits));
+    let hits = search("北京的大学");
+    assert_eq!(ids(&hits), ["zh"]);
+    assert!(hits[0].0 > 0.0);
+
+    // A query sharing only one Chinese word with the index finds only the chunk holding it.
+    assert_eq!(ids(&search("模型")), ["mixed"]);
+    assert_eq!(ids(&search("训练模型")), ["mixed"]);
+    assert_eq!(ids(&search("文本分类")), ["mixed"]);
+
+    // English still goes through the stemming analyzer.
+    assert_eq!(ids(&search("running")), ["en"]);
+    assert_eq!(ids(&search("laptops")), ["en"]);
+
+    // A mixed query works on both sides: the chunk matching both parts first.
+    let hits = search("BERT 模型");
+    assert_eq!(ids(&hits), ["mixed", "en"]);
+    assert!(hits[1].0 > 0.0);
+
+    // A Chinese word only in the title is found through title_zh.
+    assert_eq!(ids(&search("机器翻译")), ["zh_title"]);
+
+    // Filters still apply to Chinese queries.
+    assert!(r
+        .search_bm25("模型", 10, &ChunkFilter::none().doc_ids(["d-zh"]))
+        .unwrap()
+        .is_empty());
+
+    // The _zh fields are not stored: chunks round-trip exactly.
+    for c in [zh, en, mixed, zh_title] {
+        assert_eq!(r.get(&c.chunk_id).unwrap(), Some(c));
+    }
+
+    // Hostile input against an index with Chinese fields filled.
+    for q in [
+        "alpha (+)- thalassemia",
+        "\"",
+        "\\",
+        "。，",
+        "，",
+        "AND OR NOT",
+        "*:*",
+        "[1 TO 2]",
+        "自然语言处理 AND (NOT",
+        "text_zh:模型",
+        "模型~2 ^3",
+    ] {
+        let res = r.search_bm25(q, 5, &none);
+        assert!(res.is_ok(), "query {q:?} failed: {res:?}");
+    }
+    assert!(search("。，").is_empty());
+    assert_eq!(ids(&search("模型~2 ^3")), ["mixed"]);
 }
 
 #[test]
