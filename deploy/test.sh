@@ -25,6 +25,7 @@ trap '"$here/stop-all.sh" || true' EXIT
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"
 export FRESHET_MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2"
+export FRESHET_PYTHON="$FRESHET_HOME/venv/bin/python"
 
 shift_args=()
 if [[ "${1:-}" == "--" ]]; then shift; shift_args=("$@"); fi

@@ -27,6 +27,8 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     pub milvus: MilvusConfig,
     pub tantivy: TantivyConfig,
+    /// The query node's settings (`freshet-query` reads them from the same file); not read here.
+    pub query: toml::Table,
     pub metrics: MetricsConfig,
 }
 
@@ -117,16 +119,8 @@ impl Config {
     }
 
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
-        let mut table = match path {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read config file {}", p.display()))?;
-                text.parse::<toml::Table>()
-                    .with_context(|| format!("config file {} is not valid TOML", p.display()))?
-            }
-            None => toml::Table::new(),
-        };
-        apply_env(&mut table, env)?;
+        let mut table = read_table(path)?;
+        apply_env(&mut table, env, &known_keys()?)?;
         let config: Config = toml::Value::Table(table)
             .try_into()
             .context("invalid configuration (file or FRESHET_* environment)")?;
@@ -160,21 +154,36 @@ impl Config {
 }
 
 /// Settings that default to "unset" and so do not appear in the serialized defaults.
-const OPTIONAL_KEYS: &[(&str, &str)] = &[
+pub const OPTIONAL_KEYS: &[(&str, &str)] = &[
     ("embedding", "model_id"),
     ("embedding", "ort_dylib_path"),
     ("embedding", "threads"),
     ("milvus", "token"),
 ];
 
+/// The config file as a table (empty without a file).
+pub fn read_table(path: Option<&Path>) -> Result<toml::Table> {
+    match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read config file {}", p.display()))?;
+            text.parse::<toml::Table>()
+                .with_context(|| format!("config file {} is not valid TOML", p.display()))
+        }
+        None => Ok(toml::Table::new()),
+    }
+}
+
+/// The keys of a config section, read off its serialized defaults.
+pub fn keys<T: Serialize>(value: &T) -> Result<BTreeSet<String>> {
+    match toml::Value::try_from(value)? {
+        toml::Value::Table(t) => Ok(t.keys().cloned().collect()),
+        _ => bail!("a config section did not serialize to a table"),
+    }
+}
+
 /// The keys each section accepts, read off the serialized defaults.
 fn known_keys() -> Result<BTreeMap<&'static str, BTreeSet<String>>> {
-    fn keys<T: Serialize>(value: &T) -> Result<BTreeSet<String>> {
-        match toml::Value::try_from(value)? {
-            toml::Value::Table(t) => Ok(t.keys().cloned().collect()),
-            _ => bail!("a config section did not serialize to a table"),
-        }
-    }
     let d = Config::default();
     let mut out = BTreeMap::from([
         ("pipeline", keys(&d.pipeline)?),
@@ -194,10 +203,14 @@ fn known_keys() -> Result<BTreeMap<&'static str, BTreeSet<String>>> {
     Ok(out)
 }
 
-/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table`. Variables that name no setting
-/// (such as the deploy scripts' `FRESHET_KAFKA_PORT`) are left alone.
-fn apply_env(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
-    let known = known_keys()?;
+/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table` for the keys in `known`.
+/// Variables that name no setting (such as the deploy scripts' `FRESHET_KAFKA_PORT`) are left
+/// alone. Shared by both binaries, so one environment configures both.
+pub fn apply_env(
+    table: &mut toml::Table,
+    env: &[(String, String)],
+    known: &BTreeMap<&'static str, BTreeSet<String>>,
+) -> Result<()> {
     for (name, raw) in env {
         let Some(rest) = name.strip_prefix("FRESHET_") else {
             continue;

@@ -16,6 +16,8 @@ use freshet_operators::envelope::{decode, DecodeLimits};
 use freshet_operators::prepare::prepare;
 use freshet_tantivy::ChunkIndexReader;
 
+pub mod query;
+
 /// Required environment, set by `deploy/test.sh`.
 pub fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -50,7 +52,7 @@ fn unique(name: &str) -> String {
     format!("{name}_{}_{}", std::process::id(), nanos % 1_000_000_000)
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

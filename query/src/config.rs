@@ -1,0 +1,341 @@
+//! Query node configuration: the `[query]` section of the same TOML file the pipeline reads
+//! (`deploy/freshet.toml`), plus the shared `[tantivy]`, `[milvus]` and `[embedding]` sections,
+//! so one file and one environment configure both binaries. `FRESHET_<SECTION>_<KEY>`
+//! environment variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use freshet_embedding::EmbeddingConfig;
+use freshet_milvus::MilvusConfig;
+use freshet_pipeline::config::{apply_env, keys, read_table, TantivyConfig, OPTIONAL_KEYS};
+
+use crate::fusion::FusionMethod;
+
+/// Everything the query node reads. The pipeline-only sections are accepted and ignored.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub query: QueryConfig,
+    pub tantivy: TantivyConfig,
+    pub milvus: MilvusConfig,
+    pub embedding: EmbeddingConfig,
+    // Read by the pipeline only.
+    pipeline: toml::Table,
+    limits: toml::Table,
+    kafka: toml::Table,
+    chunking: toml::Table,
+    metrics: toml::Table,
+}
+
+/// Which backend reranks, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankBackend {
+    /// No reranker: requests asking for rerank get a 400.
+    None,
+    /// A local ONNX cross-encoder in `rerank_model_dir` (fastembed `TextRerank`).
+    Local,
+    /// A remote HTTP `/rerank` API at `rerank_url`.
+    Remote,
+}
+
+/// Request/response shape of a remote rerank API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankApi {
+    /// Hugging Face text-embeddings-inference: `{"query","texts"}` → `[{"index","score"}]`.
+    Tei,
+    /// Cohere / Jina: `{"model","query","documents","top_n"}` →
+    /// `{"results":[{"index","relevance_score"}]}`.
+    Cohere,
+}
+
+/// Milvus read consistency of the vector route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consistency {
+    /// Waits until Milvus has applied every write issued before the search (freshest, slower).
+    Strong,
+    /// Milvus' default: may lag writes by a little (its time tick), no waiting.
+    Bounded,
+    /// No guarantee at all.
+    Eventually,
+}
+
+impl Consistency {
+    pub fn level(self) -> freshet_milvus::ConsistencyLevel {
+        match self {
+            Consistency::Strong => freshet_milvus::ConsistencyLevel::Strong,
+            Consistency::Bounded => freshet_milvus::ConsistencyLevel::Bounded,
+            Consistency::Eventually => freshet_milvus::ConsistencyLevel::Eventually,
+        }
+    }
+}
+
+/// The `[query]` section. Per-request options are clamped to the `max_*` limits here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueryConfig {
+    /// `host:port` of the HTTP API.
+    pub listen: String,
+    /// Keys accepted on `/v1` routes (`Authorization: Bearer <key>` or `X-API-Key: <key>`).
+    /// Empty: no authentication.
+    pub api_keys: Vec<String>,
+    /// Largest request body accepted (bytes).
+    pub max_body_bytes: usize,
+    /// Longest query accepted (characters).
+    pub max_query_chars: usize,
+    /// Results returned when a request does not say (`k`), and the most it may ask for.
+    pub default_k: usize,
+    pub max_k: usize,
+    /// Candidates per route (BM25 / vector) by default, and the most a request may ask for.
+    pub route_top_k: usize,
+    pub max_route_top_k: usize,
+    /// Default fusion: `rrf` or `weighted`, with its parameters.
+    pub fusion: FusionMethod,
+    pub rrf_k: f32,
+    pub bm25_weight: f32,
+    pub vector_weight: f32,
+    /// Reranking: backend, model/endpoint, how many fused candidates it rescores by default.
+    pub rerank_backend: RerankBackend,
+    pub rerank_model_dir: PathBuf,
+    pub rerank_url: String,
+    pub rerank_api: RerankApi,
+    /// Sent as `model` to Cohere-style APIs (ignored by TEI).
+    pub rerank_model: String,
+    /// Sent as `Authorization: Bearer` to the remote API; empty: none.
+    pub rerank_api_key: String,
+    pub rerank_candidates: usize,
+    pub max_rerank_candidates: usize,
+    pub rerank_timeout_ms: u64,
+    /// Rerank every request unless it says `"rerank": false`.
+    pub rerank_by_default: bool,
+    /// Context expansion defaults: results expanded, neighbours on each side, and the largest
+    /// window a request may ask for.
+    pub expand_top_m: usize,
+    pub expand_window: usize,
+    pub max_expand_window: usize,
+    /// Context packing: the largest token budget a request may ask for.
+    pub max_pack_tokens: usize,
+    /// Milvus read consistency of the vector route.
+    pub milvus_consistency: Consistency,
+    /// How often the node checks for a new tantivy commit (milliseconds).
+    pub reload_interval_ms: u64,
+    /// Query embedding models kept loaded (concurrent query embeddings), threads each.
+    pub embedder_instances: usize,
+    pub embedder_threads: usize,
+    /// A request taking longer than this gets a 503.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig {
+            listen: "127.0.0.1:8080".into(),
+            api_keys: Vec::new(),
+            max_body_bytes: 64 * 1024,
+            max_query_chars: 4096,
+            default_k: 10,
+            max_k: 100,
+            route_top_k: 50,
+            max_route_top_k: 1000,
+            fusion: FusionMethod::Rrf,
+            rrf_k: 60.0,
+            bm25_weight: 0.5,
+            vector_weight: 0.5,
+            rerank_backend: RerankBackend::None,
+            rerank_model_dir: PathBuf::new(),
+            rerank_url: String::new(),
+            rerank_api: RerankApi::Tei,
+            rerank_model: String::new(),
+            rerank_api_key: String::new(),
+            rerank_candidates: 30,
+            max_rerank_candidates: 100,
+            rerank_timeout_ms: 5000,
+            rerank_by_default: false,
+            expand_top_m: 5,
+            expand_window: 1,
+            max_expand_window: 2,
+            max_pack_tokens: 32_768,
+            milvus_consistency: Consistency::Bounded,
+            reload_interval_ms: 20,
+            embedder_instances: 2,
+            embedder_threads: 1,
+            request_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path` (if any), applies the process environment, validates.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Self::load_with_env(path, &env)
+    }
+
+    pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
+        let mut table = read_table(path)?;
+        let d = Config::default();
+        let mut known = BTreeMap::from([
+            ("query", keys(&d.query)?),
+            ("tantivy", keys(&d.tantivy)?),
+            ("milvus", keys(&d.milvus)?),
+            ("embedding", keys(&d.embedding)?),
+        ]);
+        for (section, key) in OPTIONAL_KEYS {
+            if let Some(set) = known.get_mut(section) {
+                set.insert(key.to_string());
+            }
+        }
+        apply_env(&mut table, env, &known)?;
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .context("invalid configuration (file or FRESHET_* environment)")?;
+        config.query.validate()?;
+        Ok(config)
+    }
+}
+
+impl QueryConfig {
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("max_body_bytes", self.max_body_bytes),
+            ("max_query_chars", self.max_query_chars),
+            ("default_k", self.default_k),
+            ("max_k", self.max_k),
+            ("route_top_k", self.route_top_k),
+            ("max_route_top_k", self.max_route_top_k),
+            ("rerank_candidates", self.rerank_candidates),
+            ("max_rerank_candidates", self.max_rerank_candidates),
+            ("embedder_instances", self.embedder_instances),
+            ("embedder_threads", self.embedder_threads),
+            ("max_pack_tokens", self.max_pack_tokens),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                bail!("query.{name} must be at least 1");
+            }
+        }
+        if self.default_k > self.max_k {
+            bail!(
+                "query.default_k ({}) exceeds query.max_k ({})",
+                self.default_k,
+                self.max_k
+            );
+        }
+        if self.route_top_k > self.max_route_top_k {
+            bail!("query.route_top_k exceeds query.max_route_top_k");
+        }
+        if self.max_route_top_k > freshet_milvus::MAX_QUERY_WINDOW {
+            bail!(
+                "query.max_route_top_k must be at most {} (Milvus' limit)",
+                freshet_milvus::MAX_QUERY_WINDOW
+            );
+        }
+        if self.rerank_candidates > self.max_rerank_candidates {
+            bail!("query.rerank_candidates exceeds query.max_rerank_candidates");
+        }
+        if self.expand_window > self.max_expand_window {
+            bail!("query.expand_window exceeds query.max_expand_window");
+        }
+        if !(self.rrf_k.is_finite() && self.rrf_k >= 0.0) {
+            bail!("query.rrf_k must be a finite number ≥ 0");
+        }
+        for (name, w) in [
+            ("bm25_weight", self.bm25_weight),
+            ("vector_weight", self.vector_weight),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                bail!("query.{name} must be a finite number ≥ 0");
+            }
+        }
+        match self.rerank_backend {
+            RerankBackend::Local if self.rerank_model_dir.as_os_str().is_empty() => {
+                bail!("query.rerank_backend = \"local\" needs query.rerank_model_dir")
+            }
+            RerankBackend::Remote if self.rerank_url.is_empty() => {
+                bail!("query.rerank_backend = \"remote\" needs query.rerank_url")
+            }
+            _ => {}
+        }
+        if self.api_keys.iter().any(|k| k.trim().is_empty()) {
+            bail!("query.api_keys must not contain empty keys");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_need_no_file() {
+        let c = Config::load_with_env(None, &[]).unwrap();
+        assert_eq!(c.query.listen, "127.0.0.1:8080");
+        assert_eq!(c.query.route_top_k, 50);
+        assert_eq!(c.query.rrf_k, 60.0);
+        assert_eq!(c.milvus.collection, MilvusConfig::default().collection);
+    }
+
+    #[test]
+    fn the_pipeline_file_is_accepted_and_env_overrides_it() {
+        let file = std::env::temp_dir().join(format!("freshet-q-{}.toml", std::process::id()));
+        std::fs::write(
+            &file,
+            "[pipeline]\nworkers = 3\n[kafka]\ntopic = \"t\"\n[query]\nlisten = \"127.0.0.1:1\"\n\
+             rerank_backend = \"remote\"\nrerank_url = \"http://x/rerank\"\n",
+        )
+        .unwrap();
+        let c = Config::load_with_env(
+            Some(&file),
+            &env(&[
+                ("FRESHET_QUERY_LISTEN", "127.0.0.1:2"),
+                ("FRESHET_QUERY_API_KEYS", r#"["k1"]"#),
+                ("FRESHET_MILVUS_COLLECTION", "c2"),
+                ("FRESHET_QUERY_PORT", "9"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.query.listen, "127.0.0.1:2");
+        assert_eq!(c.query.api_keys, vec!["k1".to_string()]);
+        assert_eq!(c.query.rerank_backend, RerankBackend::Remote);
+        assert_eq!(c.milvus.collection, "c2");
+    }
+
+    #[test]
+    fn the_documented_file_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+        let c = Config::load_with_env(Some(&path), &[]).unwrap();
+        assert_eq!(c.query, QueryConfig::default());
+        let documented = read_table(Some(&path)).unwrap()["query"]
+            .as_table()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(documented, keys(&QueryConfig::default()).unwrap());
+    }
+
+    #[test]
+    fn bad_settings_are_clear_errors() {
+        let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_MAX_K", "0")])).unwrap_err();
+        assert!(format!("{e:#}").contains("query.max_k"), "{e:#}");
+        let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_RERANK_BACKEND", "local")]))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("rerank_model_dir"), "{e:#}");
+        let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_FUSION", "max")])).unwrap_err();
+        assert!(format!("{e:#}").contains("fusion"), "{e:#}");
+    }
+}

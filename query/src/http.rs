@@ -1,0 +1,278 @@
+//! The HTTP API: routes, API-key check, body limit, and the mapping of every failure to a JSON
+//! error (4xx for the caller's mistakes, 503 for an unavailable dependency). See `openapi.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::pathway;
+use crate::request;
+use crate::retrieve::{Engine, RetrieveError};
+
+/// A JSON error answer.
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    fn outcome(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+impl From<RetrieveError> for ApiError {
+    fn from(e: RetrieveError) -> Self {
+        match e {
+            RetrieveError::BadRequest(m) => ApiError::bad_request(m),
+            RetrieveError::Unavailable(m) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m)
+            }
+            RetrieveError::Internal(m) => {
+                tracing::error!(error = %m, "retrieve failed");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m)
+            }
+        }
+    }
+}
+
+/// The router of the query node.
+pub fn router(engine: Arc<Engine>) -> Router {
+    let limit = engine.config.query.max_body_bytes;
+    Router::new()
+        .route("/v1/retrieve", post(retrieve))
+        .route("/pathway/v1/retrieve", post(pathway_retrieve))
+        .route(
+            "/pathway/v1/statistics",
+            post(pathway_statistics).get(pathway_statistics),
+        )
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(engine)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; see /openapi.json",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route; see /openapi.json",
+    )
+}
+
+/// Checks the API key when keys are configured (constant-time comparison).
+fn authorize(engine: &Engine, headers: &HeaderMap) -> Result<(), ApiError> {
+    let keys = &engine.config.query.api_keys;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
+    match given {
+        Some(g)
+            if keys
+                .iter()
+                .any(|k| constant_time_eq(k.as_bytes(), g.trim().as_bytes())) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "invalid API key",
+        )),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`",
+        )),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("request body over {limit} bytes"),
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {e}"))
+        }
+    })
+}
+
+async fn run_with_timeout<T>(
+    engine: &Engine,
+    fut: impl std::future::Future<Output = Result<T, RetrieveError>>,
+) -> Result<T, ApiError> {
+    let limit = Duration::from_millis(engine.config.query.request_timeout_ms);
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(ApiError::from),
+        Err(_) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!("retrieval took longer than {} ms", limit.as_millis()),
+        )),
+    }
+}
+
+async fn retrieve(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let mut mode = "unknown";
+    let result = async {
+        authorize(&engine, &headers)?;
+        let body = body_bytes(body, engine.config.query.max_body_bytes)?;
+        let plan = request::parse(&body)
+            .and_then(|r| r.plan(&engine.config.query, engine.reranker.is_some()))
+            .map_err(|e| ApiError::bad_request(e.0))?;
+        mode = plan.mode.as_str();
+        run_with_timeout(&engine, engine.retrieve(plan)).await
+    }
+    .await;
+    match result {
+        Ok(r) => {
+            engine.metrics.request("retrieve", mode, "ok");
+            Json(r).into_response()
+        }
+        Err(e) => {
+            engine.metrics.request("retrieve", mode, e.outcome());
+            e.into_response()
+        }
+    }
+}
+
+async fn pathway_retrieve(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = async {
+        authorize(&engine, &headers)?;
+        let body = body_bytes(body, engine.config.query.max_body_bytes)?;
+        let req = pathway::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
+        let plan = pathway::plan(req, &engine)
+            .await
+            .map_err(|e| ApiError::bad_request(e.0))?;
+        let r = run_with_timeout(&engine, engine.retrieve(plan)).await?;
+        Ok::<_, ApiError>(pathway::answer(r))
+    }
+    .await;
+    match result {
+        Ok(v) => {
+            engine.metrics.request("pathway_retrieve", "hybrid", "ok");
+            Json(v).into_response()
+        }
+        Err(e) => {
+            engine
+                .metrics
+                .request("pathway_retrieve", "hybrid", e.outcome());
+            e.into_response()
+        }
+    }
+}
+
+async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&engine, &headers) {
+        return e.into_response();
+    }
+    let f = engine.indexes.freshness();
+    let count = engine.indexes.tantivy().map(|r| r.count()).unwrap_or(0);
+    Json(json!({
+        "file_count": count,
+        "last_modified": f.committed_at_ms / 1000,
+        "last_indexed": f.visible_at_ms / 1000,
+    }))
+    .into_response()
+}
+
+async fn healthz() -> Response {
+    Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
+    let s = engine.indexes.status();
+    let f = engine.indexes.freshness();
+    let ready = s.tantivy.is_none() && s.milvus.is_none();
+    let body = Json(json!({
+        "ready": ready,
+        "tantivy": s.tantivy.clone().unwrap_or_else(|| "ok".into()),
+        "milvus": s.milvus.clone().unwrap_or_else(|| "ok".into()),
+        "index": {"epoch": f.epoch, "committed_at_ms": f.committed_at_ms},
+    }));
+    if ready {
+        (StatusCode::OK, body).into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
+}
+
+async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        engine.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Response {
+    Json(crate::openapi::document()).into_response()
+}

@@ -1,0 +1,243 @@
+//! The node's view of the two indexes and the query model: a tantivy reader that picks up every
+//! pipeline commit (polled every `reload_interval_ms`), a Milvus connection (re-established in
+//! the background while Milvus is down), and a small pool of query embedders.
+
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use freshet_embedding::FastEmbedder;
+use freshet_milvus::{MilvusConfig, MilvusSink};
+use freshet_operators::embed::Embedder;
+use freshet_tantivy::{now_ms, ChunkIndexReader};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// The newest pipeline commit this node serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Freshness {
+    pub epoch: u64,
+    /// When the pipeline committed it (Unix ms).
+    pub committed_at_ms: u64,
+    /// When this node made it searchable (Unix ms).
+    pub visible_at_ms: u64,
+}
+
+/// Query embedders shared by request handlers (each call takes one).
+pub struct EmbedderPool {
+    free: Mutex<Vec<FastEmbedder>>,
+    available: Condvar,
+    dim: usize,
+    model_id: String,
+}
+
+impl EmbedderPool {
+    pub fn load(cfg: &Config) -> Result<EmbedderPool> {
+        let mut ecfg = cfg.embedding.clone();
+        ecfg.threads = Some(cfg.query.embedder_threads);
+        let mut free = Vec::with_capacity(cfg.query.embedder_instances);
+        for _ in 0..cfg.query.embedder_instances {
+            free.push(FastEmbedder::load(&ecfg).context("loading the query embedding model")?);
+        }
+        let dim = free[0].dim();
+        let model_id = free[0].model_id().to_owned();
+        Ok(EmbedderPool {
+            free: Mutex::new(free),
+            available: Condvar::new(),
+            dim,
+            model_id,
+        })
+    }
+
+    /// Embeds a query (blocking; call from a blocking thread).
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let mut free = self
+            .free
+            .lock()
+            .map_err(|_| anyhow!("embedder pool poisoned"))?;
+        while free.is_empty() {
+            free = self
+                .available
+                .wait(free)
+                .map_err(|_| anyhow!("embedder pool poisoned"))?;
+        }
+        let mut model = free.pop().expect("non-empty");
+        drop(free);
+        let out = model.embed_query(text).map_err(|e| anyhow!("{e}"));
+        if let Ok(mut free) = self.free.lock() {
+            free.push(model);
+        }
+        self.available.notify_one();
+        out
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+}
+
+/// Why an index cannot be used right now (for `/readyz` and 503 answers).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Status {
+    pub tantivy: Option<String>,
+    pub milvus: Option<String>,
+}
+
+/// Both indexes, kept current by background tasks.
+pub struct Indexes {
+    tantivy: RwLock<Option<Arc<ChunkIndexReader>>>,
+    milvus: RwLock<Option<Arc<MilvusSink>>>,
+    freshness: RwLock<Freshness>,
+    status: RwLock<Status>,
+    metrics: Metrics,
+}
+
+impl Indexes {
+    pub fn new(metrics: Metrics) -> Arc<Indexes> {
+        Arc::new(Indexes {
+            tantivy: RwLock::new(None),
+            milvus: RwLock::new(None),
+            freshness: RwLock::new(Freshness::default()),
+            status: RwLock::new(Status {
+                tantivy: Some("not opened yet".into()),
+                milvus: Some("not connected yet".into()),
+            }),
+            metrics,
+        })
+    }
+
+    pub fn tantivy(&self) -> Option<Arc<ChunkIndexReader>> {
+        self.tantivy.read().ok().and_then(|g| g.clone())
+    }
+    pub fn milvus(&self) -> Option<Arc<MilvusSink>> {
+        self.milvus.read().ok().and_then(|g| g.clone())
+    }
+    pub fn freshness(&self) -> Freshness {
+        self.freshness.read().map(|f| *f).unwrap_or_default()
+    }
+    pub fn status(&self) -> Status {
+        self.status.read().map(|s| s.clone()).unwrap_or_default()
+    }
+    fn set_status(&self, f: impl FnOnce(&mut Status)) {
+        if let Ok(mut s) = self.status.write() {
+            f(&mut s);
+            let ready = s.tantivy.is_none() && s.milvus.is_none();
+            self.metrics.ready.set(ready as i64);
+        }
+    }
+    /// Marks Milvus unusable after a failed call (the background task re-checks it).
+    pub fn milvus_failed(&self, reason: String) {
+        self.set_status(|s| s.milvus = Some(reason));
+    }
+
+    /// Polls the tantivy index for new commits (a thread; runs until the process ends).
+    pub fn spawn_tantivy_reloader(self: &Arc<Self>, path: std::path::PathBuf, interval: Duration) {
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("tantivy-reload".into())
+            .spawn(move || loop {
+                me.reload_tick(&path);
+                std::thread::sleep(interval);
+            })
+            .expect("spawning a thread");
+    }
+
+    fn reload_tick(&self, path: &std::path::Path) {
+        let reader = match self.tantivy() {
+            Some(r) => r,
+            None => match ChunkIndexReader::open_manual(path) {
+                Ok(r) => {
+                    let r = Arc::new(r);
+                    if let Ok(mut g) = self.tantivy.write() {
+                        *g = Some(r.clone());
+                    }
+                    tracing::info!(path = %path.display(), "tantivy index opened");
+                    r
+                }
+                Err(e) => {
+                    self.set_status(|s| s.tantivy = Some(format!("tantivy index: {e}")));
+                    return;
+                }
+            },
+        };
+        match reader.last_payload() {
+            Ok(Some(p)) => {
+                let seen = self.freshness();
+                if (p.epoch, p.committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
+                    if let Err(e) = reader.reload() {
+                        self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
+                        return;
+                    }
+                    let now = now_ms();
+                    if let Ok(mut f) = self.freshness.write() {
+                        *f = Freshness {
+                            epoch: p.epoch,
+                            committed_at_ms: p.committed_at_ms,
+                            visible_at_ms: now,
+                        };
+                    }
+                    if seen.committed_at_ms != 0 {
+                        self.metrics
+                            .index_visible_delay
+                            .observe(now.saturating_sub(p.committed_at_ms) as f64 / 1000.0);
+                    }
+                    self.metrics
+                        .index_commit_timestamp
+                        .set(p.committed_at_ms as f64 / 1000.0);
+                    self.metrics.index_epoch.set(p.epoch as i64);
+                    self.metrics.index_chunks.set(reader.count() as i64);
+                }
+                self.metrics
+                    .index_commit_age
+                    .set(now_ms().saturating_sub(p.committed_at_ms) as f64 / 1000.0);
+                self.set_status(|s| s.tantivy = None);
+            }
+            Ok(None) => {
+                self.set_status(|s| s.tantivy = None);
+            }
+            Err(e) => self.set_status(|s| s.tantivy = Some(format!("tantivy metadata: {e}"))),
+        }
+    }
+
+    /// Connects to Milvus and checks the collection, again every few seconds while that fails
+    /// or a search reported an error (a task on the runtime).
+    pub fn spawn_milvus_connector(self: &Arc<Self>, cfg: MilvusConfig) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let healthy = me.status().milvus.is_none();
+                match me.milvus() {
+                    Some(m) if healthy => {
+                        // Cheap liveness probe so /readyz notices an outage without traffic.
+                        if let Err(e) = m.health().await {
+                            me.set_status(|s| s.milvus = Some(format!("milvus: {e}")));
+                        }
+                    }
+                    Some(m) => match m.check_collection().await {
+                        Ok(()) => me.set_status(|s| s.milvus = None),
+                        Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
+                    },
+                    None => match MilvusSink::connect(cfg.clone()).await {
+                        Ok(m) => match m.check_collection().await {
+                            Ok(()) => {
+                                if let Ok(mut g) = me.milvus.write() {
+                                    *g = Some(Arc::new(m));
+                                }
+                                me.set_status(|s| s.milvus = None);
+                                tracing::info!(collection = %cfg.collection, "milvus connected");
+                            }
+                            Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
+                        },
+                        Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
+                    },
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+    }
+}

@@ -1,0 +1,22 @@
+//! The freshet query node: hybrid retrieval over the tantivy index and the Milvus collection the
+//! pipeline maintains, served as JSON over HTTP.
+//!
+//! A request goes `http` (auth, limits, errors) → `request` (validated [`request::Plan`]) →
+//! `retrieve` ([`retrieve::Engine`]: both routes in parallel, filtered inside each search, then
+//! `fusion`, parent-child and expansion in `passage`, `rerank`, `pack`). `indexes` keeps the
+//! node on the newest pipeline commit without restarts; `metrics` (spec: `query/METRICS.md`)
+//! and `openapi` describe it; `pathway` offers a Pathway-compatible endpoint.
+
+pub mod config;
+pub mod fusion;
+pub mod http;
+pub mod indexes;
+pub mod metrics;
+pub mod openapi;
+pub mod pack;
+pub mod passage;
+pub mod pathway;
+pub mod request;
+pub mod rerank;
+pub mod retrieve;
+pub mod server;

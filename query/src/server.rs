@@ -1,0 +1,78 @@
+//! Startup: load the models, open the indexes in the background, serve HTTP until a signal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use freshet_operators::chunk::HfTokenCounter;
+
+use crate::config::Config;
+use crate::indexes::{EmbedderPool, Indexes};
+use crate::metrics::Metrics;
+use crate::rerank::Reranker;
+use crate::retrieve::Engine;
+
+/// Loads what the node needs (fails fast on a missing model or a bad reranker setting) and
+/// starts the background index tasks. Call inside a tokio runtime.
+pub fn engine(config: Config) -> Result<Arc<Engine>> {
+    // Load the Chinese dictionary now rather than on the first Chinese query.
+    std::thread::spawn(freshet_tantivy::preload_zh_dictionary);
+    let metrics = Metrics::new();
+    let embedders = Arc::new(EmbedderPool::load(&config)?);
+    let counter = HfTokenCounter::from_file(config.embedding.model_dir.join("tokenizer.json"))
+        .context("loading the model tokenizer (for context packing)")?;
+    let reranker =
+        Reranker::from_config(&config.query, config.embedding.resolved_ort_dylib_path())?;
+    let indexes = Indexes::new(metrics.clone());
+    indexes.spawn_tantivy_reloader(
+        config.tantivy.path.clone(),
+        Duration::from_millis(config.query.reload_interval_ms.max(1)),
+    );
+    let mut mcfg = config.milvus.clone();
+    mcfg.dim = embedders.dim();
+    mcfg.model_id = embedders.model_id().to_owned();
+    indexes.spawn_milvus_connector(mcfg);
+    Ok(Arc::new(Engine {
+        config,
+        indexes,
+        embedders,
+        reranker,
+        counter: Arc::new(counter),
+        metrics,
+    }))
+}
+
+/// Serves the API on `query.listen` until SIGINT/SIGTERM.
+pub async fn serve(engine: Arc<Engine>) -> Result<()> {
+    let addr = engine.config.query.listen.clone();
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(%addr, "query node listening");
+    axum::serve(listener, crate::http::router(engine))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("HTTP server failed")
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,222 @@
+//! The query node in integration tests: spawn the real `freshet-query` binary on a free port
+//! against a [`Case`]'s index and collection, and a minimal HTTP/1.1 client for it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use crate::{env, free_port, workspace_root, Case};
+
+/// The `freshet-query` binary built by `deploy/test.sh` (`FRESHET_QUERY_BIN` overrides).
+pub fn query_bin() -> PathBuf {
+    std::env::var("FRESHET_QUERY_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target/debug/freshet-query"))
+}
+
+/// A running query node (killed on drop).
+pub struct QueryNode {
+    pub addr: String,
+    child: Child,
+    log: PathBuf,
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Result<Value> {
+        serde_json::from_str(&self.body)
+            .with_context(|| format!("not JSON (status {}): {}", self.status, self.body))
+    }
+}
+
+impl Case {
+    /// Starts a query node for this case's index and collection; `settings` are extra
+    /// `FRESHET_*` variables (e.g. `("FRESHET_QUERY_RERANK_BACKEND", "local")`).
+    pub fn start_query(&self, settings: &[(&str, String)]) -> Result<QueryNode> {
+        let port = free_port();
+        let log = self.dir.join(format!("query-{port}.log"));
+        let file = std::fs::File::create(&log)?;
+        let mut cmd = Command::new(query_bin());
+        cmd.env("FRESHET_MILVUS_URL", env("FRESHET_MILVUS_URL"))
+            .env("FRESHET_MILVUS_COLLECTION", &self.collection)
+            .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
+            .env("FRESHET_QUERY_LISTEN", format!("127.0.0.1:{port}"))
+            .env("FRESHET_LOG", "info")
+            .stdout(Stdio::from(file.try_clone()?))
+            .stderr(Stdio::from(file));
+        for (k, v) in settings {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", query_bin().display()))?;
+        let node = QueryNode {
+            addr: format!("127.0.0.1:{port}"),
+            child,
+            log,
+        };
+        node.wait_listening(Duration::from_secs(60))?;
+        Ok(node)
+    }
+}
+
+impl QueryNode {
+    fn wait_listening(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.get("/healthz").is_ok_and(|r| r.status == 200) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!(
+            "query node did not answer /healthz; log:\n{}",
+            self.log_tail()
+        )
+    }
+
+    /// Waits until `/readyz` says both indexes are reachable.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.get("/readyz")?;
+            if r.status == 200 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("not ready: {}; log:\n{}", r.body, self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    pub fn get(&self, path: &str) -> Result<Reply> {
+        request(&self.addr, "GET", path, &[], b"")
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Reply> {
+        request(&self.addr, "POST", path, &[], body.to_string().as_bytes())
+    }
+
+    /// `POST /v1/retrieve`, which must succeed; returns the response JSON.
+    pub fn retrieve(&self, body: &Value) -> Result<Value> {
+        let r = self.post("/v1/retrieve", body)?;
+        if r.status != 200 {
+            bail!("retrieve {body} → {}: {}", r.status, r.body);
+        }
+        r.json()
+    }
+
+    /// Document ids of the results of `retrieve(body)`, in rank order.
+    pub fn doc_ids(&self, body: &Value) -> Result<Vec<String>> {
+        Ok(self.retrieve(body)?["results"]
+            .as_array()
+            .ok_or_else(|| anyhow!("no results array"))?
+            .iter()
+            .map(|h| h["doc_id"].as_str().unwrap_or_default().to_owned())
+            .collect())
+    }
+
+    /// Polls until `pred(doc ids of retrieve(body))` holds.
+    pub fn wait_for(
+        &self,
+        body: &Value,
+        timeout: Duration,
+        pred: impl Fn(&[String]) -> bool,
+    ) -> Result<Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ids = self.doc_ids(body)?;
+            if pred(&ids) {
+                return Ok(ids);
+            }
+            if Instant::now() > deadline {
+                bail!("condition not met for {body}: last results {ids:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for QueryNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`.
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Reply> {
+    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    // The server may close early (e.g. body over the limit): take what was answered.
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("malformed HTTP answer: {text:?}"))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("no status in {head:?}"))?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    Ok(Reply { status, body })
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
