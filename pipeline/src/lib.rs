@@ -6,6 +6,7 @@ pub mod config;
 pub mod inspect;
 pub mod metrics;
 pub mod publish;
+pub mod replicate;
 pub mod run;
 pub mod sink;
 pub mod source;

@@ -64,6 +64,22 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Build a benchmark index of N copies of an indexed corpus (perturbed vectors, no
+    /// re-embedding) directly in a new tantivy index and Milvus collection.
+    BenchReplicate {
+        /// The pipeline index to copy.
+        #[arg(long)]
+        from_index: PathBuf,
+        #[arg(long)]
+        to_index: PathBuf,
+        #[arg(long)]
+        to_collection: String,
+        #[arg(long, default_value_t = 10)]
+        replicas: u32,
+        /// Norm of the Gaussian noise added to each copy's vector (before re-normalising).
+        #[arg(long, default_value_t = 0.3)]
+        noise: f32,
+    },
     /// Query both indexes (BM25 and vector) and print the top hits of each.
     Search {
         query: String,
@@ -124,6 +140,22 @@ fn real_main() -> Result<()> {
                 edit_fraction,
                 limit,
                 json_out: json,
+            },
+        ),
+        Command::BenchReplicate {
+            from_index,
+            to_index,
+            to_collection,
+            replicas,
+            noise,
+        } => freshet_pipeline::replicate::replicate(
+            &config,
+            &freshet_pipeline::replicate::ReplicateArgs {
+                from_index,
+                to_index,
+                to_collection,
+                replicas,
+                noise,
             },
         ),
         Command::Search { query, k } => freshet_pipeline::inspect::search(&config, &query, k),

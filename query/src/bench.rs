@@ -1,0 +1,314 @@
+//! `freshet-query bench-latency` and `freshet-query bench-freshness`: the query node measured
+//! from the outside with a real HTTP client (keep-alive connection pool, concurrent requests).
+//!
+//! - latency: `concurrency` clients send `requests` retrievals (queries from a BEIR
+//!   `queries.jsonl`, round robin, extra request fields from `--body`) and report p50/p90/p99.
+//! - freshness: documents are updated through Kafka at a steady `rate`; for each update the time
+//!   from produce to visible in the BM25 route and then in the vector route (each polled every
+//!   `poll_ms` with a filter on the update's sequence number) is reported as p50/p99.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Percentiles of a sample (milliseconds).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Percentiles {
+    pub count: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Percentiles {
+    pub fn of(mut v: Vec<f64>) -> Percentiles {
+        if v.is_empty() {
+            return Percentiles::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+        Percentiles {
+            count: v.len(),
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: v[v.len() - 1],
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+        }
+    }
+}
+
+fn client(concurrency: usize) -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency.max(1) * 2)
+        .timeout(Duration::from_secs(30))
+        .build()?)
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> Result<Value> {
+    let mut req = client.post(url).json(body);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        bail!("{status}: {text}");
+    }
+    Ok(serde_json::from_str(&text)?)
+}
+
+pub struct LatencyArgs {
+    pub url: String,
+    pub api_key: Option<String>,
+    pub queries: PathBuf,
+    pub body: Value,
+    pub concurrency: usize,
+    pub requests: usize,
+    pub warmup: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LatencyReport {
+    pub body: Value,
+    pub concurrency: usize,
+    pub requests: usize,
+    pub errors: usize,
+    pub seconds: f64,
+    pub requests_per_second: f64,
+    pub latency_ms: Percentiles,
+    /// The node's own `timings_ms.total` (server side, without HTTP and JSON).
+    pub server_total_ms: Percentiles,
+}
+
+fn read_queries(path: &PathBuf) -> Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let out: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_owned))
+        .collect();
+    if out.is_empty() {
+        bail!(
+            "{} holds no queries (JSONL with a text field)",
+            path.display()
+        );
+    }
+    Ok(out)
+}
+
+pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
+    let queries = Arc::new(read_queries(&args.queries)?);
+    let client = client(args.concurrency)?;
+    let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
+    let body_for = |i: usize| {
+        let mut b = json!({"query": queries[i % queries.len()]});
+        if let Some(o) = args.body.as_object() {
+            for (k, v) in o {
+                b[k] = v.clone();
+            }
+        }
+        b
+    };
+    for i in 0..args.warmup {
+        post(&client, &url, args.api_key.as_deref(), &body_for(i)).await?;
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..args.concurrency.max(1) {
+        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        let key = args.api_key.clone();
+        let bodies: Vec<Value> = (0..queries.len()).map(body_for).collect();
+        let total = args.requests;
+        tasks.spawn(async move {
+            let mut lat = Vec::new();
+            let mut server = Vec::new();
+            let mut errors = 0usize;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                let t = Instant::now();
+                match post(&client, &url, key.as_deref(), &bodies[i % bodies.len()]).await {
+                    Ok(v) => {
+                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                        if let Some(s) = v["timings_ms"]["total"].as_f64() {
+                            server.push(s);
+                        }
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        if errors <= 3 {
+                            eprintln!("request failed: {e:#}");
+                        }
+                    }
+                }
+            }
+            (lat, server, errors)
+        });
+    }
+    let (mut lat, mut server, mut errors) = (Vec::new(), Vec::new(), 0);
+    while let Some(r) = tasks.join_next().await {
+        let (l, s, e) = r?;
+        lat.extend(l);
+        server.extend(s);
+        errors += e;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(LatencyReport {
+        body: args.body,
+        concurrency: args.concurrency,
+        requests: lat.len(),
+        errors,
+        seconds,
+        requests_per_second: lat.len() as f64 / seconds,
+        latency_ms: Percentiles::of(lat),
+        server_total_ms: Percentiles::of(server),
+    })
+}
+
+pub struct FreshnessArgs {
+    pub url: String,
+    pub api_key: Option<String>,
+    pub rate: f64,
+    pub seconds: f64,
+    /// Distinct documents the updates cycle through.
+    pub documents: usize,
+    pub poll_ms: u64,
+    pub pipeline_config: Option<PathBuf>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FreshnessReport {
+    pub rate: f64,
+    pub updates: usize,
+    pub not_visible_within_30s: usize,
+    pub poll_ms: u64,
+    /// Produce → visible in the BM25 route.
+    pub bm25_ms: Percentiles,
+    /// Produce → visible in the vector route (checked once BM25 shows it).
+    pub vector_ms: Percentiles,
+    /// Produce → visible in both routes.
+    pub both_ms: Percentiles,
+}
+
+/// The text of update `seq` (a unique marker word plus ordinary words).
+fn update_text(seq: usize) -> String {
+    format!(
+        "Freshness probe zq{seq}x: river gauges reported a seasonal freshet after snowmelt, \
+         update number {seq}."
+    )
+}
+
+pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
+    use freshet_kafka::DocumentProducer;
+    use freshet_pipeline::config::Config as PipelineConfig;
+
+    if !(args.rate > 0.0 && args.seconds > 0.0) {
+        bail!("--rate and --seconds must be positive");
+    }
+    let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
+    let producer = Arc::new(DocumentProducer::new(&config.kafka)?);
+    let topic = config.kafka.topic.clone();
+    let client = client(64)?;
+    let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
+    let total = (args.rate * args.seconds).round() as usize;
+    let run_id = std::process::id();
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for seq in 0..total {
+        let due = started + Duration::from_secs_f64(seq as f64 / args.rate);
+        tokio::time::sleep_until(due.into()).await;
+        let id = format!("freshness-{run_id}-{}", seq % args.documents.max(1));
+        let text = update_text(seq);
+        let value = json!({"op": "upsert", "id": id, "title": "Freshness probe", "text": text,
+            "content_type": "text/plain", "source": "bench://freshness",
+            "metadata": {"bench_seq": seq, "bench_run": run_id}});
+        let bytes = serde_json::to_vec(&value)?;
+        let t0 = Instant::now();
+        {
+            let (producer, topic, id) = (producer.clone(), topic.clone(), id.clone());
+            tokio::task::spawn_blocking(move || producer.send(&topic, id.as_bytes(), Some(&bytes)))
+                .await?
+                .map_err(|e| anyhow!("producing: {e}"))?;
+        }
+        let (client, url, key) = (client.clone(), url.clone(), args.api_key.clone());
+        let poll = Duration::from_millis(args.poll_ms.max(1));
+        tasks.spawn(async move {
+            let filter = json!({"bench_seq": seq, "bench_run": run_id});
+            let deadline = t0 + Duration::from_secs(30);
+            let mut times = Vec::new();
+            for (mode, query) in [("bm25", format!("zq{seq}x")), ("vector", text.clone())] {
+                let body = json!({"query": query, "mode": mode, "k": 1, "filter": filter});
+                loop {
+                    let found = post(&client, &url, key.as_deref(), &body)
+                        .await
+                        .map(|v| v["results"].as_array().is_some_and(|a| !a.is_empty()))
+                        .unwrap_or(false);
+                    if found {
+                        times.push(t0.elapsed().as_secs_f64() * 1000.0);
+                        break;
+                    }
+                    if Instant::now() > deadline {
+                        return None;
+                    }
+                    tokio::time::sleep(poll).await;
+                }
+            }
+            Some((times[0], times[1]))
+        });
+    }
+    let (mut bm25, mut vector, mut both, mut missing) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    while let Some(r) = tasks.join_next().await {
+        match r? {
+            Some((b, v)) => {
+                bm25.push(b);
+                vector.push(v);
+                both.push(b.max(v));
+            }
+            None => missing += 1,
+        }
+    }
+    Ok(FreshnessReport {
+        rate: args.rate,
+        updates: total,
+        not_visible_within_30s: missing,
+        poll_ms: args.poll_ms,
+        bm25_ms: Percentiles::of(bm25),
+        vector_ms: Percentiles::of(vector),
+        both_ms: Percentiles::of(both),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let p = Percentiles::of((1..=100).map(f64::from).collect());
+        assert_eq!(
+            (p.count, p.p50, p.p90, p.p99, p.max),
+            (100, 51.0, 90.0, 99.0, 100.0)
+        );
+        assert_eq!(Percentiles::of(vec![]).count, 0);
+        assert_eq!(Percentiles::of(vec![7.0]).p99, 7.0);
+    }
+}

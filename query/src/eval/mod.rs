@@ -1,0 +1,394 @@
+//! `freshet-query eval`: retrieval quality through the real system. Publishes a BEIR corpus to
+//! the document topic (the normal contract), waits until the pipeline has made it durable, runs
+//! every query through the query node's HTTP API in each configuration, and reports nDCG@10,
+//! Recall@10, Recall@100 and MRR@10 per configuration (table and JSON). With a baseline it is
+//! the CI quality gate.
+
+pub mod beir;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use beir::Dataset;
+use metrics::{doc_ranking, Scores};
+
+/// Options of one evaluation run.
+pub struct EvalArgs {
+    pub dataset: PathBuf,
+    pub split: String,
+    pub url: String,
+    pub api_key: Option<String>,
+    /// Configuration names (see [`preset`]) or `name=JSON` (request fields).
+    pub configs: Vec<String>,
+    pub publish: bool,
+    pub wait: Duration,
+    pub concurrency: usize,
+    pub json_out: Option<PathBuf>,
+    pub baseline: Option<PathBuf>,
+    pub gate: Vec<String>,
+    pub tolerance: f64,
+    /// The pipeline's configuration file (topic, broker, index), for publishing and waiting.
+    pub pipeline_config: Option<PathBuf>,
+}
+
+/// The request fields of a named configuration.
+pub fn preset(name: &str) -> Option<Value> {
+    Some(match name {
+        "bm25" => json!({"mode": "bm25"}),
+        "vector" => json!({"mode": "vector"}),
+        "hybrid" => json!({"mode": "hybrid", "fusion": {"method": "rrf", "rrf_k": 60}}),
+        "hybrid-weighted" => json!({"mode": "hybrid", "fusion": {"method": "weighted"}}),
+        "hybrid-expand" => {
+            json!({"mode": "hybrid", "fusion": {"method": "rrf", "rrf_k": 60}, "expand": {"top_m": 5, "window": 1}})
+        }
+        "hybrid-parents" => {
+            json!({"mode": "hybrid", "fusion": {"method": "rrf", "rrf_k": 60}, "parents": true})
+        }
+        "hybrid-rerank" => {
+            json!({"mode": "hybrid", "fusion": {"method": "rrf", "rrf_k": 60}, "rerank": {"candidates": 30}})
+        }
+        _ => return None,
+    })
+}
+
+fn parse_config(spec: &str) -> Result<(String, Value)> {
+    if let Some((name, body)) = spec.split_once('=') {
+        let v: Value = serde_json::from_str(body)
+            .with_context(|| format!("configuration {name}: request fields must be JSON"))?;
+        if !v.is_object() {
+            bail!("configuration {name}: request fields must be a JSON object");
+        }
+        return Ok((name.to_owned(), v));
+    }
+    preset(spec).map(|v| (spec.to_owned(), v)).ok_or_else(|| {
+        anyhow!(
+            "unknown configuration {spec:?}: use bm25, vector, hybrid, hybrid-weighted, \
+             hybrid-expand, hybrid-parents, hybrid-rerank or name={{request JSON}}"
+        )
+    })
+}
+
+/// Results of one configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfigReport {
+    pub request: Value,
+    #[serde(flatten)]
+    pub scores: Scores,
+    pub queries: usize,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
+}
+
+/// A whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub dataset: String,
+    pub split: String,
+    pub documents: usize,
+    pub queries: usize,
+    pub configs: BTreeMap<String, ConfigReport>,
+}
+
+/// A text progress bar on stderr.
+pub(crate) struct Progress {
+    label: &'static str,
+    total: u64,
+    last: Instant,
+    shown: Option<u64>,
+}
+
+impl Progress {
+    pub(crate) fn new(label: &'static str, total: u64) -> Self {
+        Progress {
+            label,
+            total: total.max(1),
+            last: Instant::now() - Duration::from_secs(60),
+            shown: None,
+        }
+    }
+    /// Redraws when the count changed (at most 5 times a second) or every 10 s.
+    pub(crate) fn set(&mut self, done: u64) {
+        let changed = self.shown != Some(done);
+        let due = if changed {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(10)
+        };
+        if self.last.elapsed() < due && done < self.total {
+            return;
+        }
+        self.last = Instant::now();
+        self.shown = Some(done);
+        let width = 30;
+        let filled = ((done.min(self.total) * width) / self.total) as usize;
+        eprint!(
+            "\r{:<10} [{}{}] {}/{}",
+            self.label,
+            "#".repeat(filled),
+            "-".repeat(width as usize - filled),
+            done,
+            self.total
+        );
+        let _ = std::io::stderr().flush();
+    }
+    pub(crate) fn finish(&mut self, done: u64) {
+        self.last = Instant::now() - Duration::from_secs(60);
+        self.shown = None;
+        self.set(done);
+        eprintln!();
+    }
+}
+
+/// Publishes the corpus and waits until the pipeline has made every record durable.
+fn publish_and_wait(args: &EvalArgs, dataset: &Dataset) -> Result<()> {
+    use freshet_kafka::source::{publish_jsonl, Mapping};
+    use freshet_kafka::{admin, DocumentProducer};
+    use freshet_pipeline::config::Config as PipelineConfig;
+    use freshet_pipeline::inspect;
+
+    let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
+    let kafka = &config.kafka;
+    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
+        .context("creating the document topic")?;
+    let producer = DocumentProducer::new(kafka).context("creating the producer")?;
+    let report = publish_jsonl(
+        &dataset.corpus_path,
+        &producer,
+        &kafka.topic,
+        &Mapping::default(),
+    )
+    .with_context(|| format!("publishing {}", dataset.corpus_path.display()))?;
+    eprintln!(
+        "published {} documents to {} ({} skipped)",
+        report.upserts,
+        kafka.topic,
+        report.bad.len()
+    );
+    let high = inspect::high_watermarks(kafka, "eval")?;
+    let total: i64 = high.values().sum();
+    let mut bar = Progress::new("ingest", total.max(0) as u64);
+    let deadline = Instant::now() + args.wait;
+    loop {
+        let durable = inspect::durable_offsets(&config.tantivy.path, &kafka.topic);
+        let done: i64 = high
+            .iter()
+            .map(|(p, h)| durable.get(p).copied().unwrap_or(0).min(*h))
+            .sum();
+        bar.set(done.max(0) as u64);
+        if inspect::covers(&durable, &high) {
+            bar.finish(done.max(0) as u64);
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            eprintln!();
+            bail!(
+                "the pipeline did not index the corpus within {:?} ({done}/{total} records \
+                 durable); is `freshet run` running with the same configuration?",
+                args.wait
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Runs the evaluation; returns the report and whether the gate (if any) passed.
+pub fn run(args: EvalArgs) -> Result<(Report, bool)> {
+    let dataset = Dataset::load(&args.dataset, &args.split)?;
+    let configs: Vec<(String, Value)> = args
+        .configs
+        .iter()
+        .map(|c| parse_config(c))
+        .collect::<Result<_>>()?;
+    if args.publish {
+        publish_and_wait(&args, &dataset)?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let mut report = Report {
+        dataset: args.dataset.display().to_string(),
+        split: args.split.clone(),
+        documents: dataset.documents,
+        queries: dataset.judged_queries().len(),
+        configs: BTreeMap::new(),
+    };
+    for (name, fields) in &configs {
+        eprintln!("config {name}: {fields}");
+        let r = runtime.block_on(run_config(&client, &args, &dataset, fields))?;
+        report.configs.insert(name.clone(), r);
+    }
+    print_table(&report);
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let passed = match &args.baseline {
+        Some(b) => gate(&report, b, &args.gate, args.tolerance)?,
+        None => true,
+    };
+    Ok((report, passed))
+}
+
+async fn run_config(
+    client: &reqwest::Client,
+    args: &EvalArgs,
+    dataset: &Dataset,
+    fields: &Value,
+) -> Result<ConfigReport> {
+    let queries = dataset.judged_queries();
+    let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, (qid, text)) in queries.iter().enumerate() {
+        let mut body = json!({"query": text, "k": 100, "bm25_top_k": 100, "vector_top_k": 100});
+        for (k, v) in fields.as_object().expect("checked object") {
+            body[k] = v.clone();
+        }
+        let (client, sem) = (client.clone(), sem.clone());
+        let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
+        let key = args.api_key.clone();
+        let qid = qid.clone();
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await?;
+            let started = Instant::now();
+            let mut req = client.post(&url).json(&body);
+            if let Some(k) = key {
+                req = req.bearer_auth(k);
+            }
+            let resp = req.send().await.with_context(|| format!("POST {url}"))?;
+            let status = resp.status();
+            let text = resp.text().await?;
+            if !status.is_success() {
+                bail!("query {qid}: {status}: {text}");
+            }
+            let v: Value = serde_json::from_str(&text)?;
+            let ids: Vec<String> = v["results"]
+                .as_array()
+                .ok_or_else(|| anyhow!("query {qid}: no results array"))?
+                .iter()
+                .map(|h| h["doc_id"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            Ok::<_, anyhow::Error>((i, ids, started.elapsed().as_secs_f64() * 1000.0))
+        });
+    }
+    let mut bar = Progress::new("queries", queries.len() as u64);
+    let mut done = 0u64;
+    let mut per_query: Vec<Option<Scores>> = vec![None; queries.len()];
+    let mut latencies = Vec::with_capacity(queries.len());
+    while let Some(res) = tasks.join_next().await {
+        let (i, ids, ms) = res??;
+        let ranking = doc_ranking(ids.iter().map(String::as_str));
+        per_query[i] = Some(Scores::of(&ranking, &dataset.qrels[&queries[i].0]));
+        latencies.push(ms);
+        done += 1;
+        bar.set(done);
+    }
+    bar.finish(done);
+    let all: Vec<Scores> = per_query.into_iter().flatten().collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| -> f64 {
+        if latencies.is_empty() {
+            return 0.0;
+        }
+        latencies[((latencies.len() as f64 - 1.0) * p).round() as usize]
+    };
+    Ok(ConfigReport {
+        request: fields.clone(),
+        scores: Scores::mean(&all),
+        queries: all.len(),
+        latency_ms_p50: pct(0.5),
+        latency_ms_p99: pct(0.99),
+    })
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "\n{} ({} split): {} documents, {} judged queries",
+        r.dataset, r.split, r.documents, r.queries
+    );
+    println!(
+        "{:<18} {:>8} {:>10} {:>11} {:>8} {:>8} {:>8}",
+        "config", "nDCG@10", "Recall@10", "Recall@100", "MRR@10", "p50 ms", "p99 ms"
+    );
+    for (name, c) in &r.configs {
+        println!(
+            "{:<18} {:>8.4} {:>10.4} {:>11.4} {:>8.4} {:>8.1} {:>8.1}",
+            name,
+            c.scores.ndcg10,
+            c.scores.recall10,
+            c.scores.recall100,
+            c.scores.mrr10,
+            c.latency_ms_p50,
+            c.latency_ms_p99
+        );
+    }
+}
+
+/// Compares nDCG@10 of the gated configurations with the committed baseline.
+fn gate(report: &Report, baseline: &PathBuf, names: &[String], tolerance: f64) -> Result<bool> {
+    let text = std::fs::read_to_string(baseline)
+        .with_context(|| format!("reading the baseline {}", baseline.display()))?;
+    let base: Value = serde_json::from_str(&text)
+        .with_context(|| format!("baseline {} is not JSON", baseline.display()))?;
+    let mut ok = true;
+    for name in names {
+        let want = base["configs"][name]["ndcg@10"].as_f64().ok_or_else(|| {
+            anyhow!(
+                "baseline {} has no configs.{name}.ndcg@10",
+                baseline.display()
+            )
+        })?;
+        let got = report
+            .configs
+            .get(name)
+            .ok_or_else(|| anyhow!("gated configuration {name} was not run"))?
+            .scores
+            .ndcg10;
+        let pass = got >= want - tolerance;
+        println!(
+            "gate {name}: nDCG@10 {got:.4} vs baseline {want:.4} (tolerance {tolerance}) → {}",
+            if pass { "ok" } else { "REGRESSION" }
+        );
+        ok &= pass;
+    }
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations() {
+        assert_eq!(parse_config("bm25").unwrap().1["mode"], "bm25");
+        let (n, v) = parse_config(r#"mine={"mode":"vector","k":5}"#).unwrap();
+        assert_eq!((n.as_str(), v["k"].as_u64()), ("mine", Some(5)));
+        assert!(parse_config("nope").is_err());
+        assert!(parse_config("x=[1]").is_err());
+        // Every preset is a valid request.
+        for name in [
+            "bm25",
+            "vector",
+            "hybrid",
+            "hybrid-weighted",
+            "hybrid-expand",
+            "hybrid-parents",
+            "hybrid-rerank",
+        ] {
+            let mut body = preset(name).unwrap();
+            body["query"] = json!("q");
+            crate::request::parse(body.to_string().as_bytes())
+                .unwrap_or_else(|e| panic!("{name}: {}", e.0));
+        }
+    }
+}
