@@ -32,3 +32,8 @@ if [[ "${1:-}" == "--" ]]; then shift; shift_args=("$@"); fi
 
 cargo build --workspace --bins
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
+
+# Retrieval quality on SciFact through the real pipeline and query node (CI gate).
+if [[ "${FRESHET_SKIP_EVAL:-0}" != 1 && ${#shift_args[@]} -eq 0 ]]; then
+    "$here/eval-gate.sh"
+fi

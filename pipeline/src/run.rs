@@ -266,7 +266,8 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 }
             }
         }
-        let mut epoch: Time = BOOTSTRAP_TIME + 1;
+        let mut epoch: Time = next_epoch(BOOTSTRAP_TIME);
+        let mut in_flight: VecDeque<Time> = VecDeque::new();
         docs_in.advance_to(epoch);
         progress_in.advance_to(epoch);
 
@@ -296,13 +297,20 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 },
                 None => std::thread::sleep(max_wait),
             }
-            epoch += 1;
+            in_flight.push_back(epoch);
+            epoch = next_epoch(epoch);
             docs_in.advance_to(epoch);
             progress_in.advance_to(epoch);
             worker.step();
-            // Back-pressure: park (not spin) while too far ahead, so the cores stay with the
-            // embedding model and the sink.
-            while probe.less_than(&epoch.saturating_sub(pcfg.max_epochs_in_flight)) && !is_fatal() {
+            // Back-pressure: park (not spin) while too many of this worker's epochs are not
+            // durable yet, so the cores stay with the embedding model and the sink.
+            loop {
+                while in_flight.front().is_some_and(|e| !probe.less_equal(e)) {
+                    in_flight.pop_front();
+                }
+                if in_flight.len() < pcfg.max_epochs_in_flight as usize || is_fatal() {
+                    break;
+                }
                 worker.step_or_park(Some(Duration::from_millis(5)));
             }
             commit_durable(&probe, &mut pending, source.as_ref(), index);
@@ -345,6 +353,14 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
 }
 
 /// Commits the Kafka offsets of every epoch the probe reports durable.
+/// The epoch after `prev`: the wall clock in milliseconds (at least `prev + 1`). Every worker
+/// stamps its batches with the same clock, so an epoch becomes complete as soon as every worker
+/// has read past that instant: a worker slowed down (worker 0 runs the sink) does not hold back
+/// the records another worker read at the same time behind a backlog of numbered epochs.
+fn next_epoch(prev: Time) -> Time {
+    (prev + 1).max(freshet_tantivy::now_ms())
+}
+
 fn commit_durable(
     probe: &ProbeHandle<Time>,
     pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,

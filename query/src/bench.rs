@@ -3,9 +3,11 @@
 //!
 //! - latency: `concurrency` clients send `requests` retrievals (queries from a BEIR
 //!   `queries.jsonl`, round robin, extra request fields from `--body`) and report p50/p90/p99.
-//! - freshness: documents are updated through Kafka at a steady `rate`; for each update the time
-//!   from produce to visible in the BM25 route and then in the vector route (each polled every
-//!   `poll_ms` with a filter on the update's sequence number) is reported as p50/p99.
+//! - freshness: `documents` benchmark documents are updated through Kafka at a steady `rate`;
+//!   one poller per route asks the node every `poll_ms` which version (`bench_seq` metadata) of
+//!   each document it returns, and an update counts as visible in a route from the first poll
+//!   that shows it or a newer version of its document. Reported: produce → visible in BM25, in
+//!   vectors, and in both, p50/p99 (resolution: `poll_ms` plus one request).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -217,73 +219,151 @@ fn update_text(seq: usize) -> String {
     )
 }
 
+/// Which update of each benchmark document a route shows: doc id → newest visible `bench_seq`.
+async fn visible_seqs(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    mode: &str,
+    run_id: u32,
+    documents: usize,
+) -> Result<std::collections::HashMap<String, u64>> {
+    let body = json!({"query": "freshness probe river gauges seasonal freshet snowmelt update",
+        "mode": mode, "k": documents.min(100), "bm25_top_k": documents.min(1000),
+        "vector_top_k": documents.min(1000), "filter": {"bench_run": run_id}});
+    let v = post(client, url, key, &body).await?;
+    Ok(v["results"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|h| {
+                    Some((
+                        h["doc_id"].as_str()?.to_owned(),
+                        h["metadata"]["bench_seq"].as_u64()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
     use freshet_kafka::DocumentProducer;
     use freshet_pipeline::config::Config as PipelineConfig;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
 
     if !(args.rate > 0.0 && args.seconds > 0.0) {
         bail!("--rate and --seconds must be positive");
     }
+    if args.documents == 0 || args.documents > 100 {
+        bail!("--documents must be between 1 and 100 (one poll must see all of them)");
+    }
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let producer = Arc::new(DocumentProducer::new(&config.kafka)?);
     let topic = config.kafka.topic.clone();
-    let client = client(64)?;
+    let client = client(4)?;
     let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
     let total = (args.rate * args.seconds).round() as usize;
     let run_id = std::process::id();
+    let doc_of = |seq: usize| format!("freshness-{run_id}-{}", seq % args.documents);
+    // seq → produce instant; per route, seq → first instant it (or a newer version) was seen.
+    let produced: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
+    let seen: Arc<Mutex<[Vec<Option<Instant>>; 2]>> =
+        Arc::new(Mutex::new([vec![None; total], vec![None; total]]));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    // One poller per route: every poll_ms, which version of each document is visible.
+    let mut pollers = tokio::task::JoinSet::new();
+    for (route, mode) in ["bm25", "vector"].into_iter().enumerate() {
+        let (client, url, key) = (client.clone(), url.clone(), args.api_key.clone());
+        let (produced, seen, done) = (produced.clone(), seen.clone(), done.clone());
+        let poll = Duration::from_millis(args.poll_ms.max(1));
+        let documents = args.documents;
+        pollers.spawn(async move {
+            let mut newest: HashMap<String, u64> = HashMap::new();
+            loop {
+                let finished = done.load(Ordering::SeqCst);
+                let now = Instant::now();
+                if let Ok(v) =
+                    visible_seqs(&client, &url, key.as_deref(), mode, run_id, documents).await
+                {
+                    let produced = produced.lock().map(|p| p.clone()).unwrap_or_default();
+                    let mut seen = seen.lock().expect("seen lock");
+                    for (doc, seq) in v {
+                        let prev = newest.get(&doc).copied();
+                        if prev.is_some_and(|p| p >= seq) {
+                            continue;
+                        }
+                        newest.insert(doc.clone(), seq);
+                        // Every update of this document up to `seq` is now visible (a newer
+                        // version supersedes older ones).
+                        let from = prev.map(|p| p as usize + 1).unwrap_or(0);
+                        for s in (from..=seq as usize)
+                            .filter(|s| s % documents == seq as usize % documents)
+                        {
+                            if s < seen[route].len()
+                                && seen[route][s].is_none()
+                                && produced[s].is_some()
+                            {
+                                seen[route][s] = Some(now);
+                            }
+                        }
+                    }
+                }
+                if finished {
+                    let all_seen = seen
+                        .lock()
+                        .map(|s| s[route].iter().all(Option::is_some))
+                        .unwrap_or(false);
+                    // The last updates get 30 s to show up.
+                    let last = produced
+                        .lock()
+                        .ok()
+                        .and_then(|p| p.iter().flatten().max().copied());
+                    if all_seen || last.is_some_and(|t| t.elapsed() > Duration::from_secs(30)) {
+                        break;
+                    }
+                }
+                tokio::time::sleep(poll).await;
+            }
+        });
+    }
+
     let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
     for seq in 0..total {
         let due = started + Duration::from_secs_f64(seq as f64 / args.rate);
         tokio::time::sleep_until(due.into()).await;
-        let id = format!("freshness-{run_id}-{}", seq % args.documents.max(1));
-        let text = update_text(seq);
-        let value = json!({"op": "upsert", "id": id, "title": "Freshness probe", "text": text,
-            "content_type": "text/plain", "source": "bench://freshness",
+        let id = doc_of(seq);
+        let value = json!({"op": "upsert", "id": id, "title": "Freshness probe",
+            "text": update_text(seq), "content_type": "text/plain", "source": "bench://freshness",
             "metadata": {"bench_seq": seq, "bench_run": run_id}});
         let bytes = serde_json::to_vec(&value)?;
         let t0 = Instant::now();
-        {
-            let (producer, topic, id) = (producer.clone(), topic.clone(), id.clone());
-            tokio::task::spawn_blocking(move || producer.send(&topic, id.as_bytes(), Some(&bytes)))
-                .await?
-                .map_err(|e| anyhow!("producing: {e}"))?;
+        if let Ok(mut p) = produced.lock() {
+            p[seq] = Some(t0);
         }
-        let (client, url, key) = (client.clone(), url.clone(), args.api_key.clone());
-        let poll = Duration::from_millis(args.poll_ms.max(1));
-        tasks.spawn(async move {
-            let filter = json!({"bench_seq": seq, "bench_run": run_id});
-            let deadline = t0 + Duration::from_secs(30);
-            let mut times = Vec::new();
-            for (mode, query) in [("bm25", format!("zq{seq}x")), ("vector", text.clone())] {
-                let body = json!({"query": query, "mode": mode, "k": 1, "filter": filter});
-                loop {
-                    let found = post(&client, &url, key.as_deref(), &body)
-                        .await
-                        .map(|v| v["results"].as_array().is_some_and(|a| !a.is_empty()))
-                        .unwrap_or(false);
-                    if found {
-                        times.push(t0.elapsed().as_secs_f64() * 1000.0);
-                        break;
-                    }
-                    if Instant::now() > deadline {
-                        return None;
-                    }
-                    tokio::time::sleep(poll).await;
-                }
-            }
-            Some((times[0], times[1]))
-        });
+        let (producer, topic) = (producer.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || producer.send(&topic, id.as_bytes(), Some(&bytes)))
+            .await?
+            .map_err(|e| anyhow!("producing: {e}"))?;
     }
+    done.store(true, Ordering::SeqCst);
+    while let Some(r) = pollers.join_next().await {
+        r?;
+    }
+    let produced = produced.lock().map_err(|_| anyhow!("lock"))?.clone();
+    let seen = seen.lock().map_err(|_| anyhow!("lock"))?.clone();
+    let ms = |t: Instant, p: Instant| t.saturating_duration_since(p).as_secs_f64() * 1000.0;
     let (mut bm25, mut vector, mut both, mut missing) = (Vec::new(), Vec::new(), Vec::new(), 0);
-    while let Some(r) = tasks.join_next().await {
-        match r? {
-            Some((b, v)) => {
-                bm25.push(b);
-                vector.push(v);
-                both.push(b.max(v));
+    for s in 0..total {
+        match (produced[s], seen[0][s], seen[1][s]) {
+            (Some(p), Some(b), Some(v)) => {
+                bm25.push(ms(b, p));
+                vector.push(ms(v, p));
+                both.push(ms(b.max(v), p));
             }
-            None => missing += 1,
+            _ => missing += 1,
         }
     }
     Ok(FreshnessReport {

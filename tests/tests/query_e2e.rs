@@ -46,6 +46,7 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         doc("volcano", "Volcanoes", "Volcanic eruptions eject lava, ash and gases when magma rises from chambers beneath the crust.", json!({"lang": "en", "year": 2020}), &[]),
         doc("bread", "Baking", "Sourdough bread rises because wild yeast and lactic acid bacteria ferment the dough overnight.", json!({"lang": "en", "year": 2021}), &[]),
         doc("comet", "Comets", "Comets are icy bodies that release gas and dust, forming a glowing tail as they approach the Sun.", json!({"lang": "fr", "year": 2020}), &[]),
+        doc("dumpling", "饺子", "饺子是一种传统的中国食物，通常在春节期间和家人一起包饺子、吃饺子。", json!({"lang": "zh", "year": 2019}), &[]),
     ];
     for d in &docs {
         case.send_json(d["id"].as_str().unwrap(), d)?;
@@ -62,6 +63,9 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         )?;
         assert!(!ids.is_empty(), "{mode}");
     }
+    // Chinese text is searched with the Chinese analyzer (jieba words, not character runs).
+    let ids = node.doc_ids(&json!({"query": "春节吃饺子", "mode": "bm25", "k": 3}))?;
+    assert_eq!(ids, ["dumpling"]);
     let v = node.retrieve(&json!({"query": lava, "k": 3}))?;
     let top = &results(&v)[0];
     assert_eq!(top["rank"], 1);

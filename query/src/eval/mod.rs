@@ -172,6 +172,11 @@ fn publish_and_wait(args: &EvalArgs, dataset: &Dataset) -> Result<()> {
         kafka.topic,
         report.bad.len()
     );
+    eprintln!(
+        "waiting for the pipeline to make them durable in {} (set [tantivy] path / \
+         FRESHET_TANTIVY_PATH as the pipeline has it)",
+        config.tantivy.path.display()
+    );
     let high = inspect::high_watermarks(kafka, "eval")?;
     let total: i64 = high.values().sum();
     let mut bar = Progress::new("ingest", total.max(0) as u64);
