@@ -47,10 +47,10 @@ enum Command {
         #[arg(long, env = "FRESHET_EVAL_API_KEY")]
         api_key: Option<String>,
         /// Comma-separated configurations: bm25, vector, hybrid, hybrid-weighted,
-        /// hybrid-expand, hybrid-parents, hybrid-rerank, or name={request JSON}.
+        /// hybrid-expand, hybrid-parents, hybrid-rerank, or name={request JSON} (commas inside
+        /// the JSON are fine). May be repeated.
         #[arg(
             long,
-            value_delimiter = ',',
             default_value = "bm25,vector,hybrid,hybrid-weighted,hybrid-expand"
         )]
         configs: Vec<String>,
@@ -161,7 +161,7 @@ fn run(cli: Cli) -> Result<i32> {
                 split,
                 url,
                 api_key,
-                configs,
+                configs: eval::split_configs(&configs),
                 publish: !no_publish,
                 wait: Duration::from_secs(wait_secs),
                 concurrency,

@@ -80,12 +80,13 @@ pub struct Scores {
 }
 
 impl Scores {
-    pub fn of(ranking: &[String], qrels: &Judgements) -> Scores {
+    /// The @10 metrics from `top` and Recall@100 from `deep` (two rankings of one query).
+    pub fn of(top: &[String], deep: &[String], qrels: &Judgements) -> Scores {
         Scores {
-            ndcg10: ndcg_at(ranking, qrels, 10),
-            recall10: recall_at(ranking, qrels, 10),
-            recall100: recall_at(ranking, qrels, 100),
-            mrr10: mrr_at(ranking, qrels, 10),
+            ndcg10: ndcg_at(top, qrels, 10),
+            recall10: recall_at(top, qrels, 10),
+            recall100: recall_at(deep, qrels, 100),
+            mrr10: mrr_at(top, qrels, 10),
         }
     }
 
