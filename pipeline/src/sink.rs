@@ -1,10 +1,10 @@
-//! The sink stage: one operator (on worker 0) that applies complete epochs to Milvus and then to
-//! tantivy, whose commit carries the Kafka offsets it reflects. It holds the capability of every
-//! epoch until that epoch is durable in both indexes, so a probe after it tells every worker which
-//! offsets it may commit.
+//! The sink stage: one operator (on worker 0) that hands complete epochs to a writer thread,
+//! which applies them to Milvus and then to tantivy, whose commit carries the Kafka offsets it
+//! reflects. The operator holds the capability of every epoch until that epoch is durable in both
+//! indexes, so a probe after it tells every worker which offsets it may commit.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -18,6 +18,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
+use timely::scheduling::SyncActivator;
 
 use crate::metrics::Metrics;
 
@@ -45,18 +46,32 @@ pub struct Sinks {
 /// Set when the sink cannot go on; the driver stops the pipeline without committing.
 pub type Fatal = Arc<Mutex<Option<String>>>;
 
-/// Routes every message to worker 0 and applies complete epochs there.
+/// Routes every message to worker 0, where complete epochs go to a writer thread
+/// ([`SinkWriter`]) one batch at a time: while it writes, worker 0 keeps reading and computing,
+/// and everything that completes meanwhile forms the next batch. The capabilities of a batch
+/// are held until the writer reports it durable.
 pub fn sink<'s>(
     input: Stream<'s, Time, Vec<SinkMsg>>,
     sinks: Option<Sinks>,
     fatal: Fatal,
 ) -> Stream<'s, Time, Vec<()>> {
-    let mut sinks = sinks;
+    let scope = input.scope();
     input.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
         Exchange::new(|_m: &SinkMsg| 0u64),
         "Sink",
-        move |_cap, _info| {
+        move |_cap, info| {
+            let activator = scope.worker().sync_activator_for(info.address.to_vec());
+            let mut writer = sinks.map(|s| SinkWriter::spawn(s, activator));
             let mut stash: BTreeMap<Time, (Capability<Time>, Vec<SinkMsg>)> = BTreeMap::new();
+            let mut in_flight: Option<Vec<Capability<Time>>> = None;
+            let fail = move |msg: String, caps: Option<Vec<Capability<Time>>>| {
+                tracing::error!(error = %msg, "sink failed; stopping without committing");
+                if let Ok(mut f) = fatal.lock() {
+                    f.get_or_insert(msg);
+                }
+                // Keep the capabilities: nothing after this point may be committed.
+                std::mem::forget(caps);
+            };
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
                     for msg in data.drain(..) {
@@ -70,19 +85,41 @@ pub fn sink<'s>(
                             .push(msg);
                     }
                 });
+                let Some(w) = writer.as_mut() else {
+                    // Only worker 0 has sinks, and all messages are routed to it.
+                    stash.clear();
+                    return;
+                };
+                if w.failed {
+                    return;
+                }
+                match w.done.try_recv() {
+                    Ok(Ok(())) => in_flight = None,
+                    Ok(Err(msg)) => {
+                        w.failed = true;
+                        fail(msg, in_flight.take());
+                        return;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        if in_flight.is_some() {
+                            w.failed = true;
+                            fail("the sink writer thread ended".into(), in_flight.take());
+                            return;
+                        }
+                    }
+                }
+                if in_flight.is_some() {
+                    return;
+                }
                 let complete: Vec<Time> = stash
                     .keys()
                     .copied()
                     .take_while(|t| !frontier.less_equal(t))
                     .collect();
-                if complete.is_empty() || fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
+                if complete.is_empty() {
                     return;
                 }
-                let Some(sinks) = sinks.as_mut() else {
-                    // Only worker 0 has sinks, and all messages are routed to it.
-                    stash.clear();
-                    return;
-                };
                 let mut epochs = Vec::new();
                 let mut caps = Vec::new();
                 for t in &complete {
@@ -91,20 +128,77 @@ pub fn sink<'s>(
                         caps.push(cap);
                     }
                 }
-                if let Err(e) = apply_epochs(sinks, epochs) {
-                    let msg = format!("{e:#}");
-                    tracing::error!(error = %msg, "sink failed; stopping without committing");
-                    if let Ok(mut f) = fatal.lock() {
-                        *f = Some(msg);
-                    }
-                    // Keep the capabilities: nothing after this point may be committed.
-                    std::mem::forget(caps);
+                if w.jobs.as_ref().is_none_or(|j| j.send(epochs).is_err()) {
+                    w.failed = true;
+                    fail("the sink writer thread is gone".into(), Some(caps));
                     return;
                 }
-                drop(caps);
+                in_flight = Some(caps);
             }
         },
     )
+}
+
+/// Epochs handed to the writer thread as one batch.
+type Batch = Vec<(Time, Vec<SinkMsg>)>;
+
+/// The thread that owns the [`Sinks`] and applies batches in order with [`apply_epochs`],
+/// reporting each result and waking the sink operator.
+pub struct SinkWriter {
+    jobs: Option<mpsc::Sender<Batch>>,
+    done: mpsc::Receiver<std::result::Result<(), String>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    failed: bool,
+}
+
+impl SinkWriter {
+    fn spawn(mut sinks: Sinks, activator: SyncActivator) -> SinkWriter {
+        let (jobs, inbox) = mpsc::channel::<Batch>();
+        let (report, done) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("freshet-sink".into())
+            .spawn(move || {
+                for batch in inbox {
+                    let result = apply_epochs(&mut sinks, batch).map_err(|e| format!("{e:#}"));
+                    let failed = result.is_err();
+                    if report.send(result).is_err() {
+                        break;
+                    }
+                    let _ = activator.activate();
+                    if failed {
+                        break;
+                    }
+                }
+            });
+        match thread {
+            Ok(t) => SinkWriter {
+                jobs: Some(jobs),
+                done,
+                thread: Some(t),
+                failed: false,
+            },
+            // No thread: the first batch reports the failure through the closed channel.
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the sink writer thread");
+                SinkWriter {
+                    jobs: None,
+                    done,
+                    thread: None,
+                    failed: false,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for SinkWriter {
+    /// Lets the thread finish its batch and close the indexes.
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A chunk and its vector (`None` for parents, which only go to tantivy).
