@@ -8,7 +8,7 @@ use milvus::v2::prelude::{
     CreateIndexRequest, DeleteRequest, DescribeCollectionRequest, DescribeIndexRequest,
     DropCollectionRequest, FieldData, FlushRequest, GetServerVersionRequest, HasCollectionRequest,
     Ids, InsertRequest, LoadCollectionRequest, QueryRequest, QueryResults, SearchRequest,
-    SearchVectors, TelemetryConfig, UpsertRequest,
+    SearchVectors, TelemetryConfig,
 };
 
 use crate::config::MilvusConfig;
@@ -21,8 +21,10 @@ use crate::schema::{
 
 /// Milvus' limit on `offset + limit` of one query / `topk` of one search.
 pub const MAX_QUERY_WINDOW: usize = 16_384;
-/// Lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger).
-pub const MIN_SEARCH_EF: usize = 64;
+/// Lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger). High enough that
+/// results barely depend on how the graph happened to be built: at 64 the SciFact nDCG@10 of the
+/// hybrid route moved by 0.015 between two builds of the same corpus.
+pub const MIN_SEARCH_EF: usize = 256;
 
 /// What [`MilvusSink::health`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -389,6 +391,7 @@ impl MilvusSink {
         let mut vectors = Vec::with_capacity(n);
         let mut acls = Vec::with_capacity(n);
         let mut metas = Vec::with_capacity(n);
+        let batch_ids: Vec<&str> = batch.iter().map(|r| r.0.chunk_id.as_str()).collect();
         for (c, v) in batch.iter().map(|r| (&r.0, &r.1)) {
             ids.push(c.chunk_id.clone());
             doc_ids.push(c.doc_id.clone());
@@ -431,9 +434,18 @@ impl MilvusSink {
                 },
             ])
             .build()?;
+        // Delete, then insert (later timestamps), rather than Milvus' own upsert: on Milvus
+        // 2.3.5, rows written by `upsert` went missing from searches once their segments were
+        // sealed (SciFact vector nDCG@10 varied from 0.61 to 0.66 between identical ingests).
         self.client
-            .upsert(UpsertRequest::builder().insert(insert).build()?)
+            .delete(
+                DeleteRequest::builder()
+                    .collection_name(self.coll())
+                    .filter(ids_expr(&batch_ids))
+                    .build()?,
+            )
             .await?;
+        self.client.insert(insert).await?;
         Ok(())
     }
 
