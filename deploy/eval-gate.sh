@@ -12,9 +12,17 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root="$(dirname "$FRESHET_DEPLOY_DIR")"
-dataset="${FRESHET_EVAL_DATASET:-$root/../shared/datasets/scifact}"
+# The dataset lives next to the checkout (../shared/datasets/scifact); a clone elsewhere (CI)
+# finds the workspace's copy.
+dataset="${FRESHET_EVAL_DATASET:-}"
+if [[ -z "$dataset" ]]; then
+    for d in "$root/../shared/datasets/scifact" "/work/shared/datasets/scifact"; do
+        if [[ -f "$d/corpus.jsonl" ]]; then dataset="$d"; break; fi
+    done
+fi
 baseline="$root/tests/eval/scifact-baseline.json"
-[[ -f "$dataset/corpus.jsonl" ]] || die "no BEIR dataset at $dataset (set FRESHET_EVAL_DATASET)"
+[[ -n "$dataset" && -f "$dataset/corpus.jsonl" ]] ||
+    die "no BEIR SciFact dataset found (looked in $root/../shared/datasets/scifact and /work/shared/datasets/scifact); set FRESHET_EVAL_DATASET"
 
 run="$FRESHET_RUN_DIR/eval"
 rm -rf "$run"
