@@ -154,7 +154,7 @@ impl Config {
 }
 
 /// Settings that default to "unset" and so do not appear in the serialized defaults.
-pub const OPTIONAL_KEYS: &[(&str, &str)] = &[
+const OPTIONAL_KEYS: &[(&str, &str)] = &[
     ("embedding", "model_id"),
     ("embedding", "ort_dylib_path"),
     ("embedding", "threads"),
@@ -185,7 +185,7 @@ pub fn keys<T: Serialize>(value: &T) -> Result<BTreeSet<String>> {
 /// The keys each section accepts, read off the serialized defaults.
 fn known_keys() -> Result<BTreeMap<&'static str, BTreeSet<String>>> {
     let d = Config::default();
-    let mut out = BTreeMap::from([
+    Ok(known_sections([
         ("pipeline", keys(&d.pipeline)?),
         ("limits", keys(&d.limits)?),
         ("kafka", keys(&d.kafka)?),
@@ -194,13 +194,21 @@ fn known_keys() -> Result<BTreeMap<&'static str, BTreeSet<String>>> {
         ("milvus", keys(&d.milvus)?),
         ("tantivy", keys(&d.tantivy)?),
         ("metrics", keys(&d.metrics)?),
-    ]);
+    ]))
+}
+
+/// The keys of each section (from [`keys`] of its defaults) plus the settings that default to
+/// unset ([`OPTIONAL_KEYS`]): what [`apply_env`] accepts.
+pub fn known_sections<const N: usize>(
+    sections: [(&'static str, BTreeSet<String>); N],
+) -> BTreeMap<&'static str, BTreeSet<String>> {
+    let mut out = BTreeMap::from(sections);
     for (section, key) in OPTIONAL_KEYS {
         if let Some(set) = out.get_mut(section) {
             set.insert(key.to_string());
         }
     }
-    Ok(out)
+    out
 }
 
 /// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table` for the keys in `known`.

@@ -262,15 +262,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     if !deletes.is_empty() || !rows.is_empty() {
         let milvus = &sinks.milvus;
         with_retries("milvus", || {
-            sinks.runtime.block_on(async {
-                if !deletes.is_empty() {
-                    milvus.delete(&deletes).await?;
-                }
-                if !rows.is_empty() {
-                    milvus.upsert(&rows).await?;
-                }
-                Ok::<_, freshet_milvus::Error>(())
-            })
+            sinks.runtime.block_on(milvus.replace(&deletes, &rows))
         })
         .context("writing to Milvus")?;
         m.sink("milvus", "delete", deletes.len() as u64);

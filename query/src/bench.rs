@@ -230,8 +230,7 @@ async fn visible_seqs(
 ) -> Result<std::collections::HashMap<String, u64>> {
     let body = json!({"query": "freshness probe river gauges seasonal freshet snowmelt update",
         "mode": mode, "k": documents.min(100), "bm25_top_k": 1000,
-        // A filter that passes ~1% of the collection: a wide HNSW search (ef = 1000) keeps
-        // Milvus' filtered search from missing probe documents.
+        // Wide candidate windows: the filter passes ~1% of the collection.
         "vector_top_k": 1000, "filter": {"bench_run": run_id}});
     let v = post(client, url, key, &body).await?;
     Ok(v["results"]

@@ -3,7 +3,6 @@
 //! so one file and one environment configure both binaries. `FRESHET_<SECTION>_<KEY>`
 //! environment variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -11,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use freshet_embedding::EmbeddingConfig;
 use freshet_milvus::MilvusConfig;
-use freshet_pipeline::config::{apply_env, keys, read_table, TantivyConfig, OPTIONAL_KEYS};
+use freshet_pipeline::config::{apply_env, keys, known_sections, read_table, TantivyConfig};
 
 use crate::fusion::FusionMethod;
 
@@ -180,17 +179,12 @@ impl Config {
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
         let mut table = read_table(path)?;
         let d = Config::default();
-        let mut known = BTreeMap::from([
+        let known = known_sections([
             ("query", keys(&d.query)?),
             ("tantivy", keys(&d.tantivy)?),
             ("milvus", keys(&d.milvus)?),
             ("embedding", keys(&d.embedding)?),
         ]);
-        for (section, key) in OPTIONAL_KEYS {
-            if let Some(set) = known.get_mut(section) {
-                set.insert(key.to_string());
-            }
-        }
         apply_env(&mut table, env, &known)?;
         let config: Config = toml::Value::Table(table)
             .try_into()

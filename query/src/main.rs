@@ -133,10 +133,7 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let config = Config::load(cli.config.as_deref())?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
+            runtime()?.block_on(async {
                 let engine = freshet_query::server::engine(config)?;
                 freshet_query::server::serve(engine).await
             })?;

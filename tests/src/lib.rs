@@ -18,6 +18,30 @@ use freshet_tantivy::ChunkIndexReader;
 
 pub mod query;
 
+/// Vocabulary of the generated long Markdown documents of the e2e tests.
+pub const RIVER_WORDS: [&str; 20] = [
+    "river",
+    "delta",
+    "sediment",
+    "flow",
+    "basin",
+    "channel",
+    "estuary",
+    "tide",
+    "marsh",
+    "levee",
+    "current",
+    "erosion",
+    "meander",
+    "floodplain",
+    "silt",
+    "watershed",
+    "discharge",
+    "gauge",
+    "spring",
+    "freshet",
+];
+
 /// Required environment, set by `deploy/test.sh`.
 pub fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -322,11 +346,8 @@ impl Case {
 
     /// Scrapes the pipeline's `/metrics` into name{labels} → value.
     pub fn metrics(&self) -> Result<BTreeMap<String, f64>> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port))?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
-        let mut body = String::new();
-        s.read_to_string(&mut body)?;
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let body = query::request(&addr, "GET", "/metrics", &[], b"")?.body;
         let mut out = BTreeMap::new();
         for line in body.lines().filter(|l| !l.starts_with('#')) {
             if let Some((name, value)) = line.rsplit_once(' ') {

@@ -134,6 +134,26 @@ impl QueryNode {
             .collect())
     }
 
+    /// Document ids (`metadata.doc_id`) of a `POST /pathway/v1/retrieve` answer, which must
+    /// succeed.
+    pub fn pathway_doc_ids(&self, body: &Value) -> Result<Vec<String>> {
+        let r = self.post("/pathway/v1/retrieve", body)?;
+        if r.status != 200 {
+            bail!("pathway retrieve {body} → {}: {}", r.status, r.body);
+        }
+        Ok(r.json()?
+            .as_array()
+            .ok_or_else(|| anyhow!("the Pathway answer is not an array"))?
+            .iter()
+            .map(|h| {
+                h["metadata"]["doc_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect())
+    }
+
     /// Polls until `pred(doc ids of retrieve(body))` holds.
     pub fn wait_for(
         &self,

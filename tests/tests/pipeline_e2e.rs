@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::embed::embed_input;
-use freshet_tests::{expected_chunks, Case};
+use freshet_tests::{expected_chunks, Case, RIVER_WORDS};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -15,28 +15,7 @@ const WAIT: Duration = Duration::from_secs(180);
 /// A long Markdown document: each paragraph is about 120 tokens, so each chunk holds about
 /// one paragraph (plus overlap from the previous one).
 fn long_doc(seed: usize, paragraphs: usize) -> String {
-    let words = [
-        "river",
-        "delta",
-        "sediment",
-        "flow",
-        "basin",
-        "channel",
-        "estuary",
-        "tide",
-        "marsh",
-        "levee",
-        "current",
-        "erosion",
-        "meander",
-        "floodplain",
-        "silt",
-        "watershed",
-        "discharge",
-        "gauge",
-        "spring",
-        "freshet",
-    ];
+    let words = RIVER_WORDS;
     let mut out = format!("# Report {seed}\n\n");
     for p in 0..paragraphs {
         if p % 3 == 0 {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use freshet_operators::chunk::ChunkKind;
 use freshet_tests::query::{request, QueryNode};
-use freshet_tests::{workspace_root, Case};
+use freshet_tests::{workspace_root, Case, RIVER_WORDS};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -225,17 +225,9 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         r.json()?.as_array().unwrap().is_empty(),
         "no source matches test://gla*"
     );
-    let r = node.post(
-        "/pathway/v1/retrieve",
+    let ids = node.pathway_doc_ids(
         &json!({"query": "comet glacier", "k": 5, "filepath_globpattern": "test://vol*"}),
     )?;
-    let v = r.json()?;
-    let ids: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["metadata"]["doc_id"].as_str().unwrap())
-        .collect();
     assert_eq!(ids, ["volcano"]);
     let r = node.post(
         "/pathway/v1/retrieve",
@@ -331,14 +323,7 @@ fn acl_is_enforced_in_every_mode_and_option() -> Result<()> {
         }
     }
     // The Pathway endpoint carries no principals: public documents only.
-    let r = node.post("/pathway/v1/retrieve", &json!({"query": q, "k": 10}))?;
-    let v = r.json()?;
-    let ids: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["metadata"]["doc_id"].as_str().unwrap())
-        .collect();
+    let ids = node.pathway_doc_ids(&json!({"query": q, "k": 10}))?;
     assert_eq!(ids, ["public"]);
     case.stop_pipeline()?;
     Ok(())
@@ -346,24 +331,7 @@ fn acl_is_enforced_in_every_mode_and_option() -> Result<()> {
 
 /// A long Markdown report: sections of three ~120-token paragraphs each.
 fn report(paragraphs: usize) -> String {
-    let words = [
-        "river",
-        "delta",
-        "sediment",
-        "flow",
-        "basin",
-        "channel",
-        "estuary",
-        "tide",
-        "marsh",
-        "levee",
-        "current",
-        "erosion",
-        "meander",
-        "floodplain",
-        "silt",
-        "watershed",
-    ];
+    let words = &RIVER_WORDS[..16];
     let mut out = String::from("# Field report\n\n");
     for p in 0..paragraphs {
         if p % 3 == 0 {

@@ -93,12 +93,17 @@ impl EmbeddingConfig {
 
     /// The runtime library path: `ort_dylib_path`, else `$ORT_DYLIB_PATH`.
     pub fn resolved_ort_dylib_path(&self) -> Option<PathBuf> {
-        self.ort_dylib_path.clone().or_else(|| {
-            std::env::var_os("ORT_DYLIB_PATH")
-                .filter(|p| !p.is_empty())
-                .map(PathBuf::from)
-        })
+        ort_path_or_env(self.ort_dylib_path.as_deref())
     }
+}
+
+/// `explicit`, else `$ORT_DYLIB_PATH` (shared by the embedder and the reranker).
+pub(crate) fn ort_path_or_env(explicit: Option<&Path>) -> Option<PathBuf> {
+    explicit.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("ORT_DYLIB_PATH")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    })
 }
 
 /// `freshet-model.json`: what `deploy/export_model.py` records about an exported model.

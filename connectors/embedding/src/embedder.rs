@@ -95,11 +95,9 @@ impl FastEmbedder {
             dir: dir.clone(),
             reason,
         };
-        let model = catch_unwind(AssertUnwindSafe(|| {
+        let model = load_guarded(dir, || {
             TextEmbedding::try_new_from_user_defined(model, options)
-        }))
-        .map_err(|p| load_err(format!("ONNX Runtime panicked: {}", panic_message(&*p))))?
-        .map_err(|e| load_err(e.to_string()))?;
+        })?;
 
         let model_id = config
             .model_id
@@ -248,6 +246,21 @@ pub(crate) struct ModelFiles {
     pub(crate) onnx: Vec<u8>,
     pub(crate) tokenizer: TokenizerFiles,
     pub(crate) tokenizer_config_file: Vec<u8>,
+}
+
+/// Runs a fastembed constructor, turning its error or a panic inside ONNX Runtime into
+/// [`Error::Load`] for `dir`.
+pub(crate) fn load_guarded<T, E: std::fmt::Display>(
+    dir: &Path,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> Result<T> {
+    let load_err = |reason: String| Error::Load {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|p| load_err(format!("ONNX Runtime panicked: {}", panic_message(&*p))))?
+        .map_err(|e| load_err(e.to_string()))
 }
 
 /// Reads the ONNX model files of `dir`; `extra` names further files that must exist.

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use fastembed::{RerankInitOptionsUserDefined, TextRerank, UserDefinedRerankingModel};
 use serde::{Deserialize, Serialize};
 
-use crate::embedder::{check_ort_library, init_ort, read_model_dir, tokenizer_max_length};
+use crate::config::ort_path_or_env;
+use crate::embedder::{
+    check_ort_library, init_ort, load_guarded, read_model_dir, tokenizer_max_length,
+};
 use crate::error::{panic_message, Error, Result};
 
 /// Settings of a local reranker.
@@ -66,11 +69,7 @@ impl FastReranker {
                 "reranker batch_size and max_length must be at least 1".into(),
             ));
         }
-        let ort_path = check_ort_library(config.ort_dylib_path.clone().or_else(|| {
-            std::env::var_os("ORT_DYLIB_PATH")
-                .filter(|p| !p.is_empty())
-                .map(PathBuf::from)
-        }))?;
+        let ort_path = check_ort_library(ort_path_or_env(config.ort_dylib_path.as_deref()))?;
         let dir = &config.model_dir;
         let files = read_model_dir(dir, &[])?;
         let max_length = config
@@ -81,25 +80,22 @@ impl FastReranker {
         if let Some(t) = config.threads {
             options = options.with_intra_threads(t);
         }
-        let load_err = |reason: String| Error::Load {
-            dir: dir.clone(),
-            reason,
-        };
-        let model = catch_unwind(AssertUnwindSafe(|| {
+        let model = load_guarded(dir, || {
             TextRerank::try_new_from_user_defined(
                 UserDefinedRerankingModel::new(files.onnx, files.tokenizer),
                 options,
             )
-        }))
-        .map_err(|p| load_err(format!("ONNX Runtime panicked: {}", panic_message(&*p))))?
-        .map_err(|e| load_err(e.to_string()))?;
+        })?;
         let mut me = FastReranker {
             model,
             model_dir: dir.clone(),
             batch_size: config.batch_size,
         };
         me.score("probe", &["probe passage"])
-            .map_err(|e| load_err(format!("test inference failed: {e}")))?;
+            .map_err(|e| Error::Load {
+                dir: dir.clone(),
+                reason: format!("test inference failed: {e}"),
+            })?;
         tracing::info!(dir = %dir.display(), max_length, "reranker loaded");
         Ok(me)
     }

@@ -21,9 +21,10 @@ use crate::schema::{
 
 /// Milvus' limit on `offset + limit` of one query / `topk` of one search.
 pub const MAX_QUERY_WINDOW: usize = 16_384;
-/// Lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger). High enough that
-/// results barely depend on how the graph happened to be built: at 64 the SciFact nDCG@10 of the
-/// hybrid route moved by 0.015 between two builds of the same corpus.
+/// Lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger). Raised from 64
+/// while chasing build-to-build variation of SciFact results; that variation most likely came
+/// from Milvus' upsert (see [`MilvusSink::replace`]): it stayed at 256. The README's latency figures were
+/// measured at 64.
 pub const MIN_SEARCH_EF: usize = 256;
 
 /// What [`MilvusSink::health`] found.
@@ -133,15 +134,7 @@ impl MilvusSink {
         }
         self.verify_collection().await?;
         self.ensure_index().await?;
-        self.client
-            .load_collection(
-                LoadCollectionRequest::builder()
-                    .collection_name(self.coll())
-                    .timeout_ms(self.timeout_ms())
-                    .build()?,
-            )
-            .await?;
-        Ok(())
+        self.load().await
     }
 
     /// For readers (the query node): checks that the collection exists with this configuration's
@@ -154,6 +147,11 @@ impl MilvusSink {
             )));
         }
         self.verify_collection().await?;
+        self.load().await
+    }
+
+    /// Loads the collection into memory (a no-op if it is loaded).
+    async fn load(&self) -> Result<()> {
         self.client
             .load_collection(
                 LoadCollectionRequest::builder()
@@ -308,6 +306,15 @@ impl MilvusSink {
     /// Not atomic across batches: on error, a prefix of the batches may have been applied
     /// (re-applying the same rows is harmless).
     pub async fn upsert(&self, rows: &[(Chunk, Vec<f32>)]) -> Result<()> {
+        self.replace(&[], rows).await
+    }
+
+    /// Deletes the chunks `deletes` and inserts or replaces `rows`, with one delete of every
+    /// affected id followed by the inserts (not Milvus' own upsert: on Milvus 2.3.5, rows written
+    /// with it went missing from searches once their segments were sealed, as far as we could
+    /// tell). Batching and failure behave as in [`MilvusSink::upsert`]; on error, the deletes
+    /// may have been applied without some inserts, which re-applying repairs.
+    pub async fn replace(&self, deletes: &[String], rows: &[(Chunk, Vec<f32>)]) -> Result<()> {
         for (c, v) in rows {
             self.validate_row(c, v)?;
         }
@@ -321,6 +328,14 @@ impl MilvusSink {
         }
         keep.reverse();
 
+        let ids: Vec<String> = deletes
+            .iter()
+            .cloned()
+            .chain(keep.iter().map(|r| r.0.chunk_id.clone()))
+            .collect();
+        if !ids.is_empty() {
+            self.delete(&ids).await?;
+        }
         let mut batch: Vec<&(Chunk, Vec<f32>)> = Vec::new();
         let mut bytes = 0usize;
         for r in keep {
@@ -329,7 +344,7 @@ impl MilvusSink {
                 && (batch.len() >= self.cfg.max_batch_rows
                     || bytes + size > self.cfg.max_batch_bytes)
             {
-                self.upsert_batch(&batch).await?;
+                self.insert_batch(&batch).await?;
                 batch.clear();
                 bytes = 0;
             }
@@ -337,7 +352,7 @@ impl MilvusSink {
             bytes += size;
         }
         if !batch.is_empty() {
-            self.upsert_batch(&batch).await?;
+            self.insert_batch(&batch).await?;
         }
         Ok(())
     }
@@ -382,7 +397,7 @@ impl MilvusSink {
         Ok(())
     }
 
-    async fn upsert_batch(&self, batch: &[&(Chunk, Vec<f32>)]) -> Result<()> {
+    async fn insert_batch(&self, batch: &[&(Chunk, Vec<f32>)]) -> Result<()> {
         let n = batch.len();
         let mut ids = Vec::with_capacity(n);
         let mut doc_ids = Vec::with_capacity(n);
@@ -391,7 +406,6 @@ impl MilvusSink {
         let mut vectors = Vec::with_capacity(n);
         let mut acls = Vec::with_capacity(n);
         let mut metas = Vec::with_capacity(n);
-        let batch_ids: Vec<&str> = batch.iter().map(|r| r.0.chunk_id.as_str()).collect();
         for (c, v) in batch.iter().map(|r| (&r.0, &r.1)) {
             ids.push(c.chunk_id.clone());
             doc_ids.push(c.doc_id.clone());
@@ -434,17 +448,6 @@ impl MilvusSink {
                 },
             ])
             .build()?;
-        // Delete, then insert (later timestamps), rather than Milvus' own upsert: on Milvus
-        // 2.3.5, rows written by `upsert` went missing from searches once their segments were
-        // sealed (SciFact vector nDCG@10 varied from 0.61 to 0.66 between identical ingests).
-        self.client
-            .delete(
-                DeleteRequest::builder()
-                    .collection_name(self.coll())
-                    .filter(ids_expr(&batch_ids))
-                    .build()?,
-            )
-            .await?;
         self.client.insert(insert).await?;
         Ok(())
     }
