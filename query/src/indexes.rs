@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context, Result};
 use freshet_embedding::FastEmbedder;
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_operators::embed::Embedder;
-use freshet_tantivy::{now_ms, ChunkIndexReader};
+use freshet_tantivy::{now_ms, Bm25Params, ChunkIndexReader};
 use serde::Serialize;
 
 use crate::config::Config;
@@ -94,6 +94,8 @@ pub struct Indexes {
     milvus: RwLock<Option<Arc<MilvusSink>>>,
     freshness: RwLock<Freshness>,
     status: RwLock<Status>,
+    /// Wakes the Milvus task to re-check the collection now (after a failed search).
+    milvus_recheck: tokio::sync::Notify,
     metrics: Metrics,
 }
 
@@ -107,6 +109,7 @@ impl Indexes {
                 tantivy: Some("not opened yet".into()),
                 milvus: Some("not connected yet".into()),
             }),
+            milvus_recheck: tokio::sync::Notify::new(),
             metrics,
         })
     }
@@ -130,27 +133,34 @@ impl Indexes {
             self.metrics.ready.set(ready as i64);
         }
     }
-    /// Marks Milvus unusable after a failed call (the background task re-checks it).
-    pub fn milvus_failed(&self, reason: String) {
-        self.set_status(|s| s.milvus = Some(reason));
+    /// Reports a failed Milvus call: the background task re-checks the collection at once and
+    /// readiness follows what it finds. The failure alone does not make the node unready, so a
+    /// request that Milvus rejects cannot take the node out of service.
+    pub fn milvus_failed(&self) {
+        self.milvus_recheck.notify_one();
     }
 
     /// Polls the tantivy index for new commits (a thread; runs until the process ends).
-    pub fn spawn_tantivy_reloader(self: &Arc<Self>, path: std::path::PathBuf, interval: Duration) {
+    pub fn spawn_tantivy_reloader(
+        self: &Arc<Self>,
+        path: std::path::PathBuf,
+        interval: Duration,
+        bm25: Bm25Params,
+    ) {
         let me = self.clone();
         std::thread::Builder::new()
             .name("tantivy-reload".into())
             .spawn(move || loop {
-                me.reload_tick(&path);
+                me.reload_tick(&path, bm25);
                 std::thread::sleep(interval);
             })
             .expect("spawning a thread");
     }
 
-    fn reload_tick(&self, path: &std::path::Path) {
+    fn reload_tick(&self, path: &std::path::Path, bm25: Bm25Params) {
         let reader = match self.tantivy() {
             Some(r) => r,
-            None => match ChunkIndexReader::open_manual(path) {
+            None => match ChunkIndexReader::open_manual(path).and_then(|r| r.with_bm25(bm25)) {
                 Ok(r) => {
                     let r = Arc::new(r);
                     if let Ok(mut g) = self.tantivy.write() {
@@ -204,26 +214,28 @@ impl Indexes {
         }
     }
 
-    /// Connects to Milvus and checks the collection, again every few seconds while that fails
-    /// or a search reported an error (a task on the runtime).
+    /// Connects to Milvus and checks the collection, again every few seconds while that fails,
+    /// probes its health every few seconds while it works, and re-checks the collection at once
+    /// when a search reported an error (a task on the runtime).
     pub fn spawn_milvus_connector(self: &Arc<Self>, cfg: MilvusConfig) {
         let me = self.clone();
         tokio::spawn(async move {
+            let mut recheck = false;
             loop {
                 let healthy = me.status().milvus.is_none();
                 match me.milvus() {
-                    Some(m) if healthy => {
+                    Some(m) if healthy && !recheck => {
                         // Cheap liveness probe so /readyz notices an outage without traffic.
-                        if let Err(e) = m.health().await {
+                        if let Err(e) = bounded(cfg.timeout, m.health()).await {
                             me.set_status(|s| s.milvus = Some(format!("milvus: {e}")));
                         }
                     }
-                    Some(m) => match m.check_collection().await {
+                    Some(m) => match bounded(cfg.timeout, m.check_collection()).await {
                         Ok(()) => me.set_status(|s| s.milvus = None),
                         Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
                     },
-                    None => match MilvusSink::connect(cfg.clone()).await {
-                        Ok(m) => match m.check_collection().await {
+                    None => match bounded(cfg.timeout, MilvusSink::connect(cfg.clone())).await {
+                        Ok(m) => match bounded(cfg.timeout, m.check_collection()).await {
                             Ok(()) => {
                                 if let Ok(mut g) = me.milvus.write() {
                                     *g = Some(Arc::new(m));
@@ -236,8 +248,23 @@ impl Indexes {
                         Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
                     },
                 }
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                recheck =
+                    tokio::time::timeout(Duration::from_secs(2), me.milvus_recheck.notified())
+                        .await
+                        .is_ok();
             }
         });
     }
+}
+
+/// `f`, or [`freshet_milvus::Error::Timeout`] if it takes longer than `limit`: the SDK's retries
+/// can hold a call on a dead connection far longer than its per-attempt deadline, and readiness
+/// must not wait for that.
+async fn bounded<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = freshet_milvus::Result<T>>,
+) -> freshet_milvus::Result<T> {
+    tokio::time::timeout(limit, f)
+        .await
+        .unwrap_or(Err(freshet_milvus::Error::Timeout(limit)))
 }

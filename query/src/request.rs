@@ -405,7 +405,7 @@ mod tests {
         assert_eq!(p.k, 10);
         assert_eq!(p.mode, Mode::Hybrid);
         assert_eq!(p.bm25_top_k, 50);
-        assert_eq!(p.fusion.method, FusionMethod::Rrf);
+        assert_eq!(p.fusion.method, FusionMethod::Weighted);
         assert_eq!(p.fusion.rrf_k, 60.0);
         // No principals: public chunks only.
         assert_eq!(p.filter.principals, Some(vec![]));

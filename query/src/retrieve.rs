@@ -198,9 +198,8 @@ impl Engine {
                 .map_err(|e| match e {
                     freshet_milvus::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
                     other => {
-                        let msg = format!("milvus: {other}");
-                        self.indexes.milvus_failed(msg.clone());
-                        RetrieveError::Unavailable(msg)
+                        self.indexes.milvus_failed();
+                        RetrieveError::Unavailable(format!("milvus: {other}"))
                     }
                 })?;
             Ok::<_, RetrieveError>((hits, embed_s, s.elapsed().as_secs_f64()))

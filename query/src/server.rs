@@ -27,6 +27,7 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     indexes.spawn_tantivy_reloader(
         config.tantivy.path.clone(),
         Duration::from_millis(config.query.reload_interval_ms.max(1)),
+        config.query.bm25_params()?,
     );
     let mut mcfg = config.milvus.clone();
     mcfg.dim = embedders.dim();

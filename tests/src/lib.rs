@@ -16,6 +16,7 @@ use freshet_operators::envelope::{decode, DecodeLimits};
 use freshet_operators::prepare::prepare;
 use freshet_tantivy::ChunkIndexReader;
 
+pub mod proxy;
 pub mod query;
 
 /// Vocabulary of the generated long Markdown documents of the e2e tests.

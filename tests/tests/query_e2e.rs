@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use freshet_operators::chunk::ChunkKind;
+use freshet_tests::proxy::{host_port, TcpProxy};
 use freshet_tests::query::{request, QueryNode};
 use freshet_tests::{workspace_root, Case, RIVER_WORDS};
 use serde_json::{json, Value};
@@ -76,9 +77,14 @@ fn publish_update_delete_through_every_route() -> Result<()> {
     assert_eq!(top["title"], "Volcanoes");
     assert_eq!(top["source"], "test://volcano");
     assert_eq!(top["metadata"]["year"], 2020);
-    // RRF k=60: rank 1 in both routes.
+    // Weighted fusion (the default, 0.5 / 0.5 of min-max normalised scores): rank 1 in both
+    // routes is the maximum of both, 1.0.
     let fused = top["score"].as_f64().unwrap();
-    assert!((fused - 2.0 / 61.0).abs() < 1e-6, "{fused}");
+    assert!((fused - 1.0).abs() < 1e-6, "{fused}");
+    // RRF k=60 when asked: rank 1 in both routes.
+    let v = node.retrieve(&json!({"query": lava, "k": 3, "fusion": {"method": "rrf"}}))?;
+    let rrf = results(&v)[0]["score"].as_f64().unwrap();
+    assert!((rrf - 2.0 / 61.0).abs() < 1e-6, "{rrf}");
     for stage in ["bm25", "vector", "embed", "fusion", "total"] {
         assert!(
             v["timings_ms"][stage].as_f64().is_some(),
@@ -96,6 +102,14 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         let ids = node.doc_ids(
             &json!({"query": lava, "mode": mode, "filter": {"year": {"in": [2021, 1999]}}}),
         )?;
+        assert_eq!(ids, ["bread"], "{mode}");
+        // A long list (up to the 256 the node accepts) with mixed value types: Milvus 2.3.5 once
+        // failed such a vector search, and the node answered 503.
+        let mut years: Vec<serde_json::Value> = (1700..1954).map(|y| json!(y)).collect();
+        years.push(json!(2021));
+        years.push(json!("2020"));
+        let ids =
+            node.doc_ids(&json!({"query": lava, "mode": mode, "filter": {"year": {"in": years}}}))?;
         assert_eq!(ids, ["bread"], "{mode}");
         let ids = node.doc_ids(
             &json!({"query": lava, "mode": mode, "filter": {"lang": {"in": ["en"]}, "year": 2020}}),
@@ -646,5 +660,72 @@ fn api_keys_guard_v1_routes() -> Result<()> {
     }
     assert_eq!(node.get("/healthz")?.status, 200);
     assert_eq!(node.get("/metrics")?.status, 200);
+    Ok(())
+}
+
+#[test]
+fn milvus_outage_answers_503_and_the_node_recovers() -> Result<()> {
+    let mut case = Case::new("query_outage", 1)?;
+    case.start_pipeline()?;
+    for (id, text) in [
+        (
+            "glacier",
+            "Glaciers carve valleys as the ice slowly flows downhill.",
+        ),
+        (
+            "delta",
+            "A river delta forms where sediment settles at the mouth.",
+        ),
+    ] {
+        case.send_json(id, &doc(id, id, text, json!({}), &[]))?;
+    }
+    case.wait_indexed(WAIT)?;
+    // The node reaches Milvus through a proxy this test can cut.
+    let proxy = TcpProxy::start(&host_port(&freshet_tests::env("FRESHET_MILVUS_URL"))?)?;
+    let node = case.start_query(&[
+        ("FRESHET_MILVUS_URL", format!("http://{}", proxy.addr)),
+        ("FRESHET_MILVUS_TIMEOUT", "3s".into()),
+        ("FRESHET_QUERY_REQUEST_TIMEOUT_MS", "8000".into()),
+    ])?;
+    node.wait_ready(Duration::from_secs(60))?;
+    let ice = json!({"query": "ice flowing downhill", "mode": "vector", "k": 1});
+    assert_eq!(node.doc_ids(&ice)?, ["glacier"]);
+
+    proxy.cut();
+    // Vector and hybrid retrieval answer 503 with a reason; BM25 does not need Milvus.
+    for mode in ["vector", "hybrid"] {
+        let r = node.post("/v1/retrieve", &json!({"query": "ice", "mode": mode}))?;
+        assert_eq!(r.status, 503, "{mode}: {}", r.body);
+        let v = r.json()?;
+        assert_eq!(v["error"]["code"], "unavailable", "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("milvus")),
+            "{v}"
+        );
+    }
+    let bm25 = json!({"query": "ice flowing downhill", "mode": "bm25", "k": 1});
+    assert_eq!(node.doc_ids(&bm25)?, ["glacier"]);
+    // Readiness notices (the failed searches ask for a re-check at once).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = node.get("/readyz")?;
+        if r.status == 503 {
+            assert!(r.body.contains("milvus"), "{}", r.body);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still ready with Milvus cut off: {}",
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Back without a restart.
+    proxy.restore();
+    node.wait_ready(Duration::from_secs(60))?;
+    assert_eq!(node.doc_ids(&ice)?, ["glacier"]);
     Ok(())
 }

@@ -42,6 +42,11 @@ pub enum Error {
     #[error("invalid filter: {0}")]
     InvalidFilter(String),
 
+    /// No answer within the configured timeout (`[milvus] timeout`), retries included: the
+    /// server or the network is down or overloaded.
+    #[error("milvus did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+
     /// The server answered in a way that breaks an invariant (e.g. paginated ids do not add up
     /// to `count(*)`).
     #[error("inconsistent milvus answer: {0}")]

@@ -75,15 +75,7 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
         parts.push(metadata_eq_expr(key, value)?);
     }
     for (key, values) in &f.metadata_in {
-        // `or` of equalities rather than `in`: both servers read it for mixed JSON value types.
-        let alternatives = values
-            .iter()
-            .map(|v| metadata_eq_expr(key, v))
-            .collect::<Result<Vec<_>>>()?;
-        parts.push(match alternatives.len() {
-            0 => "false".to_owned(),
-            _ => alternatives.join(" or "),
-        });
+        parts.push(metadata_in_expr(key, values)?);
     }
     Ok(match parts.len() {
         0 => String::new(),
@@ -98,12 +90,51 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
 
 /// `metadata["key"] == <literal>` for a JSON value given as text.
 fn metadata_eq_expr(key: &str, json_value: &str) -> Result<String> {
+    Ok(format!(
+        "{F_METADATA}[{}] == {}",
+        quote(key),
+        metadata_literal(key, json_value)?
+    ))
+}
+
+/// `metadata["key"]` equal to any of the JSON values given as text: equalities joined by `or`
+/// as a balanced tree, `((a or b) or (c or d))`.
+///
+/// The forms that look simpler fail on one of the two servers: milvus-lite 3.2.2 accepts `in`
+/// only on a plain field ("left side of 'in' must be a field reference"), Milvus 2.3.5 rejects a
+/// JSON `in` list mixing types, and a vector search on 2.3.5 fails on a flat `or` chain of 50
+/// or more terms (a nesting limit: 48 work; probed by hand). A balanced tree of 256 equalities
+/// nests 8 deep and works on both.
+fn metadata_in_expr(key: &str, json_values: &[String]) -> Result<String> {
+    let equalities = json_values
+        .iter()
+        .map(|v| metadata_eq_expr(key, v))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(match equalities.len() {
+        0 => "false".to_owned(),
+        _ => balanced_or(&equalities),
+    })
+}
+
+/// `items` joined by `or` as a balanced binary tree (each inner node parenthesised).
+fn balanced_or(items: &[String]) -> String {
+    match items {
+        [one] => one.clone(),
+        _ => {
+            let (left, right) = items.split_at(items.len() / 2);
+            format!("({} or {})", balanced_or(left), balanced_or(right))
+        }
+    }
+}
+
+/// A JSON value given as text as a Milvus literal.
+fn metadata_literal(key: &str, json_value: &str) -> Result<String> {
     let value: serde_json::Value = serde_json::from_str(json_value).map_err(|e| {
         Error::InvalidFilter(format!(
             "metadata value for key {key:?} is not JSON ({e}); quote strings: \"\\\"en\\\"\""
         ))
     })?;
-    let literal = match value {
+    Ok(match value {
         serde_json::Value::String(s) => quote(&s),
         serde_json::Value::Bool(b) => b.to_string(),
         serde_json::Value::Number(n) => {
@@ -127,8 +158,7 @@ fn metadata_eq_expr(key: &str, json_value: &str) -> Result<String> {
                 "metadata value for key {key:?} must be a string, number or bool, got {other}"
             )))
         }
-    };
-    Ok(format!("{F_METADATA}[{}] == {literal}", quote(key)))
+    })
 }
 
 /// `chunk_id in [...]` for a batch of ids.
@@ -188,8 +218,30 @@ mod tests {
                     .metadata_in("lang", [r#""en""#, r#""fr""#])
             )
             .unwrap(),
-            r#"(metadata["a"] == 1) and (metadata["lang"] == "en" or metadata["lang"] == "fr")"#
+            r#"(metadata["a"] == 1) and ((metadata["lang"] == "en" or metadata["lang"] == "fr"))"#
         );
+        assert_eq!(
+            filter_expr(
+                &ChunkFilter::none().metadata_in("k", [r#""a""#, "1", "true", "2.5", "1e3"])
+            )
+            .unwrap(),
+            r#"((metadata["k"] == "a" or metadata["k"] == 1) or (metadata["k"] == true or (metadata["k"] == 2.5 or metadata["k"] == 1000.0)))"#
+        );
+        let many: Vec<String> = (0..256).map(|i| i.to_string()).collect();
+        let e = filter_expr(&ChunkFilter::none().metadata_in("k", many)).unwrap();
+        let depth = e
+            .chars()
+            .scan(0i32, |d, c| {
+                *d += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                Some(*d)
+            })
+            .max();
+        assert_eq!(depth, Some(8));
+        assert_eq!(e.matches(" or ").count(), 255);
         assert!(filter_expr(&ChunkFilter::none().metadata_in("k", ["en"])).is_err());
         assert!(ChunkFilter::none()
             .metadata_in("k", Vec::<String>::new())

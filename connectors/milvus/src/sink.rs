@@ -615,20 +615,20 @@ impl MilvusSink {
         }
         let expr = filter_expr(filter)?;
         let ef = k.max(MIN_SEARCH_EF).to_string();
-        let resp = self
-            .client
-            .search(
-                SearchRequest::builder()
-                    .collection_name(self.coll())
-                    .vector_field(F_VECTOR)
-                    .vectors(SearchVectors::Float(vec![vector.to_vec()]))
-                    .limit(k as i64)
-                    .filter(expr)
-                    .extra_params(HashMap::from([("ef".to_owned(), ef)]))
-                    .consistency_level(consistency)
-                    .build()?,
-            )
-            .await?;
+        let request = SearchRequest::builder()
+            .collection_name(self.coll())
+            .vector_field(F_VECTOR)
+            .vectors(SearchVectors::Float(vec![vector.to_vec()]))
+            .limit(k as i64)
+            .filter(expr)
+            .extra_params(HashMap::from([("ef".to_owned(), ef)]))
+            .consistency_level(consistency)
+            .build()?;
+        // The SDK's own deadline is per attempt and its retries reconnect with backoff, so a
+        // dead connection could hold a search far longer than `timeout`: bound the whole call.
+        let resp = tokio::time::timeout(self.cfg.timeout, self.client.search(request))
+            .await
+            .map_err(|_| Error::Timeout(self.cfg.timeout))??;
         let mut out = Vec::with_capacity(k);
         // Read ids/scores directly: `rows()` fails on Milvus 2.3 responses (no primary-key /
         // score field names in them).

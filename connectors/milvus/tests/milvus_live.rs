@@ -338,6 +338,19 @@ async fn filters_inside_milvus() {
     );
     assert_eq!(q(f().metadata_eq("we\"ird key", r#""v""#)).await, set(&[4]));
     assert!(q(f().metadata_eq("missing", r#""x""#)).await.is_empty());
+    // `in`: long lists (Milvus 2.3.5 rejected an `or` chain of this length in a search) and
+    // mixed value types.
+    let mut langs: Vec<String> = (0..200).map(|i| format!("\"l{i}\"")).collect();
+    langs.insert(100, r#""de""#.to_owned());
+    assert_eq!(q(f().metadata_in("lang", langs)).await, set(&[2]));
+    assert_eq!(
+        q(f().metadata_in("year", ["2020", r#""2021""#, "2021.5", "true", "1999"])).await,
+        set(&[1, 3])
+    );
+    assert_eq!(
+        q(f().metadata_in("draft", ["false", r#""x""#, "7"])).await,
+        set(&[1])
+    );
     assert!(matches!(
         s.search(&unit_vector(7), 5, &f().metadata_eq("lang", "en"))
             .await,

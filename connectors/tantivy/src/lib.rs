@@ -18,6 +18,7 @@
 //! One [`ChunkIndexWriter`] per index (tantivy's directory lock enforces it across processes);
 //! any number of [`ChunkIndexReader`]s, also in other processes.
 
+mod bm25;
 mod error;
 mod payload;
 mod query;
@@ -26,6 +27,7 @@ mod reader;
 mod schema;
 mod writer;
 
+pub use bm25::Bm25Params;
 pub use error::{Error, Result};
 pub use payload::{now_ms, CommitPayload};
 pub use query::{ChunkFilter, TITLE_BOOST};

@@ -7,6 +7,7 @@ use tantivy::query::{TermQuery, TermSetQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{Index, Searcher, TantivyDocument, TantivyError, Term};
 
+use crate::bm25::Bm25Params;
 use crate::error::Result;
 use crate::payload::CommitPayload;
 use crate::query::{bm25_query, ChunkFilter};
@@ -96,11 +97,12 @@ pub(crate) fn search_bm25(
     query: &str,
     k: usize,
     filter: &ChunkFilter,
+    params: Bm25Params,
 ) -> Result<Vec<(f32, Chunk)>> {
     if k == 0 || filter.matches_nothing() {
         return Ok(Vec::new());
     }
-    let Some(q) = bm25_query(s, query, filter)? else {
+    let Some(q) = bm25_query(s, query, filter, params)? else {
         return Ok(Vec::new());
     };
     let hits = searcher.search(&*q, &TopDocs::with_limit(k).order_by_score())?;

@@ -6,6 +6,7 @@ use freshet_operators::chunk::Chunk;
 use tantivy::directory::MmapDirectory;
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyError};
 
+use crate::bm25::Bm25Params;
 use crate::error::{Error, Result};
 use crate::payload::CommitPayload;
 use crate::query::ChunkFilter;
@@ -20,6 +21,7 @@ pub struct ChunkIndexReader {
     index: Index,
     reader: IndexReader,
     schema: ChunkSchema,
+    bm25: Bm25Params,
 }
 
 impl std::fmt::Debug for ChunkIndexReader {
@@ -62,7 +64,15 @@ impl ChunkIndexReader {
             index,
             reader,
             schema,
+            bm25: Bm25Params::default(),
         })
+    }
+
+    /// Scores BM25 searches with these parameters instead of the defaults
+    /// ([`Bm25Params::default`]: Anserini's `k1 = 0.9`, `b = 0.4`).
+    pub fn with_bm25(mut self, params: Bm25Params) -> Result<Self> {
+        self.bm25 = params.validate()?;
+        Ok(self)
     }
 
     /// Makes the latest commit visible now.
@@ -71,7 +81,8 @@ impl ChunkIndexReader {
         Ok(())
     }
 
-    /// BM25 top-`k` over `text` and `title` (title boosted by [`crate::TITLE_BOOST`]). The query
+    /// BM25 top-`k` over the chunks' title, section path and text (see the `query` module),
+    /// scored with this reader's [`Bm25Params`]. The query
     /// is analysed like the indexed text and becomes a disjunction of terms: there is no query
     /// syntax, so no input can fail. Input with no indexable term (empty, stop words only)
     /// returns no hits. The filter is applied inside the query, before top-k.
@@ -81,7 +92,14 @@ impl ChunkIndexReader {
         k: usize,
         filter: &ChunkFilter,
     ) -> Result<Vec<(f32, Chunk)>> {
-        read::search_bm25(&self.reader.searcher(), &self.schema, query, k, filter)
+        read::search_bm25(
+            &self.reader.searcher(),
+            &self.schema,
+            query,
+            k,
+            filter,
+            self.bm25,
+        )
     }
 
     /// The chunks with these ids that exist (missing ids are skipped), in no particular order.

@@ -4,8 +4,9 @@
 //! Two analyzers are registered in every index:
 //!
 //! - [`ANALYZER_NAME`] (`freshet_en`, [`freshet_en_analyzer`]): split on non-alphanumerics,
-//!   lowercase, drop long tokens, English stop words, Porter2 stemmer. It analyses `text`,
-//!   `title` and `section_text` of every chunk.
+//!   lowercase, drop long tokens, English stop words, Porter2 stemmer. It analyses `body`: the
+//!   title, section path and text of every chunk as one field (`text` and `title` themselves are
+//!   stored only).
 //! - [`ZH_ANALYZER_NAME`] (`freshet_zh`, [`freshet_zh_analyzer`]): jieba word segmentation in
 //!   search mode (via `cang-jie`), lowercase, drop long tokens, drop whitespace/punctuation
 //!   tokens. It analyses `text_zh` and `title_zh`, which are filled only when the chunk's text
@@ -40,7 +41,9 @@ use crate::error::{Error, Result};
 /// another version is refused on open with [`Error::SchemaVersionMismatch`] and must be rebuilt.
 ///
 /// 2: `text_zh` / `title_zh` analysed with [`ZH_ANALYZER_NAME`].
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `body` (title, section path and text in one field) is the field English BM25 searches;
+///    `text` and `title` are stored only; no `section_text`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Name under which [`freshet_en_analyzer`] is registered in every index.
 pub const ANALYZER_NAME: &str = "freshet_en";
@@ -237,11 +240,14 @@ pub struct ChunkSchema {
     pub token_count: Field,
     /// Stored only: the heading path as a JSON array string (exact round-trip).
     pub section: Field,
-    /// Indexed with [`ANALYZER_NAME`], not stored: the heading path joined with " > ".
-    pub section_text: Field,
-    /// Indexed with [`ANALYZER_NAME`] (positions), stored.
+    /// Indexed with [`ANALYZER_NAME`] (frequencies), not stored: the chunk's title, section path
+    /// and text as one field, the way Pyserini's "flat" BEIR index holds title and contents.
+    /// English BM25 searches this field, so a term's weight and the length normalisation see
+    /// the whole chunk as one text.
+    pub body: Field,
+    /// Stored only (searched through `body`).
     pub text: Field,
-    /// Indexed with [`ANALYZER_NAME`] (positions), stored.
+    /// Stored only (searched through `body`).
     pub title: Field,
     /// Indexed with [`ZH_ANALYZER_NAME`] (positions), not stored: a copy of `text`, present only
     /// when the text [contains CJK](contains_cjk).
@@ -278,12 +284,6 @@ impl ChunkSchema {
             .set_index_option(IndexRecordOption::Basic);
         let raw = TextOptions::default().set_indexing_options(raw_indexing.clone());
         let raw_stored = raw.clone().set_stored();
-        let en_indexing = TextFieldIndexing::default()
-            .set_tokenizer(ANALYZER_NAME)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions);
-        let en_stored = TextOptions::default()
-            .set_indexing_options(en_indexing.clone())
-            .set_stored();
         let zh = TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
                 .set_tokenizer(ZH_ANALYZER_NAME)
@@ -302,12 +302,16 @@ impl ChunkSchema {
         let char_end = b.add_u64_field("char_end", u64_opts.clone());
         let token_count = b.add_u64_field("token_count", u64_opts);
         let section = b.add_text_field("section", stored_only.clone());
-        let section_text = b.add_text_field(
-            "section_text",
-            TextOptions::default().set_indexing_options(en_indexing),
+        let body = b.add_text_field(
+            "body",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(ANALYZER_NAME)
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            ),
         );
-        let text = b.add_text_field("text", en_stored.clone());
-        let title = b.add_text_field("title", en_stored);
+        let text = b.add_text_field("text", stored_only.clone());
+        let title = b.add_text_field("title", stored_only.clone());
         let text_zh = b.add_text_field("text_zh", zh.clone());
         let title_zh = b.add_text_field("title_zh", zh);
         let source = b.add_text_field("source", raw_stored.clone());
@@ -330,7 +334,7 @@ impl ChunkSchema {
             char_end,
             token_count,
             section,
-            section_text,
+            body,
             text,
             title,
             text_zh,
@@ -361,11 +365,13 @@ impl ChunkSchema {
             self.section,
             serde_json::to_string(&c.section).expect("Vec<String> serializes"),
         );
-        if !c.section.is_empty() {
-            d.add_text(self.section_text, c.section.join(" > "));
-        }
         d.add_text(self.text, &c.text);
         d.add_text(self.title, &c.title);
+        d.add_text(self.body, &c.title);
+        if !c.section.is_empty() {
+            d.add_text(self.body, c.section.join(" > "));
+        }
+        d.add_text(self.body, &c.text);
         if contains_cjk(&c.text) {
             d.add_text(self.text_zh, &c.text);
         }

@@ -514,7 +514,7 @@ fn hostile_queries_never_error() {
 }
 
 #[test]
-fn stemming_stop_words_and_title_boost() {
+fn stemming_stop_words_title_and_section() {
     assert_eq!(analyze("Running runs RUN ran"), ["run", "ran"]);
     assert_eq!(analyze("the and of"), Vec::<String>::new());
 
@@ -528,12 +528,15 @@ fn stemming_stop_words_and_title_boost() {
         0,
         "gardening nothing relevant in the body at all",
     );
+    let mut in_section = chunk("section", "d3", 0, "a body that never names its topic");
+    in_section.section = vec!["Guides".into(), "Composting at home".into()];
     w.apply(
         &[
             chunk("s", "d", 0, "She runs every morning"),
             chunk("o", "d", 1, "Unrelated content about cooking"),
             in_title,
             in_body,
+            in_section,
         ],
         &[],
     )
@@ -553,6 +556,17 @@ fn stemming_stop_words_and_title_boost() {
         .unwrap();
     assert_eq!(ids(&g), ["title", "body"]);
     assert!(g[0].0 > g[1].0);
+    // Title, section path and text are searched as one field.
+    assert_eq!(
+        ids(&r
+            .search_bm25("composted guide", 10, &ChunkFilter::none())
+            .unwrap()),
+        ["section"]
+    );
+    assert_eq!(
+        ids(&r.search_bm25("d2", 10, &ChunkFilter::none()).unwrap()),
+        ["body"]
+    );
 }
 
 #[test]
