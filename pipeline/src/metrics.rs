@@ -17,6 +17,16 @@ pub struct Outcome {
     pub outcome: String,
 }
 
+/// Buckets (seconds) of the latency histograms.
+const LATENCY_BUCKETS: [f64; 15] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabel {
+    pub sink: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SinkOp {
     pub sink: String,
@@ -47,6 +57,9 @@ pub struct Metrics {
     pub commits: Counter,
     pub durable_epoch: Gauge,
     pub source_to_durable: Histogram,
+    pub source_to_read: Histogram,
+    pub embed_batch: Histogram,
+    pub sink_write: Family<SinkLabel, Histogram>,
 }
 
 impl Metrics {
@@ -102,13 +115,31 @@ impl Metrics {
             "Newest epoch durably applied to both sinks",
             durable_epoch.clone(),
         );
-        let source_to_durable = Histogram::new([
-            0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-        ]);
+        let source_to_durable = Histogram::new(LATENCY_BUCKETS);
         r.register(
             "source_to_durable_seconds",
             "Kafka record timestamp to durable in both sinks",
             source_to_durable.clone(),
+        );
+        let source_to_read = Histogram::new(LATENCY_BUCKETS);
+        r.register(
+            "source_to_read_seconds",
+            "Kafka record timestamp to read by a worker (broker, fetch and batching wait)",
+            source_to_read.clone(),
+        );
+        let embed_batch = Histogram::new(LATENCY_BUCKETS);
+        r.register(
+            "embed_batch_seconds",
+            "Duration of embedding one batch of chunk texts (cache lookups included)",
+            embed_batch.clone(),
+        );
+        let sink_write = Family::<SinkLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(LATENCY_BUCKETS)
+        });
+        r.register(
+            "sink_write_seconds",
+            "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + commit)",
+            sink_write.clone(),
         );
         Metrics {
             registry: Arc::new(r),
@@ -122,7 +153,17 @@ impl Metrics {
             commits,
             durable_epoch,
             source_to_durable,
+            source_to_read,
+            embed_batch,
+            sink_write,
         }
+    }
+
+    /// Records how long one write to `sink` took.
+    pub fn sink_write(&self, sink: &str, seconds: f64) {
+        self.sink_write
+            .get_or_create(&SinkLabel { sink: sink.into() })
+            .observe(seconds);
     }
 
     pub fn outcome(family: &Family<Outcome, Counter>, outcome: &str, n: u64) {

@@ -233,7 +233,11 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                     return Err(EmbedError("no embedding model on this worker".into()));
                 };
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+                let started = Instant::now();
                 let (vectors, stats) = cached.embed(&refs)?;
+                embed_metrics
+                    .embed_batch
+                    .observe(started.elapsed().as_secs_f64());
                 Metrics::outcome(
                     &embed_metrics.embedding_texts,
                     "embedded",
@@ -279,6 +283,12 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             match source.as_mut() {
                 Some(src) => match src.poll(pcfg.batch_max_records, max_wait) {
                     Ok(batch) => {
+                        let now = freshet_tantivy::now_ms() as i64;
+                        for ts in &batch.timestamps_ms {
+                            metrics
+                                .source_to_read
+                                .observe(((now - ts).max(0) as f64) / 1000.0);
+                        }
                         for (id, update) in batch.updates {
                             docs_in.send((id, update, epoch));
                         }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use freshet_milvus::MilvusSink;
@@ -261,13 +261,16 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     let m = &sinks.metrics;
     if !deletes.is_empty() || !rows.is_empty() {
         let milvus = &sinks.milvus;
+        let started = Instant::now();
         with_retries("milvus", || {
             sinks.runtime.block_on(milvus.replace(&deletes, &rows))
         })
         .context("writing to Milvus")?;
+        m.sink_write("milvus", started.elapsed().as_secs_f64());
         m.sink("milvus", "delete", deletes.len() as u64);
         m.sink("milvus", "upsert", rows.len() as u64);
     }
+    let started = Instant::now();
     sinks
         .tantivy
         .apply(&upserts, &deletes)
@@ -279,6 +282,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         .tantivy
         .commit(&payload)
         .context("committing tantivy")?;
+    m.sink_write("tantivy", started.elapsed().as_secs_f64());
     m.sink("tantivy", "delete", deletes.len() as u64);
     m.sink("tantivy", "upsert", upserts.len() as u64);
     Metrics::outcome(&m.chunks, "upsert", upserts.len() as u64);

@@ -237,33 +237,25 @@ impl Case {
         Ok(())
     }
 
-    /// SIGTERM and wait for a clean exit.
+    /// SIGTERM to every process of the pipeline at once (a cluster drains together: no process
+    /// can finish while another still feeds the dataflow), then waits up to 60 s for each to
+    /// exit successfully.
     pub fn stop_pipeline(&mut self) -> Result<()> {
-        let peers: Vec<Child> = self.peers.drain(..).collect();
-        for c in &peers {
+        let mut all: Vec<Child> = self.peers.drain(..).collect();
+        all.extend(self.pipeline.take());
+        for c in &all {
             Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
                 .status()?;
         }
-        for mut c in peers {
-            let status = c.wait()?;
-            if !status.success() {
-                bail!(
-                    "a cluster peer exited with {status}; log: {}",
-                    self.log_tail()
-                );
-            }
-        }
-        if let Some(mut c) = self.pipeline.take() {
-            let pid = c.id().to_string();
-            Command::new("kill").args(["-TERM", &pid]).status()?;
-            let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for mut c in all {
             loop {
                 if let Some(status) = c.try_wait()? {
                     if !status.success() {
                         bail!("pipeline exited with {status}; log: {}", self.log_tail());
                     }
-                    return Ok(());
+                    break;
                 }
                 if Instant::now() > deadline {
                     c.kill()?;

@@ -158,6 +158,22 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
         distinct.len(),
         "each distinct leaf text is embedded once"
     );
+    // Stage histograms: every record read and made durable, at least one write per sink and
+    // one embedding batch.
+    let produced = log.len() as f64;
+    for name in [
+        "freshet_pipeline_source_to_read_seconds_count",
+        "freshet_pipeline_source_to_durable_seconds_count",
+    ] {
+        assert_eq!(case.metric(name)?, produced, "{name}");
+    }
+    for name in [
+        "freshet_pipeline_sink_write_seconds_count{sink=\"milvus\"}",
+        "freshet_pipeline_sink_write_seconds_count{sink=\"tantivy\"}",
+        "freshet_pipeline_embed_batch_seconds_count",
+    ] {
+        assert!(case.metric(name)? >= 1.0, "{name}");
+    }
 
     // Edit the start of one paragraph in the middle of doc-1.
     let (id, text) = &docs[1];
@@ -375,6 +391,52 @@ fn sigkill_mid_stream_then_restart_converges_without_duplicates() -> Result<()> 
         log.push((id, None));
     }
     case.start_pipeline()?;
+    case.wait_indexed(WAIT)?;
+    assert_indexes_match(&case, &log)?;
+    case.stop_pipeline()?;
+    Ok(())
+}
+
+#[test]
+fn two_process_cluster_keeps_both_indexes_exact_and_recovers() -> Result<()> {
+    let mut case = Case::new("cluster", 4)?;
+    let mut log = Vec::new();
+    for i in 0..12 {
+        let id = format!("c-{i}");
+        let v = upsert(&id, &id, &long_doc(i, 2), "text/markdown", &[]);
+        publish(&mut case, &mut log, &id, Some(v))?;
+    }
+    // Two processes with one worker each: partitions are spread over both, documents are
+    // exchanged by id, and process 0's worker owns the sinks.
+    case.start_cluster(2)?;
+    case.wait_indexed(WAIT)?;
+    assert_indexes_match(&case, &log)?;
+
+    // Edits, deletes and tombstones land in both processes' partitions.
+    for i in (0..12).step_by(3) {
+        let id = format!("c-{i}");
+        let v = upsert(&id, &id, &long_doc(i + 50, 2), "text/markdown", &[]);
+        publish(&mut case, &mut log, &id, Some(v))?;
+    }
+    publish(
+        &mut case,
+        &mut log,
+        "c-1",
+        Some(json!({"op": "delete", "id": "c-1"})),
+    )?;
+    publish(&mut case, &mut log, "c-2", None)?;
+    case.wait_indexed(WAIT)?;
+    assert_indexes_match(&case, &log)?;
+
+    // SIGKILL both processes, change things while they are down, restart: exact again.
+    case.kill_pipeline()?;
+    for i in [4, 5] {
+        let id = format!("c-{i}");
+        let v = upsert(&id, &id, &long_doc(i + 90, 2), "text/markdown", &[]);
+        publish(&mut case, &mut log, &id, Some(v))?;
+    }
+    publish(&mut case, &mut log, "c-7", None)?;
+    case.start_cluster(2)?;
     case.wait_indexed(WAIT)?;
     assert_indexes_match(&case, &log)?;
     case.stop_pipeline()?;
