@@ -283,12 +283,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             match source.as_mut() {
                 Some(src) => match src.poll(pcfg.batch_max_records, max_wait) {
                     Ok(batch) => {
-                        let now = freshet_tantivy::now_ms() as i64;
-                        for ts in &batch.timestamps_ms {
-                            metrics
-                                .source_to_read
-                                .observe(((now - ts).max(0) as f64) / 1000.0);
-                        }
+                        Metrics::observe_ages(&metrics.source_to_read, &batch.timestamps_ms);
                         for (id, update) in batch.updates {
                             docs_in.send((id, update, epoch));
                         }

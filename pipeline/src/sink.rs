@@ -289,11 +289,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     Metrics::outcome(&m.chunks, "delete", deletes.len() as u64);
     m.commits.inc();
     m.durable_epoch.set(last_epoch as i64);
-    let now = freshet_tantivy::now_ms() as i64;
-    for ts in timestamps {
-        m.source_to_durable
-            .observe(((now - ts).max(0) as f64) / 1000.0);
-    }
+    Metrics::observe_ages(&m.source_to_durable, &timestamps);
     tracing::debug!(
         epoch = last_epoch,
         upserts = upserts.len(),

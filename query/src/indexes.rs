@@ -226,16 +226,16 @@ impl Indexes {
                 match me.milvus() {
                     Some(m) if healthy && !recheck => {
                         // Cheap liveness probe so /readyz notices an outage without traffic.
-                        if let Err(e) = bounded(cfg.timeout, m.health()).await {
+                        if let Err(e) = m.health().await {
                             me.set_status(|s| s.milvus = Some(format!("milvus: {e}")));
                         }
                     }
-                    Some(m) => match bounded(cfg.timeout, m.check_collection()).await {
+                    Some(m) => match m.check_collection().await {
                         Ok(()) => me.set_status(|s| s.milvus = None),
                         Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
                     },
-                    None => match bounded(cfg.timeout, MilvusSink::connect(cfg.clone())).await {
-                        Ok(m) => match bounded(cfg.timeout, m.check_collection()).await {
+                    None => match MilvusSink::connect(cfg.clone()).await {
+                        Ok(m) => match m.check_collection().await {
                             Ok(()) => {
                                 if let Ok(mut g) = me.milvus.write() {
                                     *g = Some(Arc::new(m));
@@ -255,16 +255,4 @@ impl Indexes {
             }
         });
     }
-}
-
-/// `f`, or [`freshet_milvus::Error::Timeout`] if it takes longer than `limit`: the SDK's retries
-/// can hold a call on a dead connection far longer than its per-attempt deadline, and readiness
-/// must not wait for that.
-async fn bounded<T>(
-    limit: Duration,
-    f: impl std::future::Future<Output = freshet_milvus::Result<T>>,
-) -> freshet_milvus::Result<T> {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or(Err(freshet_milvus::Error::Timeout(limit)))
 }

@@ -22,9 +22,9 @@ use crate::schema::{
 /// Milvus' limit on `offset + limit` of one query / `topk` of one search.
 pub const MAX_QUERY_WINDOW: usize = 16_384;
 /// Lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger). Raised from 64
-/// while chasing build-to-build variation of SciFact results; that variation most likely came
-/// from Milvus' upsert (see [`MilvusSink::replace`]): it stayed at 256. The README's latency figures were
-/// measured at 64.
+/// while chasing build-to-build variation of SciFact results, which turned out to come from
+/// Milvus 2.3's approximate interim index on growing segments (turned off by
+/// `deploy/start-milvus.sh`); it stayed at 256.
 pub const MIN_SEARCH_EF: usize = 256;
 
 /// What [`MilvusSink::health`] found.
@@ -89,7 +89,7 @@ impl MilvusSink {
         if let Some(t) = &cfg.token {
             cc = cc.token(t.clone());
         }
-        let client = ClientV2::new(&cc).await?;
+        let client = bounded(cfg.timeout, async { Ok(ClientV2::new(&cc).await?) }).await?;
         Ok(MilvusSink { client, cfg })
     }
 
@@ -140,14 +140,17 @@ impl MilvusSink {
     /// For readers (the query node): checks that the collection exists with this configuration's
     /// dimension and model, and loads it. Creates nothing.
     pub async fn check_collection(&self) -> Result<()> {
-        if !self.has_collection().await? {
-            return Err(Error::InvalidInput(format!(
-                "milvus collection {:?} does not exist (has the pipeline run yet?)",
-                self.cfg.collection
-            )));
-        }
-        self.verify_collection().await?;
-        self.load().await
+        bounded(self.cfg.timeout, async {
+            if !self.has_collection().await? {
+                return Err(Error::InvalidInput(format!(
+                    "milvus collection {:?} does not exist (has the pipeline run yet?)",
+                    self.cfg.collection
+                )));
+            }
+            self.verify_collection().await?;
+            self.load().await
+        })
+        .await
     }
 
     /// Loads the collection into memory (a no-op if it is loaded).
@@ -311,8 +314,8 @@ impl MilvusSink {
 
     /// Deletes the chunks `deletes` and inserts or replaces `rows`, with one delete of every
     /// affected id followed by the inserts (not Milvus' own upsert: on Milvus 2.3.5, rows written
-    /// with it went missing from searches once their segments were sealed, as far as we could
-    /// tell). Batching and failure behave as in [`MilvusSink::upsert`]; on error, the deletes
+    /// with it seemed to go missing from filtered searches; that was seen while the approximate
+    /// interim index was still on, and upsert has not been re-tested without it). Batching and failure behave as in [`MilvusSink::upsert`]; on error, the deletes
     /// may have been applied without some inserts, which re-applying repairs.
     pub async fn replace(&self, deletes: &[String], rows: &[(Chunk, Vec<f32>)]) -> Result<()> {
         for (c, v) in rows {
@@ -624,11 +627,10 @@ impl MilvusSink {
             .extra_params(HashMap::from([("ef".to_owned(), ef)]))
             .consistency_level(consistency)
             .build()?;
-        // The SDK's own deadline is per attempt and its retries reconnect with backoff, so a
-        // dead connection could hold a search far longer than `timeout`: bound the whole call.
-        let resp = tokio::time::timeout(self.cfg.timeout, self.client.search(request))
-            .await
-            .map_err(|_| Error::Timeout(self.cfg.timeout))??;
+        let resp = bounded(self.cfg.timeout, async {
+            Ok(self.client.search(request).await?)
+        })
+        .await?;
         let mut out = Vec::with_capacity(k);
         // Read ids/scores directly: `rows()` fails on Milvus 2.3 responses (no primary-key /
         // score field names in them).
@@ -655,35 +657,52 @@ impl MilvusSink {
         Ok(out)
     }
 
-    /// Asks the server whether it is healthy (CheckHealth) and for its version.
+    /// Asks the server whether it is healthy (CheckHealth) and for its version (bounded by
+    /// `timeout`).
     pub async fn health(&self) -> Result<ServerHealth> {
-        let version = self
-            .client
-            .server_version(GetServerVersionRequest::builder().build()?)
-            .await?
-            .version()
-            .to_owned();
-        match self
-            .client
-            .check_health(CheckHealthRequest::builder().build()?)
-            .await
-        {
-            Ok(h) => Ok(ServerHealth {
-                healthy: h.is_healthy(),
-                version,
-                reasons: h.reasons().to_vec(),
-            }),
-            // Answered the version call but not CheckHealth: reachable, assume serving.
-            Err(e) => {
-                tracing::debug!(error = %e, "CheckHealth failed; server answered GetVersion");
-                Ok(ServerHealth {
-                    healthy: true,
+        bounded(self.cfg.timeout, async {
+            let version = self
+                .client
+                .server_version(GetServerVersionRequest::builder().build()?)
+                .await?
+                .version()
+                .to_owned();
+            match self
+                .client
+                .check_health(CheckHealthRequest::builder().build()?)
+                .await
+            {
+                Ok(h) => Ok(ServerHealth {
+                    healthy: h.is_healthy(),
                     version,
-                    reasons: vec![format!("CheckHealth unavailable: {e}")],
-                })
+                    reasons: h.reasons().to_vec(),
+                }),
+                // Answered the version call but not CheckHealth: reachable, assume serving.
+                Err(e) => {
+                    tracing::debug!(error = %e, "CheckHealth failed; server answered GetVersion");
+                    Ok(ServerHealth {
+                        healthy: true,
+                        version,
+                        reasons: vec![format!("CheckHealth unavailable: {e}")],
+                    })
+                }
             }
-        }
+        })
+        .await
     }
+}
+
+/// `f`, or [`Error::Timeout`] once `limit` has passed. The SDK's deadline is per attempt and its
+/// retries reconnect with backoff, so on a dead connection one call can take far longer than
+/// `timeout`; the calls a reader waits on (connect, search, health, collection check) are
+/// bounded as a whole.
+async fn bounded<T>(
+    limit: std::time::Duration,
+    f: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, f)
+        .await
+        .unwrap_or(Err(Error::Timeout(limit)))
 }
 
 /// The metadata JSON object of a chunk (Milvus 2.3 JSON fields must hold objects).

@@ -1,9 +1,9 @@
 //! BM25 term scoring with configurable `k1` and `b`.
 //!
 //! tantivy's [`TermQuery`](tantivy::query::TermQuery) scores with BM25 at fixed `k1 = 1.2`,
-//! `b = 0.75`. [`Bm25TermQuery`] is the same scoring (tantivy's statistics: document count and
-//! average field length over the searcher's segments, the same IDF, the same quantised field
-//! lengths) with the two parameters chosen by the caller. The defaults are those of Anserini and
+//! `b = 0.75`. [`Bm25TermQuery`] is the same scoring (tantivy's `Bm25StatisticsProvider`
+//! statistics, the same IDF, the same quantised field lengths) with the two parameters chosen by
+//! the caller. The defaults are those of Anserini and
 //! Pyserini (`k1 = 0.9`, `b = 0.4`), which the published BEIR BM25 baselines use.
 //!
 //! The score of a document for one term is
@@ -88,25 +88,23 @@ impl Bm25TermQuery {
 
 impl Query for Bm25TermQuery {
     fn weight(&self, enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
-        let field = self.term.field();
-        // Without a searcher (scoring disabled) every match scores the same.
-        let (idf, avg_len) = match enable_scoring.searcher() {
-            Some(searcher) if enable_scoring.is_scoring_enabled() => {
-                let mut docs = 0u64;
-                let mut tokens = 0u64;
-                for seg in searcher.segment_readers() {
-                    docs += u64::from(seg.max_doc());
-                    tokens += seg.inverted_index(field)?.total_num_tokens();
-                }
-                let doc_freq = searcher.doc_freq(&self.term)?;
+        // tantivy's statistics (a custom provider, if the caller gave one); without scoring,
+        // every match scores the same.
+        let (idf, avg_len) = match enable_scoring {
+            EnableScoring::Enabled {
+                statistics_provider: stats,
+                ..
+            } => {
+                let docs = stats.total_num_docs()?;
+                let tokens = stats.total_num_tokens(self.term.field())?;
                 let avg = if docs == 0 {
                     1.0
                 } else {
                     (tokens as Score / docs as Score).max(Score::MIN_POSITIVE)
                 };
-                (idf(doc_freq, docs), avg)
+                (idf(stats.doc_freq(&self.term)?, docs), avg)
             }
-            _ => (1.0, 1.0),
+            EnableScoring::Disabled { .. } => (1.0, 1.0),
         };
         let Bm25Params { k1, b } = self.params;
         let mut norm = [0.0 as Score; 256];
@@ -221,6 +219,14 @@ mod tests {
     use tantivy::schema::{Schema, TEXT};
     use tantivy::{doc, Index};
 
+    /// Four documents of lengths 2, 4, 6, 1 (avgdl 3.25); "apple" in 3 of them.
+    const FRUIT: [&str; 4] = [
+        "apple banana",
+        "apple apple apple cherry",
+        "banana cherry date elder fig grape",
+        "apple",
+    ];
+
     fn index(texts: &[&str]) -> (Index, tantivy::schema::Field) {
         let mut b = Schema::builder();
         let f = b.add_text_field("t", TEXT);
@@ -247,12 +253,7 @@ mod tests {
 
     #[test]
     fn equals_tantivy_at_its_fixed_parameters() {
-        let (index, f) = index(&[
-            "apple banana",
-            "apple apple apple cherry",
-            "banana cherry date elder fig grape",
-            "apple",
-        ]);
+        let (index, f) = index(&FRUIT);
         let term = Term::from_field_text(f, "apple");
         let ours = scores(
             &index,
@@ -269,13 +270,7 @@ mod tests {
 
     #[test]
     fn hand_computed_score_and_parameters_matter() {
-        // Four documents of lengths 2, 4, 6, 1 (avgdl 3.25); "apple" in 3 of them.
-        let (index, f) = index(&[
-            "apple banana",
-            "apple apple apple cherry",
-            "banana cherry date elder fig grape",
-            "apple",
-        ]);
+        let (index, f) = index(&FRUIT);
         let term = Term::from_field_text(f, "apple");
         let p = Bm25Params { k1: 0.9, b: 0.4 };
         let got = scores(&index, &Bm25TermQuery::new(term.clone(), p));

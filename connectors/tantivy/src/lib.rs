@@ -30,7 +30,7 @@ mod writer;
 pub use bm25::Bm25Params;
 pub use error::{Error, Result};
 pub use payload::{now_ms, CommitPayload};
-pub use query::{ChunkFilter, TITLE_BOOST};
+pub use query::ChunkFilter;
 pub use reader::ChunkIndexReader;
 pub use schema::{
     analyze, analyze_zh, contains_cjk, freshet_en_analyzer, freshet_zh_analyzer,

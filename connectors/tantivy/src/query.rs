@@ -9,13 +9,13 @@
 //!   `title` and `text` is what Pyserini calls a "flat" index; on SciFact it scored nDCG@10
 //!   0.689 against 0.663 for the sum (both at k1 1.2, b 0.75; see the README);
 //! - when the query [contains CJK](crate::contains_cjk), also the terms of the Chinese analyzer
-//!   ([`crate::ZH_ANALYZER_NAME`], jieba search mode) over `text_zh` and `title_zh` (title boosted
-//!   by [`TITLE_BOOST`]). A mixed query such as `BERT 模型` thus matches English chunks through
-//!   `body` and Chinese ones through `text_zh`.
+//!   ([`crate::ZH_ANALYZER_NAME`], jieba search mode) over `text_zh` and `title_zh`, weighted
+//!   equally (as in Pyserini's multifield runs). A mixed query such as `BERT 模型` thus matches
+//!   English chunks through `body` and Chinese ones through `text_zh`.
 //!
 //! A query whose analysis leaves no term (empty, stop words or punctuation only) matches nothing.
 
-use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::Term;
 
@@ -24,10 +24,6 @@ use crate::error::{Error, Result};
 use crate::schema::{
     analyze, analyze_zh, contains_cjk, ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER,
 };
-
-/// Weight of a `title_zh` match relative to a `text_zh` match (Chinese queries): equal, as in
-/// Pyserini's multifield BEIR runs.
-pub const TITLE_BOOST: f32 = 1.0;
 
 pub use freshet_operators::filter::ChunkFilter;
 
@@ -146,14 +142,11 @@ pub(crate) fn bm25_query(
     let mut should: Vec<(Occur, Box<dyn Query>)> =
         Vec::with_capacity(en_terms.len() + zh_terms.len() * 2);
     for t in &en_terms {
-        should.push((Occur::Should, term_query(s.body, t, params, 1.0)));
+        should.push((Occur::Should, term_query(s.body, t, params)));
     }
     for t in &zh_terms {
-        should.push((Occur::Should, term_query(s.text_zh, t, params, 1.0)));
-        should.push((
-            Occur::Should,
-            term_query(s.title_zh, t, params, TITLE_BOOST),
-        ));
+        should.push((Occur::Should, term_query(s.text_zh, t, params)));
+        should.push((Occur::Should, term_query(s.title_zh, t, params)));
     }
     let mut must: Vec<(Occur, Box<dyn Query>)> =
         vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
@@ -165,15 +158,10 @@ pub(crate) fn bm25_query(
     Ok(Some(Box::new(BooleanQuery::new(must))))
 }
 
-/// A BM25 term query on `field`, boosted by `boost`.
-fn term_query(field: Field, term: &str, params: Bm25Params, boost: f32) -> Box<dyn Query> {
-    let q = Box::new(Bm25TermQuery::new(
+/// A BM25 term query on `field`.
+fn term_query(field: Field, term: &str, params: Bm25Params) -> Box<dyn Query> {
+    Box::new(Bm25TermQuery::new(
         Term::from_field_text(field, term),
         params,
-    ));
-    if boost == 1.0 {
-        q
-    } else {
-        Box::new(BoostQuery::new(q, boost))
-    }
+    ))
 }
