@@ -42,8 +42,11 @@ pub struct PipelineConfig {
     /// (empty = single process). Every process runs `workers` threads.
     pub process_index: usize,
     pub cluster_addresses: Vec<String>,
-    /// Records a worker takes from Kafka per epoch, and how long it waits for them.
+    /// Records a worker takes from Kafka per epoch.
     pub batch_max_records: usize,
+    /// How long an idle worker waits for a record before it moves time on. A worker hands
+    /// records on as soon as it reads them; this bounds how long an idle worker can hold back
+    /// the epochs of the others (and costs a wake-up per interval).
     pub batch_max_wait_ms: u64,
     /// Where the embedding cache lives. Default `$FRESHET_HOME/cache/embeddings.log`.
     pub embedding_cache_path: PathBuf,
@@ -63,7 +66,7 @@ impl Default for PipelineConfig {
             process_index: 0,
             cluster_addresses: Vec::new(),
             batch_max_records: 512,
-            batch_max_wait_ms: 50,
+            batch_max_wait_ms: 5,
             embedding_cache_path: freshet_embedding::freshet_home()
                 .join("cache")
                 .join("embeddings.log"),

@@ -58,6 +58,7 @@ pub struct Metrics {
     pub durable_epoch: Gauge,
     pub source_to_durable: Histogram,
     pub source_to_read: Histogram,
+    pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
     pub sink_write: Family<SinkLabel, Histogram>,
 }
@@ -127,6 +128,13 @@ impl Metrics {
             "Kafka record timestamp to read by a worker (broker, fetch and batching wait)",
             source_to_read.clone(),
         );
+        let source_to_sink = Histogram::new(LATENCY_BUCKETS);
+        r.register(
+            "source_to_sink_seconds",
+            "Kafka record timestamp to the start of the index write that makes it durable \
+             (read, dataflow, embedding and waiting for the write before)",
+            source_to_sink.clone(),
+        );
         let embed_batch = Histogram::new(LATENCY_BUCKETS);
         r.register(
             "embed_batch_seconds",
@@ -154,6 +162,7 @@ impl Metrics {
             durable_epoch,
             source_to_durable,
             source_to_read,
+            source_to_sink,
             embed_batch,
             sink_write,
         }

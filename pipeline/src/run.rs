@@ -280,9 +280,11 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         let mut last_lag = Instant::now();
         let is_fatal = || fatal.lock().map(|f| f.is_some()).unwrap_or(true);
         while !stop.load(Ordering::SeqCst) && !is_fatal() {
+            let mut read_any = false;
             match source.as_mut() {
                 Some(src) => match src.poll(pcfg.batch_max_records, max_wait) {
                     Ok(batch) => {
+                        read_any = batch.records > 0;
                         Metrics::observe_ages(&metrics.source_to_read, &batch.timestamps_ms);
                         for (id, update) in batch.updates {
                             docs_in.send((id, update, epoch));
@@ -302,7 +304,11 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 },
                 None => std::thread::sleep(max_wait),
             }
-            in_flight.push_back(epoch);
+            // Only epochs that carry records count against `max_epochs_in_flight`: an idle
+            // worker advances time every `batch_max_wait_ms` and its empty epochs cost nothing.
+            if read_any {
+                in_flight.push_back(epoch);
+            }
             epoch = next_epoch(epoch);
             docs_in.advance_to(epoch);
             progress_in.advance_to(epoch);
@@ -318,7 +324,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                 }
                 worker.step_or_park(Some(Duration::from_millis(5)));
             }
-            commit_durable(&probe, &mut pending, source.as_ref(), index);
+            commit_durable(&probe, &mut pending, source.as_ref(), index, false);
             if last_lag.elapsed() > Duration::from_secs(5) {
                 last_lag = Instant::now();
                 if let Some(src) = source.as_ref() {
@@ -333,7 +339,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         while !probe.done() && !is_fatal() && Instant::now() < deadline {
             worker.step_or_park(Some(Duration::from_millis(5)));
         }
-        commit_durable(&probe, &mut pending, source.as_ref(), index);
+        commit_durable(&probe, &mut pending, source.as_ref(), index, true);
         if let Some(src) = source.as_ref() {
             report_lag(src.reader(), &metrics);
         }
@@ -357,7 +363,6 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
     Ok(())
 }
 
-/// Commits the Kafka offsets of every epoch the probe reports durable.
 /// The epoch after `prev`: the wall clock in milliseconds (at least `prev + 1`). Every worker
 /// stamps its batches with the same clock, so an epoch becomes complete as soon as every worker
 /// has read past that instant: a worker slowed down (worker 0 runs the sink) does not hold back
@@ -366,11 +371,14 @@ fn next_epoch(prev: Time) -> Time {
     (prev + 1).max(freshet_tantivy::now_ms())
 }
 
+/// Commits the Kafka offsets of every epoch the probe reports durable: in the background while
+/// running (a round trip per epoch would hold up the worker), synchronously when stopping.
 fn commit_durable(
     probe: &ProbeHandle<Time>,
     pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
     source: Option<&Source>,
     index: usize,
+    sync: bool,
 ) {
     let mut offsets = BTreeMap::new();
     while let Some((e, _)) = pending.front() {
@@ -387,7 +395,12 @@ fn commit_durable(
     if let Some(src) = source {
         // The index commit already holds these offsets; the group commit is for lag monitoring
         // and for tools, so a failure here is logged, not fatal.
-        if let Err(e) = src.reader().commit(&offsets) {
+        let result = if sync {
+            src.reader().commit(&offsets)
+        } else {
+            src.reader().commit_async(&offsets)
+        };
+        if let Err(e) = result {
             tracing::warn!(worker = index, error = %e, "committing Kafka offsets failed");
         }
     }

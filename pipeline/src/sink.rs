@@ -259,6 +259,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         }
     }
     let m = &sinks.metrics;
+    Metrics::observe_ages(&m.source_to_sink, &timestamps);
     if !deletes.is_empty() || !rows.is_empty() {
         let milvus = &sinks.milvus;
         let started = Instant::now();

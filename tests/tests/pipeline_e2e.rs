@@ -163,6 +163,7 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
     let produced = log.len() as f64;
     for name in [
         "freshet_pipeline_source_to_read_seconds_count",
+        "freshet_pipeline_source_to_sink_seconds_count",
         "freshet_pipeline_source_to_durable_seconds_count",
     ] {
         assert_eq!(case.metric(name)?, produced, "{name}");

@@ -70,7 +70,18 @@ impl ClientContext for TracingContext {
     }
 }
 
-impl ConsumerContext for TracingContext {}
+impl ConsumerContext for TracingContext {
+    /// Reports the outcome of asynchronous offset commits ([`crate::PartitionReader::commit_async`]).
+    fn commit_callback(
+        &self,
+        result: rdkafka::error::KafkaResult<()>,
+        offsets: &rdkafka::TopicPartitionList,
+    ) {
+        if let Err(e) = result {
+            tracing::warn!(error = %e, offsets = ?offsets.to_topic_map(), "asynchronous offset commit failed");
+        }
+    }
+}
 
 pub(crate) fn log_line(level: RDKafkaLogLevel, fac: &str, msg: &str) {
     // One shared `client_properties` map feeds consumers and producers alike, so librdkafka's

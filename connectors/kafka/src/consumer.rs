@@ -113,8 +113,9 @@ impl PartitionReader {
         &self.partitions
     }
 
-    /// Reads up to `max_records` records, returning as soon as `max_records` have been read or
-    /// `max_wait` has passed (after taking whatever is already fetched, up to `max_records`).
+    /// Reads up to `max_records` records. Waits up to `max_wait` for the first record; once
+    /// one has arrived, takes whatever else is already fetched (up to `max_records`) and
+    /// returns without waiting for more, so a record is handed on as soon as it is read.
     /// Records of one partition come in offset order.
     ///
     /// Transient errors (broker unreachable, leader change, ...) are logged and polling goes
@@ -127,10 +128,19 @@ impl PartitionReader {
         }
         let deadline = Instant::now() + max_wait;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
+            // Whole milliseconds: librdkafka waits in milliseconds (rounding down), and
+            // rust-rdkafka spins through a sub-millisecond remainder.
+            let left = if out.is_empty() {
+                let ms = deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_millis();
+                Duration::from_millis(ms as u64)
+            } else {
+                Duration::ZERO
+            };
             match self.consumer.poll(left) {
                 None => {
-                    if left.is_zero() || Instant::now() >= deadline {
+                    if !out.is_empty() || left.is_zero() {
                         break;
                     }
                 }
@@ -179,25 +189,9 @@ impl PartitionReader {
     /// assigned to this reader. Transient failures (coordinator moving, timeouts) are retried
     /// a few times before the error is returned.
     pub fn commit(&self, next_offsets: &BTreeMap<i32, i64>) -> Result<()> {
-        if next_offsets.is_empty() {
+        let Some(tpl) = self.offset_list(next_offsets)? else {
             return Ok(());
-        }
-        let mut tpl = TopicPartitionList::with_capacity(next_offsets.len());
-        for (p, o) in next_offsets {
-            if self.partitions.binary_search(p).is_err() {
-                return Err(Error::InvalidArgument(format!(
-                    "commit for partition {p}, which is not among the assigned {:?}",
-                    self.partitions
-                )));
-            }
-            if *o < 0 {
-                return Err(Error::InvalidArgument(format!(
-                    "commit of negative offset {o} for partition {p}"
-                )));
-            }
-            tpl.add_partition_offset(&self.topic, *p, Offset::Offset(*o))
-                .map_err(Error::kafka("building commit"))?;
-        }
+        };
         let mut attempt = 1;
         loop {
             let result = self
@@ -219,6 +213,45 @@ impl PartitionReader {
                 }
             }
         }
+    }
+
+    /// Like [`PartitionReader::commit`], but only hands the commit to librdkafka, which sends
+    /// it in the background (no round trip on the caller's thread); a failure is logged when a
+    /// later poll serves its callback. For callers whose offsets are also stored elsewhere.
+    pub fn commit_async(&self, next_offsets: &BTreeMap<i32, i64>) -> Result<()> {
+        let Some(tpl) = self.offset_list(next_offsets)? else {
+            return Ok(());
+        };
+        self.consumer
+            .commit(&tpl, CommitMode::Async)
+            .map_err(|source| Error::Kafka {
+                op: "committing offsets",
+                source,
+            })
+    }
+
+    /// The commit list for `next_offsets` (`None` when empty), checked against the assignment.
+    fn offset_list(&self, next_offsets: &BTreeMap<i32, i64>) -> Result<Option<TopicPartitionList>> {
+        if next_offsets.is_empty() {
+            return Ok(None);
+        }
+        let mut tpl = TopicPartitionList::with_capacity(next_offsets.len());
+        for (p, o) in next_offsets {
+            if self.partitions.binary_search(p).is_err() {
+                return Err(Error::InvalidArgument(format!(
+                    "commit for partition {p}, which is not among the assigned {:?}",
+                    self.partitions
+                )));
+            }
+            if *o < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "commit of negative offset {o} for partition {p}"
+                )));
+            }
+            tpl.add_partition_offset(&self.topic, *p, Offset::Offset(*o))
+                .map_err(Error::kafka("building commit"))?;
+        }
+        Ok(Some(tpl))
     }
 
     /// The group's committed offsets (next offset to read) for the assigned partitions; a

@@ -283,6 +283,21 @@ fn poll_batch_respects_max_records_and_max_wait() {
         );
         assert!(t.elapsed() < Duration::from_secs(10));
     });
+    // Fewer records than max_records: the poll returns them without waiting out max_wait.
+    producer
+        .send_many(&cfg.topic, (50..53).map(|i| (key_of(i), value_of(i))))
+        .unwrap();
+    let t = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < 3 && t.elapsed() < Duration::from_secs(30) {
+        got.extend(reader.poll_batch(100, Duration::from_secs(30)).unwrap());
+    }
+    assert_eq!(got.len(), 3);
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "a partial batch waited {:?}",
+        t.elapsed()
+    );
 }
 
 #[test]
