@@ -94,6 +94,30 @@ pub struct LatencyReport {
     pub latency_ms: Percentiles,
     /// The node's own `timings_ms.total` (server side, without HTTP and JSON).
     pub server_total_ms: Percentiles,
+    /// Query vectors the node took from its query cache during the run (from its `/metrics`;
+    /// `None` if unreadable). Queries repeat round robin, so for the cost of embedding every
+    /// query run the node with `query_cache_entries = 0`.
+    pub node_query_cache_hits: Option<f64>,
+}
+
+/// The node's `query_embeddings_total{outcome="cache_hit"}` counter.
+async fn query_cache_hits(client: &reqwest::Client, base: &str) -> Option<f64> {
+    let text = client
+        .get(format!("{}/metrics", base.trim_end_matches('/')))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("freshet_query_query_embeddings_total{outcome=\"cache_hit\"}"));
+    // No line yet: no hit so far.
+    Some(match line {
+        Some(l) => l.rsplit(' ').next()?.parse().ok()?,
+        None => 0.0,
+    })
 }
 
 fn read_queries(path: &PathBuf) -> Result<Vec<String>> {
@@ -130,6 +154,7 @@ pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
     for i in 0..args.warmup {
         post(&client, &url, args.api_key.as_deref(), &body_for(i)).await?;
     }
+    let hits_before = query_cache_hits(&client, &args.url).await;
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -174,6 +199,7 @@ pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
         errors += e;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let hits_after = query_cache_hits(&client, &args.url).await;
     Ok(LatencyReport {
         body: args.body,
         concurrency: args.concurrency,
@@ -183,6 +209,7 @@ pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
         requests_per_second: lat.len() as f64 / seconds,
         latency_ms: Percentiles::of(lat),
         server_total_ms: Percentiles::of(server),
+        node_query_cache_hits: hits_before.zip(hits_after).map(|(b, a)| a - b),
     })
 }
 
@@ -211,11 +238,12 @@ pub struct FreshnessReport {
     pub both_ms: Percentiles,
 }
 
-/// The text of update `seq` (a unique marker word plus ordinary words).
-fn update_text(seq: usize) -> String {
+/// The text of update `seq` of run `run`: unique across runs, so that every update is embedded
+/// (a text seen in an earlier run would come from the pipeline's embedding cache).
+fn update_text(run: u32, seq: usize) -> String {
     format!(
-        "Freshness probe zq{seq}x: river gauges reported a seasonal freshet after snowmelt, \
-         update number {seq}."
+        "Freshness probe zq{seq}x run {run}: river gauges reported a seasonal freshet after \
+         snowmelt, update number {seq}."
     )
 }
 
@@ -266,7 +294,11 @@ pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
     let client = client(4)?;
     let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
     let total = (args.rate * args.seconds).round() as usize;
-    let run_id = std::process::id();
+    // Unique per run (milliseconds since the epoch, modulo 2^32): the filter and the texts use it.
+    let run_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u32)
+        .unwrap_or_else(|_| std::process::id());
     let doc_of = |seq: usize| format!("freshness-{run_id}-{}", seq % args.documents);
     // seq → produce instant; per route, seq → first instant it (or a newer version) was seen.
     let produced: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
@@ -337,7 +369,7 @@ pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
         tokio::time::sleep_until(due.into()).await;
         let id = doc_of(seq);
         let value = json!({"op": "upsert", "id": id, "title": "Freshness probe",
-            "text": update_text(seq), "content_type": "text/plain", "source": "bench://freshness",
+            "text": update_text(run_id, seq), "content_type": "text/plain", "source": "bench://freshness",
             "metadata": {"bench_seq": seq, "bench_run": run_id}});
         let bytes = serde_json::to_vec(&value)?;
         let t0 = Instant::now();

@@ -134,6 +134,9 @@ pub struct QueryConfig {
     /// Query embedding models kept loaded (concurrent query embeddings), threads each.
     pub embedder_instances: usize,
     pub embedder_threads: usize,
+    /// Query vectors kept for repeated query texts (0 turns the cache off). Same model and
+    /// text give the same vector, so a hit changes nothing but the time.
+    pub query_cache_entries: usize,
     /// A request taking longer than this gets a 503.
     pub request_timeout_ms: u64,
 }
@@ -173,6 +176,7 @@ impl Default for QueryConfig {
             reload_interval_ms: 20,
             embedder_instances: 2,
             embedder_threads: 1,
+            query_cache_entries: 1024,
             request_timeout_ms: 10_000,
         }
     }

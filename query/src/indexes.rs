@@ -2,6 +2,7 @@
 //! pipeline commit (polled every `reload_interval_ms`), a Milvus connection (re-established in
 //! the background while Milvus is down), and a small pool of query embedders.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
@@ -25,16 +26,53 @@ pub struct Freshness {
     pub visible_at_ms: u64,
 }
 
-/// Query embedders shared by request handlers (each call takes one).
+/// Query embedders shared by request handlers (each call takes one), and the vectors of
+/// recent query texts.
 pub struct EmbedderPool {
     free: Mutex<Vec<FastEmbedder>>,
     available: Condvar,
     dim: usize,
     model_id: String,
+    cache: Mutex<QueryVectorCache>,
+    metrics: Metrics,
+}
+
+/// The vectors of the last `capacity` distinct query texts (oldest insert evicted first).
+struct QueryVectorCache {
+    capacity: usize,
+    vectors: HashMap<String, Arc<Vec<f32>>>,
+    order: VecDeque<String>,
+}
+
+impl QueryVectorCache {
+    fn new(capacity: usize) -> QueryVectorCache {
+        QueryVectorCache {
+            capacity,
+            vectors: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    fn get(&self, text: &str) -> Option<Arc<Vec<f32>>> {
+        self.vectors.get(text).cloned()
+    }
+
+    fn put(&mut self, text: &str, vector: Arc<Vec<f32>>) {
+        if self.capacity == 0 || self.vectors.contains_key(text) {
+            return;
+        }
+        while self.order.len() >= self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.vectors.remove(&old);
+            }
+        }
+        self.order.push_back(text.to_owned());
+        self.vectors.insert(text.to_owned(), vector);
+    }
 }
 
 impl EmbedderPool {
-    pub fn load(cfg: &Config) -> Result<EmbedderPool> {
+    pub fn load(cfg: &Config, metrics: Metrics) -> Result<EmbedderPool> {
         let mut ecfg = cfg.embedding.clone();
         ecfg.threads = Some(cfg.query.embedder_threads);
         let mut free = Vec::with_capacity(cfg.query.embedder_instances);
@@ -48,11 +86,28 @@ impl EmbedderPool {
             available: Condvar::new(),
             dim,
             model_id,
+            cache: Mutex::new(QueryVectorCache::new(cfg.query.query_cache_entries)),
+            metrics,
         })
     }
 
-    /// Embeds a query (blocking; call from a blocking thread).
-    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+    /// Embeds a query (blocking; call from a blocking thread), or returns the vector of the
+    /// same text embedded before.
+    pub fn embed_query(&self, text: &str) -> Result<Arc<Vec<f32>>> {
+        let cached = self.cache.lock().ok().and_then(|c| c.get(text));
+        if let Some(v) = cached {
+            self.metrics.query_embedding("cache_hit");
+            return Ok(v);
+        }
+        let v = Arc::new(self.embed_with_model(text)?);
+        self.metrics.query_embedding("embedded");
+        if let Ok(mut c) = self.cache.lock() {
+            c.put(text, v.clone());
+        }
+        Ok(v)
+    }
+
+    fn embed_with_model(&self, text: &str) -> Result<Vec<f32>> {
         let mut free = self
             .free
             .lock()
@@ -254,5 +309,33 @@ impl Indexes {
                         .is_ok();
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_cache_returns_what_was_put_and_evicts_the_oldest() {
+        let mut c = QueryVectorCache::new(2);
+        assert!(c.get("a").is_none());
+        c.put("a", Arc::new(vec![1.0]));
+        c.put("b", Arc::new(vec![2.0]));
+        c.put("a", Arc::new(vec![9.0])); // already there: kept as it was
+        assert_eq!(c.get("a").as_deref(), Some(&vec![1.0]));
+        c.put("c", Arc::new(vec![3.0]));
+        assert!(c.get("a").is_none(), "the oldest entry goes first");
+        assert_eq!(c.get("b").as_deref(), Some(&vec![2.0]));
+        assert_eq!(c.get("c").as_deref(), Some(&vec![3.0]));
+        assert_eq!((c.vectors.len(), c.order.len()), (2, 2));
+    }
+
+    #[test]
+    fn a_zero_capacity_query_cache_keeps_nothing() {
+        let mut c = QueryVectorCache::new(0);
+        c.put("a", Arc::new(vec![1.0]));
+        assert!(c.get("a").is_none());
+        assert!(c.order.is_empty());
     }
 }

@@ -24,6 +24,11 @@ pub struct StageLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub mode: String,
 }
@@ -46,6 +51,7 @@ pub struct Metrics {
     pub index_chunks: Gauge,
     pub index_visible_delay: Histogram,
     pub ready: Gauge,
+    pub query_embeddings: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -117,6 +123,12 @@ impl Metrics {
             "1 when both indexes are reachable (as /readyz reports)",
             ready.clone(),
         );
+        let query_embeddings = Family::<OutcomeLabels, Counter>::default();
+        r.register(
+            "query_embeddings",
+            "Query vectors by outcome: embedded by the model, or cache_hit",
+            query_embeddings.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             requests,
@@ -128,6 +140,7 @@ impl Metrics {
             index_chunks,
             index_visible_delay,
             ready,
+            query_embeddings,
         }
     }
 
@@ -136,6 +149,14 @@ impl Metrics {
             .get_or_create(&RequestLabels {
                 endpoint: endpoint.into(),
                 mode: mode.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    pub fn query_embedding(&self, outcome: &str) {
+        self.query_embeddings
+            .get_or_create(&OutcomeLabels {
                 outcome: outcome.into(),
             })
             .inc();

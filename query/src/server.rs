@@ -18,7 +18,7 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     // Load the Chinese dictionary now rather than on the first Chinese query.
     std::thread::spawn(freshet_tantivy::preload_zh_dictionary);
     let metrics = Metrics::new();
-    let embedders = Arc::new(EmbedderPool::load(&config)?);
+    let embedders = Arc::new(EmbedderPool::load(&config, metrics.clone())?);
     let counter = HfTokenCounter::from_file(config.embedding.model_dir.join("tokenizer.json"))
         .context("loading the model tokenizer (for context packing)")?;
     let reranker =

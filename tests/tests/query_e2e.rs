@@ -249,6 +249,38 @@ fn publish_update_delete_through_every_route() -> Result<()> {
     )?;
     assert_eq!(r.status, 400, "{}", r.body);
 
+    // A repeated query text takes its vector from the node's query cache: same answer.
+    let count = |m: &str, outcome: &str| -> f64 {
+        let prefix = format!("freshet_query_query_embeddings_total{{outcome=\"{outcome}\"}} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let probe = json!({"query": "icy comet tails near the sun", "mode": "vector", "k": 3});
+    let first = node.post("/v1/retrieve", &probe)?;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let m = node.get("/metrics")?.body;
+    let (hits, embedded) = (count(&m, "cache_hit"), count(&m, "embedded"));
+    assert!(embedded >= 1.0, "{m}");
+    let second = node.post("/v1/retrieve", &probe)?;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let m = node.get("/metrics")?.body;
+    assert_eq!(
+        (count(&m, "cache_hit"), count(&m, "embedded")),
+        (hits + 1.0, embedded),
+        "the second request hits the cache:\n{m}\n{}",
+        node.log_tail()
+    );
+    let ids_scores = |v: &Value| -> Vec<(String, String)> {
+        results(v)
+            .iter()
+            .map(|h| (h["chunk_id"].to_string(), h["score"].to_string()))
+            .collect()
+    };
+    let (first, second) = (first.json()?, second.json()?);
+    assert!(!results(&first).is_empty());
+    assert_eq!(ids_scores(&first), ids_scores(&second));
+
     // Metrics.
     let m = node.get("/metrics")?.body;
     for name in [
@@ -257,6 +289,7 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         "freshet_query_stage_seconds_bucket{le=",
         "freshet_query_index_commit_age_seconds",
         "freshet_query_index_epoch",
+        "freshet_query_query_embeddings_total{outcome=\"embedded\"}",
         "freshet_query_ready 1",
     ] {
         assert!(m.contains(name), "metric {name} missing:\n{m}");
