@@ -8,7 +8,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-"$here/install.sh"
+"$here/install.sh" --lite
 FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 # shellcheck source=/dev/null
 . "$FRESHET_HOME/env.sh"
@@ -16,11 +16,23 @@ FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 export FRESHET_RUN_DIR="${FRESHET_TEST_RUN_DIR:-$FRESHET_HOME/test-run}"
 export FRESHET_KAFKA_PORT="${FRESHET_KAFKA_PORT:-9092}"
 export FRESHET_MILVUS_PORT="${FRESHET_MILVUS_PORT:-19530}"
+# milvus-lite (Milvus 3.x API) next to the standalone 2.3.5, for tests/tests/milvus_lite_e2e.rs.
+LITE_RUN_DIR="$FRESHET_RUN_DIR/lite"
+export FRESHET_MILVUS_LITE_PORT="${FRESHET_MILVUS_LITE_PORT:-19630}"
+stop_lite() { FRESHET_RUN_DIR="$LITE_RUN_DIR" "$here/stop-milvus.sh" || true; }
+stop_all() {
+    stop_lite
+    "$here/stop-all.sh" || true
+}
+stop_lite >/dev/null 2>&1
 "$here/stop-all.sh" >/dev/null 2>&1 || true
 rm -rf "$FRESHET_RUN_DIR"
 mkdir -p "$FRESHET_RUN_DIR"
-trap '"$here/stop-all.sh" || true' EXIT
+trap stop_all EXIT
 "$here/start-all.sh"
+FRESHET_RUN_DIR="$LITE_RUN_DIR" FRESHET_MILVUS_IMPL=lite FRESHET_MILVUS_PORT="$FRESHET_MILVUS_LITE_PORT" \
+    "$here/start-milvus.sh"
+export FRESHET_MILVUS_LITE_URL="http://127.0.0.1:$FRESHET_MILVUS_LITE_PORT"
 
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"

@@ -90,6 +90,9 @@ pub struct Case {
     pub dir: PathBuf,
     pub kafka: KafkaConfig,
     pub collection: String,
+    /// The Milvus the pipeline, the query node and [`Case::milvus_ids`] use
+    /// (`FRESHET_MILVUS_URL` unless a test points it elsewhere).
+    pub milvus_url: String,
     pub partitions: i32,
     pub metrics_port: u16,
     producer: DocumentProducer,
@@ -118,6 +121,7 @@ impl Case {
             dir,
             kafka,
             collection: format!("t_{}", id.replace(['.', '-'], "_")),
+            milvus_url: env("FRESHET_MILVUS_URL"),
             partitions,
             metrics_port: free_port(),
             producer,
@@ -200,7 +204,7 @@ impl Case {
                 "FRESHET_KAFKA_CLIENT_PROPERTIES",
                 "{\"session.timeout.ms\" = \"6000\"}",
             )
-            .env("FRESHET_MILVUS_URL", env("FRESHET_MILVUS_URL"))
+            .env("FRESHET_MILVUS_URL", &self.milvus_url)
             .env("FRESHET_MILVUS_COLLECTION", &self.collection)
             .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
             .env(
@@ -325,7 +329,7 @@ impl Case {
             .enable_all()
             .build()?;
         let cfg = MilvusConfig {
-            url: env("FRESHET_MILVUS_URL"),
+            url: self.milvus_url.clone(),
             collection: self.collection.clone(),
             dim: 384,
             ..Default::default()

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
-use crate::{env, free_port, workspace_root, Case};
+use crate::{free_port, workspace_root, Case};
 
 /// The `freshet-query` binary built by `deploy/test.sh` (`FRESHET_QUERY_BIN` overrides).
 pub fn query_bin() -> PathBuf {
@@ -48,7 +48,7 @@ impl Case {
         let log = self.dir.join(format!("query-{port}.log"));
         let file = std::fs::File::create(&log)?;
         let mut cmd = Command::new(query_bin());
-        cmd.env("FRESHET_MILVUS_URL", env("FRESHET_MILVUS_URL"))
+        cmd.env("FRESHET_MILVUS_URL", &self.milvus_url)
             .env("FRESHET_MILVUS_COLLECTION", &self.collection)
             .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
             .env("FRESHET_QUERY_LISTEN", format!("127.0.0.1:{port}"))
