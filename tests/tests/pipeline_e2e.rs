@@ -105,6 +105,21 @@ fn publish(
     Ok(())
 }
 
+/// Deletes one document by a delete envelope and another by a tombstone, waits until both are
+/// durable and checks both indexes against the reference.
+fn delete_both_ways(
+    case: &mut Case,
+    log: &mut Log,
+    by_envelope: &str,
+    by_tombstone: &str,
+) -> Result<BTreeMap<String, Chunk>> {
+    let envelope = json!({"op": "delete", "id": by_envelope});
+    publish(case, log, by_envelope, Some(envelope))?;
+    publish(case, log, by_tombstone, None)?;
+    case.wait_indexed(WAIT)?;
+    assert_indexes_match(case, log)
+}
+
 #[test]
 fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
     let mut case = Case::new("lifecycle", 3)?;
@@ -226,15 +241,7 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
     );
 
     // Delete one document by envelope, one by tombstone.
-    publish(
-        &mut case,
-        &mut log,
-        "doc-2",
-        Some(json!({"op": "delete", "id": "doc-2"})),
-    )?;
-    publish(&mut case, &mut log, "page", None)?;
-    case.wait_indexed(WAIT)?;
-    let last = assert_indexes_match(&case, &log)?;
+    let last = delete_both_ways(&mut case, &mut log, "doc-2", "page")?;
     assert!(last
         .values()
         .all(|c| c.doc_id != "doc-2" && c.doc_id != "page"));
@@ -419,15 +426,7 @@ fn two_process_cluster_keeps_both_indexes_exact_and_recovers() -> Result<()> {
         let v = upsert(&id, &id, &long_doc(i + 50, 2), "text/markdown", &[]);
         publish(&mut case, &mut log, &id, Some(v))?;
     }
-    publish(
-        &mut case,
-        &mut log,
-        "c-1",
-        Some(json!({"op": "delete", "id": "c-1"})),
-    )?;
-    publish(&mut case, &mut log, "c-2", None)?;
-    case.wait_indexed(WAIT)?;
-    assert_indexes_match(&case, &log)?;
+    delete_both_ways(&mut case, &mut log, "c-1", "c-2")?;
 
     // SIGKILL both processes, change things while they are down, restart: exact again.
     case.kill_pipeline()?;

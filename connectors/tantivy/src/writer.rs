@@ -19,21 +19,22 @@ use crate::schema::{ChunkSchema, SCHEMA_VERSION};
 /// tantivy's minimum indexing memory per writer thread.
 pub const MIN_HEAP_PER_THREAD: usize = 15_000_000;
 
+const MAX_WRITER_THREADS: usize = 4;
+
 /// Segments below this many documents form tantivy's smallest merge level.
 const MIN_MERGE_LAYER_DOCS: u32 = 1_000;
 
 /// tantivy's log merge policy with a smaller first level. The pipeline commits every few
 /// hundred milliseconds, each commit adding a tiny segment. With tantivy's default first level
 /// (10,000 documents) those tiny segments share a level with an index of ~10-20k documents, so
-/// every eighth commit re-merged the whole index: in a steady 20 updates/s stream this took a
-/// third of the pipeline's CPU. Here tiny segments merge among themselves, and a large segment
+/// every eighth commit re-merged the whole index: in a steady 20 updates/s stream this took
+/// about 30% of the pipeline's CPU. Here tiny segments merge among themselves, and a large segment
 /// is merged only with segments of a similar size.
 fn streaming_merge_policy() -> LogMergePolicy {
     let mut policy = LogMergePolicy::default();
     policy.set_min_layer_size(MIN_MERGE_LAYER_DOCS);
     policy
 }
-const MAX_WRITER_THREADS: usize = 4;
 
 /// Owns the tantivy `IndexWriter` (and its directory lock: one writer per index, across
 /// processes). Changes become visible and durable only with [`ChunkIndexWriter::commit`].
