@@ -425,7 +425,8 @@ def reference_forward(w, cfg, ids, mask, types):
         return np.vectorize(math.erf, otypes=[np.float64])(x)
 
     B, S = ids.shape
-    x = (W("embeddings.word_embeddings.weight")[ids]
+    # rows first, then float64: the word table of a multilingual vocabulary is large
+    x = (w["embeddings.word_embeddings.weight"][ids].astype(np.float64)
          + W("embeddings.token_type_embeddings.weight")[types]
          + W("embeddings.position_embeddings.weight")[np.arange(S)][None])
     x = ln(x, "embeddings.LayerNorm")
@@ -741,6 +742,43 @@ def publish(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def export_atomically(out: Path, *, force: bool, validate_existing: bool, is_up_to_date, export,
+                      check) -> int:
+    """The export protocol shared by the exporters: skip an up-to-date target (re-validating it
+    unless told not to), else export into a temporary sibling directory under a lock, validate it
+    and rename it into place. Prints the model directory on stdout; returns the exit status."""
+    if not force and is_up_to_date(out):
+        log(f"{out} is up to date (use --force to re-export)")
+        if validate_existing:
+            log(f"OK: {json.dumps(check(out))}")
+        print(out)
+        return 0
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(out.parent / f".{out.name}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # one export of this directory at a time
+    if not force and is_up_to_date(out):  # another run finished while we waited
+        log(f"{out} was exported meanwhile")
+        print(out)
+        return 0
+    remove_stale_temp_dirs(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    try:
+        t0 = time.time()
+        export(tmp)
+        log(f"exported in {time.time() - t0:.1f}s; validating")
+        res = check(tmp)
+        fsync_dir_files(tmp)
+        os.chmod(tmp, 0o755)
+        publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log(f"OK: wrote {out} {json.dumps(res)}")
+    print(out)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -776,37 +814,11 @@ def main(argv=None) -> int:
             log(f"OK: {out} is valid {json.dumps(res)}")
             return 0
 
-        if not args.force and up_to_date(out, src):
-            log(f"{out} is up to date (use --force to re-export)")
-            if not args.no_check:
-                res = check_dir(out, src, args.cross_check_onnx)
-                log(f"OK: {json.dumps(res)}")
-            print(out)
-            return 0
-
-        out.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(out.parent / f".{out.name}.lock", "w")
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one export of this directory at a time
-        if not args.force and up_to_date(out, src):  # another run finished while we waited
-            log(f"{out} was exported meanwhile")
-            print(out)
-            return 0
-        remove_stale_temp_dirs(out)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-        try:
-            t0 = time.time()
-            export_into(tmp, src)
-            log(f"exported in {time.time() - t0:.1f}s; validating")
-            res = check_dir(tmp, src, args.cross_check_onnx)
-            fsync_dir_files(tmp)
-            os.chmod(tmp, 0o755)
-            publish(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        log(f"OK: wrote {out} {json.dumps(res)}")
-        print(out)
-        return 0
+        return export_atomically(
+            out, force=args.force, validate_existing=not args.no_check,
+            is_up_to_date=lambda d: up_to_date(d, src),
+            export=lambda tmp: export_into(tmp, src),
+            check=lambda d: check_dir(d, src, args.cross_check_onnx))
     except UsageError as e:
         log(f"error: {e}")
         return 2

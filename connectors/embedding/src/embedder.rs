@@ -71,12 +71,18 @@ impl FastEmbedder {
         let meta = ModelMeta::read(dir)?;
         let tokenizer_max = tokenizer_max_length(dir, &files.tokenizer_config_file)?;
         let max_length = config.max_length.min(tokenizer_max);
-        if let Some(p) = meta.passage_prefix.as_deref() {
-            if p != config.passage_prefix {
-                tracing::warn!(model = %meta.model_id, expected = p, configured = %config.passage_prefix,
-                    "passage_prefix differs from the one the model was trained with");
-            }
-        }
+        let passage_prefix = resolve_prefix(
+            "passage_prefix",
+            &config.passage_prefix,
+            &meta.passage_prefix,
+            &meta.model_id,
+        );
+        let query_prefix = resolve_prefix(
+            "query_prefix",
+            &config.query_prefix,
+            &meta.query_prefix,
+            &meta.model_id,
+        );
 
         init_ort(&ort_path)?;
 
@@ -102,7 +108,7 @@ impl FastEmbedder {
         let model_id = config
             .model_id
             .clone()
-            .unwrap_or_else(|| derived_model_id(&meta, max_length, &config.passage_prefix));
+            .unwrap_or_else(|| derived_model_id(&meta, max_length, &passage_prefix));
         let mut me = FastEmbedder {
             model,
             meta,
@@ -110,8 +116,8 @@ impl FastEmbedder {
             model_dir: dir.clone(),
             batch_size: config.batch_size,
             max_length,
-            passage_prefix: config.passage_prefix.clone(),
-            query_prefix: config.query_prefix.clone(),
+            passage_prefix,
+            query_prefix,
         };
         // The model must produce what freshet-model.json promises.
         let probe = me
@@ -198,6 +204,11 @@ impl FastEmbedder {
         self.max_length
     }
 
+    /// The prefixes in effect for passages and queries (configured, else the model's).
+    pub fn prefixes(&self) -> (&str, &str) {
+        (&self.passage_prefix, &self.query_prefix)
+    }
+
     /// Texts per model call.
     pub fn batch_size(&self) -> usize {
         self.batch_size
@@ -220,6 +231,26 @@ impl Embedder for FastEmbedder {
 
     fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(self.embed_passage_texts(texts)?)
+    }
+}
+
+/// The prefix in effect: the configured one, else the one the model was trained with
+/// (`freshet-model.json`), else none. A configured prefix that differs from the model's is
+/// allowed (users may know better) but logged.
+fn resolve_prefix(
+    name: &str,
+    configured: &Option<String>,
+    trained: &Option<String>,
+    model: &str,
+) -> String {
+    match (configured, trained) {
+        (Some(c), Some(t)) if c != t => {
+            tracing::warn!(model, expected = %t, configured = %c,
+                "{name} differs from the one the model was trained with");
+            c.clone()
+        }
+        (Some(c), _) => c.clone(),
+        (None, t) => t.clone().unwrap_or_default(),
     }
 }
 
@@ -475,6 +506,17 @@ mod tests {
         std::fs::write(dir.path().join("no-model/model.onnx"), b"").unwrap();
         let e = FastEmbedder::load(&cfg).unwrap_err().to_string();
         assert!(e.contains("missing tokenizer.json"), "{e}");
+    }
+
+    #[test]
+    fn prefixes_default_to_the_models_and_configuration_wins() {
+        let e5 = Some("passage: ".to_string());
+        assert_eq!(resolve_prefix("p", &None, &e5, "m"), "passage: ");
+        assert_eq!(resolve_prefix("p", &None, &None, "m"), "");
+        // explicitly empty or different: the configuration applies
+        assert_eq!(resolve_prefix("p", &Some(String::new()), &e5, "m"), "");
+        assert_eq!(resolve_prefix("p", &Some("q: ".into()), &e5, "m"), "q: ");
+        assert_eq!(resolve_prefix("p", &Some("q: ".into()), &None, "m"), "q: ");
     }
 
     #[test]

