@@ -139,6 +139,10 @@ pub struct QueryConfig {
     pub query_cache_entries: usize,
     /// A request taking longer than this gets a 503.
     pub request_timeout_ms: u64,
+    /// Hybrid requests answer from BM25 alone, marked `degraded`, when the vector route is
+    /// unavailable (Milvus down); `false` answers 503 instead. A request's `allow_partial`
+    /// overrides it.
+    pub allow_partial: bool,
 }
 
 impl Default for QueryConfig {
@@ -178,6 +182,7 @@ impl Default for QueryConfig {
             embedder_threads: 1,
             query_cache_entries: 1024,
             request_timeout_ms: 10_000,
+            allow_partial: true,
         }
     }
 }

@@ -187,7 +187,12 @@ async fn retrieve(
     .await;
     match result {
         Ok(r) => {
-            engine.metrics.request("retrieve", mode, "ok");
+            let outcome = if r.degraded.is_empty() {
+                "ok"
+            } else {
+                "degraded"
+            };
+            engine.metrics.request("retrieve", mode, outcome);
             Json(r).into_response()
         }
         Err(e) => {
@@ -210,12 +215,19 @@ async fn pathway_retrieve(
             .await
             .map_err(|e| ApiError::bad_request(e.0))?;
         let r = run_with_timeout(&engine, engine.retrieve(plan)).await?;
-        Ok::<_, ApiError>(pathway::answer(r))
+        let outcome = if r.degraded.is_empty() {
+            "ok"
+        } else {
+            "degraded"
+        };
+        Ok::<_, ApiError>((outcome, pathway::answer(r)))
     }
     .await;
     match result {
-        Ok(v) => {
-            engine.metrics.request("pathway_retrieve", "hybrid", "ok");
+        Ok((outcome, v)) => {
+            engine
+                .metrics
+                .request("pathway_retrieve", "hybrid", outcome);
             Json(v).into_response()
         }
         Err(e) => {

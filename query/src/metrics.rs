@@ -66,7 +66,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         r.register(
             "requests",
-            "Requests by endpoint, mode and outcome (ok, bad_request, unauthorized, unavailable, error)",
+            "Requests by endpoint, mode and outcome (ok, degraded, bad_request, unauthorized, unavailable, error)",
             requests.clone(),
         );
         let request_seconds =

@@ -64,7 +64,8 @@ pub fn document() -> Value {
                         "pack": {"type": "object", "required": ["budget_tokens"], "additionalProperties": false, "properties": {
                             "budget_tokens": {"type": "integer", "minimum": 1},
                             "order": {"type": "string", "enum": ["relevance_first", "edges_first"]}
-                        }, "description": "Pack whole results into a cited context within a token budget (model tokenizer)."}
+                        }, "description": "Pack whole results into a cited context within a token budget (model tokenizer)."},
+                        "allow_partial": {"type": "boolean", "description": "Hybrid only: if the vector route is unavailable (Milvus down), answer from BM25 alone and list it under `degraded` instead of a 503. Default: the server's `allow_partial` (true)."}
                     }
                 },
                 "Hit": {
@@ -103,7 +104,10 @@ pub fn document() -> Value {
                         "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
                         "index": {"type": "object", "properties": {
                             "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
-                        }}
+                        }},
+                        "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why.", "items": {"type": "object", "properties": {
+                            "route": {"type": "string", "enum": ["vector"]}, "reason": {"type": "string"}
+                        }}}
                     }
                 }
             }
@@ -163,7 +167,9 @@ mod tests {
                 "mode" => json!({"query": "q", name: "bm25"}),
                 "filter" | "fusion" => json!({"query": "q", name: {}}),
                 "principals" => json!({"query": "q", name: []}),
-                "rerank" | "expand" | "parents" => json!({"query": "q", name: false}),
+                "rerank" | "expand" | "parents" | "allow_partial" => {
+                    json!({"query": "q", name: false})
+                }
                 "pack" => json!({"query": "q", name: {"budget_tokens": 10}}),
                 _ => json!({"query": "q", name: 5}),
             };
@@ -171,6 +177,6 @@ mod tests {
                 .unwrap_or_else(|e| panic!("documented field {name} rejected: {}", e.0));
         }
         assert!(crate::request::parse(br#"{"query":"q","undocumented":1}"#).is_err());
-        assert_eq!(props.len(), 12);
+        assert_eq!(props.len(), 13);
     }
 }

@@ -50,6 +50,7 @@ pub struct RetrieveRequest {
     pub expand: Option<ExpandRequest>,
     pub parents: Option<bool>,
     pub pack: Option<PackRequest>,
+    pub allow_partial: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +114,8 @@ pub struct Plan {
     pub expand: Option<ExpandPlan>,
     pub parents: bool,
     pub pack: Option<(usize, PackOrder)>,
+    /// Hybrid: answer from BM25 alone (marked degraded) if the vector route is unavailable.
+    pub allow_partial: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -297,6 +300,7 @@ impl RetrieveRequest {
             expand,
             parents,
             pack,
+            allow_partial: self.allow_partial.unwrap_or(cfg.allow_partial),
         })
     }
 }
@@ -411,6 +415,21 @@ mod tests {
         assert_eq!(p.filter.principals, Some(vec![]));
         assert_eq!(p.filter.kinds, Some(vec![ChunkKind::Leaf]));
         assert!(p.rerank.is_none() && p.expand.is_none() && p.pack.is_none());
+        assert!(p.allow_partial);
+        // the request overrides the server's setting, both ways
+        assert!(
+            !plan(json!({"query": "q", "allow_partial": false}))
+                .unwrap()
+                .allow_partial
+        );
+        let strict = QueryConfig {
+            allow_partial: false,
+            ..Default::default()
+        };
+        let p = parse(br#"{"query":"q"}"#).unwrap().plan(&strict, false);
+        assert!(!p.unwrap().allow_partial);
+        let p = parse(br#"{"query":"q","allow_partial":true}"#).unwrap();
+        assert!(p.plan(&strict, false).unwrap().allow_partial);
     }
 
     #[test]

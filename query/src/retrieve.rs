@@ -90,6 +90,17 @@ pub struct Response {
     /// Milliseconds per stage (`total` included).
     pub timings_ms: BTreeMap<&'static str, f64>,
     pub index: IndexInfo,
+    /// Routes left out because they were unavailable (only with `allow_partial`); absent when
+    /// the answer is complete.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<Degraded>,
+}
+
+/// A route a partial answer was made without, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Degraded {
+    pub route: &'static str,
+    pub reason: String,
 }
 
 /// Everything a retrieval needs; shared by request handlers.
@@ -206,7 +217,21 @@ impl Engine {
         };
         let (bm25, vector) = tokio::join!(bm25, vector);
         let (bm25_hits, bm25_s) = bm25?;
-        let (vector_hits, embed_s, vector_s) = vector?;
+        let mut degraded = Vec::new();
+        let (vector_hits, embed_s, vector_s) = match vector {
+            // Hybrid without Milvus: BM25 alone is still an answer, if the caller accepts one.
+            Err(RetrieveError::Unavailable(reason))
+                if plan.mode == Mode::Hybrid && plan.allow_partial =>
+            {
+                tracing::warn!(%reason, "vector route unavailable: answering from BM25 alone");
+                degraded.push(Degraded {
+                    route: "vector",
+                    reason,
+                });
+                (Vec::new(), 0.0, 0.0)
+            }
+            other => other?,
+        };
         for (stage, s) in [("bm25", bm25_s), ("embed", embed_s), ("vector", vector_s)] {
             if s > 0.0 {
                 self.metrics.stage(stage, s);
@@ -340,6 +365,7 @@ impl Engine {
             mode: plan.mode.as_str(),
             timings_ms: t.timings,
             index: index_info(freshness),
+            degraded,
         })
     }
 

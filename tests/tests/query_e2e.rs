@@ -697,7 +697,7 @@ fn api_keys_guard_v1_routes() -> Result<()> {
 }
 
 #[test]
-fn milvus_outage_answers_503_and_the_node_recovers() -> Result<()> {
+fn milvus_outage_answers_503_or_bm25_alone_and_the_node_recovers() -> Result<()> {
     let mut case = Case::new("query_outage", 1)?;
     case.start_pipeline()?;
     for (id, text) in [
@@ -725,10 +725,14 @@ fn milvus_outage_answers_503_and_the_node_recovers() -> Result<()> {
     assert_eq!(node.doc_ids(&ice)?, ["glacier"]);
 
     proxy.cut();
-    // Vector and hybrid retrieval answer 503 with a reason; BM25 does not need Milvus.
-    for mode in ["vector", "hybrid"] {
-        let r = node.post("/v1/retrieve", &json!({"query": "ice", "mode": mode}))?;
-        assert_eq!(r.status, 503, "{mode}: {}", r.body);
+    // Vector retrieval, and hybrid retrieval that does not accept a partial answer, answer 503
+    // with a reason; BM25 does not need Milvus.
+    for req in [
+        json!({"query": "ice", "mode": "vector"}),
+        json!({"query": "ice", "mode": "hybrid", "allow_partial": false}),
+    ] {
+        let r = node.post("/v1/retrieve", &req)?;
+        assert_eq!(r.status, 503, "{req}: {}", r.body);
         let v = r.json()?;
         assert_eq!(v["error"]["code"], "unavailable", "{v}");
         assert!(
@@ -740,6 +744,29 @@ fn milvus_outage_answers_503_and_the_node_recovers() -> Result<()> {
     }
     let bm25 = json!({"query": "ice flowing downhill", "mode": "bm25", "k": 1});
     assert_eq!(node.doc_ids(&bm25)?, ["glacier"]);
+    // Hybrid by default answers from BM25 alone and says so.
+    let r = node.post(
+        "/v1/retrieve",
+        &json!({"query": "ice flowing downhill", "k": 2}),
+    )?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json()?;
+    assert_eq!(v["degraded"][0]["route"], "vector", "{v}");
+    assert!(
+        v["degraded"][0]["reason"]
+            .as_str()
+            .is_some_and(|m| m.contains("milvus")),
+        "{v}"
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{v}"); // "delta" shares no term with the query
+    assert_eq!(results[0]["doc_id"], "glacier");
+    assert_eq!(results[0]["scores"]["bm25"]["rank"], 1, "{v}");
+    assert!(results[0]["scores"]["vector"].is_null(), "{v}");
+    let m = node.get("/metrics")?.body;
+    let degraded =
+        "freshet_query_requests_total{endpoint=\"retrieve\",mode=\"hybrid\",outcome=\"degraded\"} 1";
+    assert!(m.contains(degraded), "{degraded} missing:\n{m}");
     // Readiness notices (the failed searches ask for a re-check at once).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
