@@ -263,6 +263,21 @@ impl Indexes {
                 self.set_status(|s| s.tantivy = None);
             }
             Ok(None) => {
+                // An index without a pipeline commit: new, or re-created in place of the one
+                // served so far (the reader reads through the path). Serve it, empty as it is,
+                // rather than the deleted index's last state.
+                if self.freshness() != Freshness::default() {
+                    if let Err(e) = reader.reload() {
+                        self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
+                        return;
+                    }
+                    tracing::warn!(path = %path.display(), "the tantivy index was re-created");
+                    if let Ok(mut f) = self.freshness.write() {
+                        *f = Freshness::default();
+                    }
+                    self.metrics.index_epoch.set(0);
+                    self.metrics.index_chunks.set(reader.count() as i64);
+                }
                 self.set_status(|s| s.tantivy = None);
             }
             Err(e) => self.set_status(|s| s.tantivy = Some(format!("tantivy metadata: {e}"))),
@@ -315,6 +330,73 @@ impl Indexes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reload_follows_commits_and_an_index_recreated_in_place() {
+        use freshet_operators::chunk::{Chunk, ChunkKind};
+        use freshet_tantivy::{ChunkFilter, ChunkIndexWriter, CommitPayload};
+
+        let chunk = |id: &str, text: &str| Chunk {
+            chunk_id: id.into(),
+            doc_id: id.into(),
+            kind: ChunkKind::Leaf,
+            parent_id: None,
+            index: 0,
+            char_start: 0,
+            char_end: text.len() as u32,
+            section: vec![],
+            text: text.into(),
+            token_count: 2,
+            title: String::new(),
+            source: String::new(),
+            metadata_json: "{}".into(),
+            acl: vec![],
+            doc_hash: "h".repeat(64),
+        };
+        let found = |ix: &Indexes| -> Vec<String> {
+            let r = ix.tantivy().expect("reader open");
+            r.search_bm25("glacier", 10, &ChunkFilter::none())
+                .unwrap()
+                .into_iter()
+                .map(|(_, c)| c.chunk_id)
+                .collect()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let ix = Indexes::new(Metrics::new());
+        let bm25 = Bm25Params::default();
+
+        ix.reload_tick(&path, bm25);
+        assert!(ix.status().tantivy.is_some(), "no index yet: not ready");
+
+        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
+        w.apply(&[chunk("old", "glacier ice")], &[]).unwrap();
+        w.commit(&CommitPayload::new(Default::default(), 5))
+            .unwrap();
+        drop(w);
+        ix.reload_tick(&path, bm25);
+        assert_eq!(ix.status().tantivy, None);
+        assert_eq!(ix.freshness().epoch, 5);
+        assert_eq!(found(&ix), ["old"]);
+
+        // Re-created in place: while the directory is gone the node says so; once a new,
+        // uncommitted index is there it serves that (empty), not the deleted one.
+        std::fs::remove_dir_all(&path).unwrap();
+        ix.reload_tick(&path, bm25);
+        assert!(ix.status().tantivy.is_some(), "index directory gone");
+        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
+        ix.reload_tick(&path, bm25);
+        assert_eq!(ix.status().tantivy, None);
+        assert_eq!(ix.freshness(), Freshness::default());
+        assert!(found(&ix).is_empty(), "served the deleted index");
+
+        w.apply(&[chunk("new", "glacier melt")], &[]).unwrap();
+        w.commit(&CommitPayload::new(Default::default(), 1))
+            .unwrap();
+        ix.reload_tick(&path, bm25);
+        assert_eq!(ix.freshness().epoch, 1);
+        assert_eq!(found(&ix), ["new"]);
+    }
 
     #[test]
     fn query_cache_returns_what_was_put_and_evicts_the_oldest() {

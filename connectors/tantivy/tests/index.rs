@@ -245,6 +245,45 @@ fn reader_sees_writer_commits() {
 }
 
 #[test]
+fn manual_reader_follows_an_index_recreated_at_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut w = ChunkIndexWriter::open_or_create(&path, HEAP).unwrap();
+    w.apply(&[chunk("old", "d", 0, "glacier ice")], &[])
+        .unwrap();
+    w.commit(&payload(10, 5)).unwrap();
+    drop(w);
+    let r = ChunkIndexReader::open_manual(&path).unwrap();
+    let glacier = |r: &ChunkIndexReader| {
+        ids(&r.search_bm25("glacier", 10, &ChunkFilter::none()).unwrap())
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(glacier(&r), ["old"]);
+
+    // The directory is deleted and a new index is created in its place (a re-index).
+    std::fs::remove_dir_all(&path).unwrap();
+    assert!(r.last_payload().is_err(), "no index at the path any more");
+    let mut w = ChunkIndexWriter::open_or_create(&path, HEAP).unwrap();
+    assert_eq!(
+        r.last_payload().unwrap(),
+        None,
+        "reads the new, empty index"
+    );
+    r.reload().unwrap();
+    assert_eq!(r.count(), 0);
+    assert!(glacier(&r).is_empty(), "the deleted index is not served");
+
+    w.apply(&[chunk("new", "d", 0, "glacier melt")], &[])
+        .unwrap();
+    w.commit(&payload(1, 1)).unwrap();
+    assert_eq!(r.last_payload().unwrap().unwrap().epoch, 1);
+    r.reload().unwrap();
+    assert_eq!(glacier(&r), ["new"]);
+}
+
+#[test]
 fn opening_errors() {
     let dir = tempfile::tempdir().unwrap();
     // Reader never creates.
