@@ -38,9 +38,10 @@ pub struct EmbeddingConfig {
     pub ort_dylib_path: Option<PathBuf>,
     /// Texts per model call. Default 64.
     pub batch_size: usize,
-    /// Tokens per text (longer texts are truncated; capped by the tokenizer's
-    /// `model_max_length`, 256 for all-MiniLM-L6-v2). Default 256.
-    pub max_length: usize,
+    /// Tokens per text, special tokens included (longer texts are truncated; capped by the
+    /// tokenizer's `model_max_length`). Default: that `model_max_length` (256 for
+    /// all-MiniLM-L6-v2, 512 for multilingual-e5-small).
+    pub max_length: Option<usize>,
     /// Prepended to passages before embedding (`"passage: "` for e5 models). Default: the
     /// `passage_prefix` in the model's `freshet-model.json`, else none.
     pub passage_prefix: Option<String>,
@@ -58,7 +59,7 @@ impl Default for EmbeddingConfig {
             model_id: None,
             ort_dylib_path: None,
             batch_size: 64,
-            max_length: 256,
+            max_length: None,
             passage_prefix: None,
             query_prefix: None,
             threads: None,
@@ -80,7 +81,7 @@ impl EmbeddingConfig {
         if self.batch_size == 0 {
             return Err(Error::Config("batch_size must be at least 1".into()));
         }
-        if self.max_length < 2 {
+        if self.max_length.is_some_and(|m| m < 2) {
             return Err(Error::Config(
                 "max_length must be at least 2 (room for [CLS] and [SEP])".into(),
             ));
@@ -179,7 +180,7 @@ mod tests {
     fn defaults_fill_missing_fields() {
         let c: EmbeddingConfig = serde_json::from_str(r#"{"batch_size": 8}"#).unwrap();
         assert_eq!(c.batch_size, 8);
-        assert_eq!(c.max_length, 256);
+        assert_eq!(c.max_length, None);
         assert_eq!(c.passage_prefix, None);
         assert!(c.model_dir.ends_with("models/all-MiniLM-L6-v2"));
         assert_eq!(

@@ -70,7 +70,9 @@ impl FastEmbedder {
         let files = read_model_dir(dir, &[META_FILE])?;
         let meta = ModelMeta::read(dir)?;
         let tokenizer_max = tokenizer_max_length(dir, &files.tokenizer_config_file)?;
-        let max_length = config.max_length.min(tokenizer_max);
+        let max_length = config
+            .max_length
+            .map_or(tokenizer_max, |m| m.min(tokenizer_max));
         let passage_prefix = resolve_prefix(
             "passage_prefix",
             &config.passage_prefix,

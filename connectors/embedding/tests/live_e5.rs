@@ -79,12 +79,9 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn live_e5_prefixes_tokens_vectors_and_cross_lingual_ranking() {
     let Some(dir) = model_dir() else { return };
-    // No prefixes configured: the model's own ("passage: ", "query: ") apply.
-    let mut m = FastEmbedder::load(&EmbeddingConfig {
-        max_length: 512,
-        ..EmbeddingConfig::for_model_dir(&dir)
-    })
-    .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
+    // Nothing configured: the model's own prefixes ("passage: ", "query: ") and window (512).
+    let mut m = FastEmbedder::load(&EmbeddingConfig::for_model_dir(&dir))
+        .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
     assert_eq!(m.dim(), 384);
     assert_eq!(m.prefixes(), ("passage: ", "query: "));
     assert_eq!(m.max_length(), 512);
