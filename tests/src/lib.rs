@@ -325,6 +325,16 @@ impl Case {
 
     /// Every chunk id in the Milvus collection.
     pub fn milvus_ids(&self) -> Result<Vec<String>> {
+        self.with_milvus(|m| async move { m.list_chunk_ids().await })
+            .map_err(|e| anyhow!("listing Milvus ids: {e}"))
+    }
+
+    /// Runs `f` with a connection to this case's collection.
+    fn with_milvus<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(MilvusSink) -> Fut,
+        Fut: std::future::Future<Output = freshet_milvus::Result<T>>,
+    {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -334,11 +344,8 @@ impl Case {
             dim: 384,
             ..Default::default()
         };
-        rt.block_on(async {
-            let m = MilvusSink::connect(cfg).await?;
-            m.list_chunk_ids().await
-        })
-        .map_err(|e| anyhow!("listing Milvus ids: {e}"))
+        rt.block_on(async { f(MilvusSink::connect(cfg).await?).await })
+            .map_err(|e| anyhow!("{e}"))
     }
 
     /// Scrapes the pipeline's `/metrics` into name{labels} → value.
@@ -376,8 +383,24 @@ impl Case {
 }
 
 impl Drop for Case {
+    /// Stops the pipeline. A case that passed also drops its Milvus collection (every loaded
+    /// collection costs Milvus memory and CPU for the rest of the run) and its directory; a
+    /// failed one leaves both for inspection.
     fn drop(&mut self) {
         let _ = self.kill_pipeline();
+        if std::thread::panicking() {
+            eprintln!(
+                "case {} failed: kept collection {} and {}",
+                self.name,
+                self.collection,
+                self.dir.display()
+            );
+            return;
+        }
+        if let Err(e) = self.with_milvus(|m| async move { m.drop_collection().await }) {
+            eprintln!("dropping collection {}: {e}", self.collection);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
