@@ -693,10 +693,16 @@ def export_into(tmp: Path, src: Path) -> None:
 
 
 def up_to_date(out: Path, src: Path) -> bool:
+    return export_is_current(out, src / "model.safetensors", EXPORTER_VERSION)
+
+
+def export_is_current(out: Path, source_file: Path, exporter_version: int) -> bool:
+    """Whether `out` holds a complete export of `source_file` by this exporter version, with
+    model.onnx as freshet-model.json describes it."""
     try:
         meta = json.loads((out / "freshet-model.json").read_text())
-        return (meta.get("exporter_version") == EXPORTER_VERSION
-                and meta.get("source_sha256") == sha256_file(src / "model.safetensors")
+        return (meta.get("exporter_version") == exporter_version
+                and meta.get("source_sha256") == sha256_file(source_file)
                 and meta.get("sha256") == sha256_file(out / "model.onnx")
                 and all((out / f).is_file() for f in TOKENIZER_FILES + ("freshet-check.json",)))
     except (OSError, ValueError):
@@ -740,6 +746,30 @@ def publish(tmp: Path, out: Path) -> None:
         os.close(fd)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def run_exporter(run) -> int:
+    """Runs an exporter's main body, mapping its failures to exit statuses (2: bad input or
+    environment, 1: a failed validation)."""
+    try:
+        return run()
+    except UsageError as e:
+        log(f"error: {e}")
+        return 2
+    except CheckFailed as e:
+        log(f"VALIDATION FAILED: {e}")
+        return 1
+
+
+def check_or_export(out: Path, args, *, is_up_to_date, export, check) -> int:
+    """`--check`: validate the existing export; otherwise export (see export_atomically)."""
+    if args.check:
+        if not out.is_dir():
+            raise UsageError(f"{out} does not exist; run without --check to export")
+        log(f"OK: {out} is valid {json.dumps(check(out))}")
+        return 0
+    return export_atomically(out, force=args.force, validate_existing=not args.no_check,
+                             is_up_to_date=is_up_to_date, export=export, check=check)
 
 
 def export_atomically(out: Path, *, force: bool, validate_existing: bool, is_up_to_date, export,
@@ -794,7 +824,7 @@ def main(argv=None) -> int:
                          f"compare embeddings with (cosine >= {CROSS_CHECK_MIN_COS})")
     args = ap.parse_args(argv)
 
-    try:
+    def run() -> int:
         out = (args.out_dir or freshet_home() / "models" / "all-MiniLM-L6-v2").expanduser().absolute()
         src = (args.source_dir.expanduser().absolute() if args.source_dir else find_source_dir())
         for f in ("model.safetensors", "config.json", "tokenizer.json"):
@@ -806,25 +836,13 @@ def main(argv=None) -> int:
             import onnxruntime  # noqa: F401
         except ImportError as e:
             raise UsageError(f"{sys.executable} lacks {e.name}; the exporter needs numpy, onnx and onnxruntime") from e
-
-        if args.check:
-            if not out.is_dir():
-                raise UsageError(f"{out} does not exist; run without --check to export")
-            res = check_dir(out, src, args.cross_check_onnx)
-            log(f"OK: {out} is valid {json.dumps(res)}")
-            return 0
-
-        return export_atomically(
-            out, force=args.force, validate_existing=not args.no_check,
+        return check_or_export(
+            out, args,
             is_up_to_date=lambda d: up_to_date(d, src),
             export=lambda tmp: export_into(tmp, src),
             check=lambda d: check_dir(d, src, args.cross_check_onnx))
-    except UsageError as e:
-        log(f"error: {e}")
-        return 2
-    except CheckFailed as e:
-        log(f"VALIDATION FAILED: {e}")
-        return 1
+
+    return run_exporter(run)
 
 
 if __name__ == "__main__":

