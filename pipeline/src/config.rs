@@ -83,8 +83,13 @@ impl Default for PipelineConfig {
 pub struct TantivyConfig {
     /// Index directory. Default `$FRESHET_HOME/index/tantivy`.
     pub path: PathBuf,
-    /// Writer memory budget in bytes.
+    /// Writer memory budget in bytes (split over the threads, at least 15 MB each).
     pub writer_heap_bytes: usize,
+    /// Indexing threads. Each commit writes one segment per thread that received documents,
+    /// at a fixed cost per segment; the pipeline commits a few chunks at a time, so one thread
+    /// is cheapest (see `ChunkIndexWriter::open_or_create_with_threads`). More help only bulk
+    /// loads whose chunks come from the embedding cache.
+    pub writer_threads: usize,
 }
 
 impl Default for TantivyConfig {
@@ -94,6 +99,7 @@ impl Default for TantivyConfig {
                 .join("index")
                 .join("tantivy"),
             writer_heap_bytes: 64 * 1024 * 1024,
+            writer_threads: 1,
         }
     }
 }
@@ -353,6 +359,7 @@ mod tests {
         assert_eq!(c.milvus.url, d.milvus.url);
         assert_eq!(c.milvus.timeout, d.milvus.timeout);
         assert_eq!(c.tantivy.writer_heap_bytes, d.tantivy.writer_heap_bytes);
+        assert_eq!(c.tantivy.writer_threads, d.tantivy.writer_threads);
         assert_eq!(c.metrics.listen, d.metrics.listen);
     }
 

@@ -121,8 +121,11 @@ pub fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
         m.ensure_collection().await?;
         Ok::<_, freshet_milvus::Error>(m)
     })?;
-    let mut writer =
-        ChunkIndexWriter::open_or_create(&args.to_index, config.tantivy.writer_heap_bytes)?;
+    let mut writer = ChunkIndexWriter::open_or_create_with_threads(
+        &args.to_index,
+        config.tantivy.writer_heap_bytes,
+        config.tantivy.writer_threads,
+    )?;
     let started = std::time::Instant::now();
     for r in 0..args.replicas {
         let copy = |c: &Chunk| {

@@ -90,9 +90,10 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
     if is_first_process {
         std::fs::create_dir_all(&config.tantivy.path)
             .with_context(|| format!("creating {}", config.tantivy.path.display()))?;
-        let tantivy = ChunkIndexWriter::open_or_create(
+        let tantivy = ChunkIndexWriter::open_or_create_with_threads(
             &config.tantivy.path,
             config.tantivy.writer_heap_bytes,
+            config.tantivy.writer_threads,
         )
         .with_context(|| {
             format!(

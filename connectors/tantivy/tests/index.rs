@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_tantivy::{
     analyze, analyze_zh, contains_cjk, ChunkFilter, ChunkIndexReader, ChunkIndexWriter,
-    ChunkSchema, CommitPayload, Error, SCHEMA_VERSION,
+    ChunkSchema, CommitPayload, Error, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD, SCHEMA_VERSION,
 };
 
 const HEAP: usize = 50_000_000;
@@ -213,6 +213,39 @@ fn delete_and_upsert_semantics() {
 }
 
 #[test]
+fn get_many_across_segments_skips_deleted_and_replaced_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two indexing threads: commits may write two segments each.
+    let mut w = ChunkIndexWriter::open_or_create_with_threads(dir.path(), HEAP, 2).unwrap();
+    let first: Vec<Chunk> = (0..20)
+        .map(|i| chunk(&format!("c{i}"), "d1", i, &format!("first {i}")))
+        .collect();
+    w.apply(&first, &[]).unwrap();
+    w.commit(&payload(1, 1)).unwrap();
+    let c3 = chunk("c3", "d1", 3, "replaced three");
+    w.apply(
+        &[c3.clone(), chunk("n1", "d2", 0, "new one")],
+        &["c5".to_owned()],
+    )
+    .unwrap();
+    w.commit(&payload(2, 2)).unwrap();
+    let r = ChunkIndexReader::open(dir.path()).unwrap();
+
+    let want: Vec<String> = ["c3", "c5", "n1", "c19", "nope", "c3", ""]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut got = r.get_many(&want).unwrap();
+    got.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
+    let got_ids: Vec<&str> = got.iter().map(|c| c.chunk_id.as_str()).collect();
+    // c5 deleted, "nope" and "" never existed; c3 (asked for twice) once, in its new version.
+    assert_eq!(got_ids, ["c19", "c3", "n1"]);
+    assert_eq!(got[0], first[19]);
+    assert_eq!(got[1], c3);
+    assert!(r.get_many(&[]).unwrap().is_empty());
+}
+
+#[test]
 fn reader_sees_writer_commits() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = ChunkIndexWriter::open_or_create(dir.path(), HEAP).unwrap();
@@ -299,6 +332,18 @@ fn opening_errors() {
         ChunkIndexWriter::open_or_create(dir.path(), 1_000_000),
         Err(Error::InvalidArgument(_))
     ));
+    // Threads: 1 to MAX_WRITER_THREADS, each with tantivy's minimum heap.
+    for (heap, threads) in [
+        (HEAP, 0),
+        (HEAP * 10, MAX_WRITER_THREADS + 1),
+        (MIN_HEAP_PER_THREAD * 2 - 1, 2),
+    ] {
+        let r = ChunkIndexWriter::open_or_create_with_threads(dir.path(), heap, threads);
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "heap {heap}, {threads} threads: {r:?}"
+        );
+    }
 
     let w = ChunkIndexWriter::open_or_create(dir.path(), HEAP).unwrap();
     // One writer per index.
