@@ -274,6 +274,28 @@ impl Case {
         Ok(())
     }
 
+    /// Waits up to `timeout` for the pipeline (a single process) to exit by itself and returns
+    /// its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let Some(child) = self.pipeline.as_mut() else {
+            bail!("no pipeline running");
+        };
+        loop {
+            if let Some(status) = child.try_wait()? {
+                self.pipeline = None;
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "pipeline still running after {timeout:?}; log:\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("pipeline.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::embed::embed_input;
+use freshet_tests::proxy::{host_port, TcpProxy};
 use freshet_tests::{expected_chunks, Case, RIVER_WORDS};
 use serde_json::json;
 
@@ -350,6 +351,80 @@ fn malformed_records_go_to_the_dlq_and_good_ones_are_indexed() -> Result<()> {
         case.metric("freshet_pipeline_documents_total{outcome=\"dlq\"}")?,
         bad.len() as f64
     );
+    case.stop_pipeline()?;
+    Ok(())
+}
+
+/// Milvus unreachable mid-stream: the pipeline stops without committing tantivy (whose commit
+/// carries the Kafka offsets) past what reached Milvus, and once Milvus is back a restart
+/// converges to exact indexes.
+#[test]
+fn milvus_outage_stops_before_tantivy_commits_and_a_restart_converges() -> Result<()> {
+    let mut case = Case::new("milvus-outage", 2)?;
+    let proxy = TcpProxy::start(&host_port(&freshet_tests::env("FRESHET_MILVUS_URL"))?)?;
+    // Only the pipeline goes through the proxy; the checks read Milvus directly.
+    case.extra_env.push((
+        "FRESHET_MILVUS_URL".into(),
+        format!("http://{}", proxy.addr),
+    ));
+    case.extra_env
+        .push(("FRESHET_MILVUS_TIMEOUT".into(), "3s".into()));
+    let mut log = Vec::new();
+    for i in 0..6 {
+        let id = format!("o-{i}");
+        let doc = titled_markdown(&id, &long_doc(i, 2));
+        publish(&mut case, &mut log, &id, Some(doc))?;
+    }
+    case.start_pipeline()?;
+    case.wait_indexed(WAIT)?;
+    let before = assert_indexes_match(&case, &log)?;
+    let reader = freshet_tantivy::ChunkIndexReader::open(case.tantivy_path())?;
+    let payload_before = reader.last_payload()?;
+
+    proxy.cut();
+    // A new document, an edit and a delete while Milvus is unreachable.
+    publish(
+        &mut case,
+        &mut log,
+        "o-new",
+        Some(titled_markdown("o-new", &long_doc(50, 2))),
+    )?;
+    publish(
+        &mut case,
+        &mut log,
+        "o-1",
+        Some(titled_markdown("o-1", &long_doc(51, 2))),
+    )?;
+    publish(&mut case, &mut log, "o-2", None)?;
+    let status = case.wait_exit(Duration::from_secs(240))?;
+    assert!(
+        !status.success(),
+        "the pipeline must fail, not carry on: {status}"
+    );
+    assert!(
+        case.log_tail().contains("Milvus"),
+        "the log says why: {}",
+        case.log_tail()
+    );
+    // tantivy holds exactly what it held before the outage, under the same commit.
+    reader.reload()?;
+    assert_eq!(reader.last_payload()?, payload_before);
+    let after: BTreeMap<String, Chunk> = case
+        .tantivy_chunks()?
+        .into_iter()
+        .map(|c| (c.chunk_id.clone(), c))
+        .collect();
+    assert_eq!(
+        after, before,
+        "tantivy changed while Milvus was unreachable"
+    );
+
+    proxy.restore();
+    case.start_pipeline()?;
+    case.wait_indexed(WAIT)?;
+    let end = assert_indexes_match(&case, &log)?;
+    assert!(end.values().any(|c| c.doc_id == "o-new"));
+    assert!(end.values().all(|c| c.doc_id != "o-2"));
     case.stop_pipeline()?;
     Ok(())
 }
