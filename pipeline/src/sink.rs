@@ -260,63 +260,30 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     }
     let m = &sinks.metrics;
     Metrics::observe_ages(&m.source_to_sink, &timestamps);
-    let mut offsets = BTreeMap::new();
-    offsets.insert(sinks.topic.clone(), sinks.offsets.clone());
-    let payload = CommitPayload::new(offsets, last_epoch);
-
-    // Milvus and tantivy's segment writing run at the same time; the tantivy commit, which
-    // carries the Kafka offsets, is made only once Milvus has everything. If Milvus fails, the
-    // prepared segments are discarded and the epochs are replayed after a restart.
-    let (milvus, runtime, tantivy) = (&sinks.milvus, &sinks.runtime, &mut sinks.tantivy);
-    let (milvus_result, tantivy_result) = std::thread::scope(|scope| {
-        let milvus_write = (!deletes.is_empty() || !rows.is_empty()).then(|| {
-            std::thread::Builder::new()
-                .name("freshet-sink-milvus".into())
-                .spawn_scoped(scope, || {
-                    let started = Instant::now();
-                    with_retries("milvus", || {
-                        runtime.block_on(milvus.replace(&deletes, &rows))
-                    })
-                    .map(|()| started.elapsed())
-                })
-        });
+    if !deletes.is_empty() || !rows.is_empty() {
+        let milvus = &sinks.milvus;
         let started = Instant::now();
-        let prepared = tantivy
-            .apply(&upserts, &deletes)
-            .and_then(|()| tantivy.prepare_commit())
-            .map(|p| (p, started.elapsed()));
-        let milvus_result = match milvus_write {
-            None => Ok(None),
-            Some(Err(e)) => Err(anyhow::anyhow!(
-                "cannot start the Milvus writer thread: {e}"
-            )),
-            Some(Ok(handle)) => match handle.join() {
-                Ok(r) => r.map(Some).context("writing to Milvus"),
-                Err(_) => Err(anyhow::anyhow!("the Milvus writer thread panicked")),
-            },
-        };
-        (milvus_result, prepared)
-    });
-    let milvus_took = match milvus_result {
-        Ok(took) => took,
-        Err(e) => {
-            if let Ok((prepared, _)) = tantivy_result {
-                if let Err(abort) = prepared.abort() {
-                    tracing::warn!(error = %abort, "discarding the prepared tantivy segments");
-                }
-            }
-            return Err(e);
-        }
-    };
-    if let Some(took) = milvus_took {
-        m.sink_write("milvus", took.as_secs_f64());
+        with_retries("milvus", || {
+            sinks.runtime.block_on(milvus.replace(&deletes, &rows))
+        })
+        .context("writing to Milvus")?;
+        m.sink_write("milvus", started.elapsed().as_secs_f64());
         m.sink("milvus", "delete", deletes.len() as u64);
         m.sink("milvus", "upsert", rows.len() as u64);
     }
-    let (prepared, prepare_took) = tantivy_result.context("writing to tantivy")?;
     let started = Instant::now();
-    prepared.commit(&payload).context("committing tantivy")?;
-    m.sink_write("tantivy", (prepare_took + started.elapsed()).as_secs_f64());
+    sinks
+        .tantivy
+        .apply(&upserts, &deletes)
+        .context("writing to tantivy")?;
+    let mut offsets = BTreeMap::new();
+    offsets.insert(sinks.topic.clone(), sinks.offsets.clone());
+    let payload = CommitPayload::new(offsets, last_epoch);
+    sinks
+        .tantivy
+        .commit(&payload)
+        .context("committing tantivy")?;
+    m.sink_write("tantivy", started.elapsed().as_secs_f64());
     m.sink("tantivy", "delete", deletes.len() as u64);
     m.sink("tantivy", "upsert", upserts.len() as u64);
     Metrics::outcome(&m.chunks, "upsert", upserts.len() as u64);

@@ -37,4 +37,4 @@ pub use schema::{
     preload_zh_dictionary, ChunkSchema, ANALYZER_NAME, MAX_TOKEN_BYTES, PUBLIC_ACL_MARKER,
     SCHEMA_VERSION, ZH_ANALYZER_NAME,
 };
-pub use writer::{ChunkIndexWriter, PreparedChunkCommit, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};
+pub use writer::{ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use freshet_operators::chunk::Chunk;
 use tantivy::directory::MmapDirectory;
-use tantivy::indexer::{LogMergePolicy, PreparedCommit};
+use tantivy::indexer::LogMergePolicy;
 use tantivy::{
     Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError,
     Term,
@@ -46,39 +46,6 @@ pub struct ChunkIndexWriter {
     /// Sees the last commit of this writer.
     reader: IndexReader,
     schema: ChunkSchema,
-}
-
-/// Segments written by [`ChunkIndexWriter::prepare_commit`], not yet published.
-pub struct PreparedChunkCommit<'a> {
-    prepared: PreparedCommit<'a, TantivyDocument>,
-    reader: &'a IndexReader,
-    path: &'a Path,
-}
-
-impl PreparedChunkCommit<'_> {
-    /// Publishes the prepared segments with `payload` (durably: tantivy syncs the files and
-    /// the new meta before this returns).
-    pub fn commit(mut self, payload: &CommitPayload) -> Result<()> {
-        if payload.schema_version != SCHEMA_VERSION {
-            self.prepared.abort()?;
-            return Err(Error::SchemaVersionMismatch {
-                path: self.path.to_owned(),
-                found: payload.schema_version,
-                expected: SCHEMA_VERSION,
-            });
-        }
-        let encoded = payload.encode()?;
-        self.prepared.set_payload(&encoded);
-        self.prepared.commit()?;
-        self.reader.reload()?;
-        Ok(())
-    }
-
-    /// Discards everything staged since the last commit.
-    pub fn abort(self) -> Result<()> {
-        self.prepared.abort()?;
-        Ok(())
-    }
 }
 
 impl std::fmt::Debug for ChunkIndexWriter {
@@ -215,23 +182,12 @@ impl ChunkIndexWriter {
                 expected: SCHEMA_VERSION,
             });
         }
-        self.prepare_commit()?.commit(payload)
-    }
-
-    /// First half of [`ChunkIndexWriter::commit`]: writes everything staged into new segments
-    /// (the expensive part) without publishing them. [`PreparedChunkCommit::commit`] then
-    /// publishes them with the payload; [`PreparedChunkCommit::abort`] discards everything
-    /// staged since the last commit (dropping it without either leaves the segments for the
-    /// next commit to publish). Lets a caller do other work (the pipeline's
-    /// Milvus write) while the segments are written, and still decide afterwards whether to
-    /// commit.
-    pub fn prepare_commit(&mut self) -> Result<PreparedChunkCommit<'_>> {
-        let prepared = self.writer.prepare_commit()?;
-        Ok(PreparedChunkCommit {
-            prepared,
-            reader: &self.reader,
-            path: &self.path,
-        })
+        let encoded = payload.encode()?;
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&encoded);
+        prepared.commit()?;
+        self.reader.reload()?;
+        Ok(())
     }
 
     /// Drops everything staged since the last commit.

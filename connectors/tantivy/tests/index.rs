@@ -213,42 +213,6 @@ fn delete_and_upsert_semantics() {
 }
 
 #[test]
-fn prepared_commit_publishes_only_when_committed() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut w = ChunkIndexWriter::open_or_create(dir.path(), HEAP).unwrap();
-    w.apply(&[chunk("a", "d", 0, "alpha")], &[]).unwrap();
-    w.commit(&payload(1, 1)).unwrap();
-    let r = ChunkIndexReader::open(dir.path()).unwrap();
-
-    // Prepared, then aborted: nothing of it is ever published, not even by the next commit.
-    w.apply(&[chunk("b", "d", 1, "beta")], &["a".to_owned()])
-        .unwrap();
-    let prepared = w.prepare_commit().unwrap();
-    r.reload().unwrap();
-    assert_eq!(r.last_payload().unwrap().map(|p| p.epoch), Some(1));
-    prepared.abort().unwrap();
-    w.commit(&payload(2, 2)).unwrap();
-    r.reload().unwrap();
-    assert_eq!(r.last_payload().unwrap().map(|p| p.epoch), Some(2));
-    assert!(r.get("a").unwrap().is_some());
-    assert!(r.get("b").unwrap().is_none());
-
-    // Prepared, not visible until committed with its payload.
-    let c = chunk("c", "d", 2, "gamma");
-    w.apply(std::slice::from_ref(&c), &["a".to_owned()])
-        .unwrap();
-    let prepared = w.prepare_commit().unwrap();
-    r.reload().unwrap();
-    assert!(r.get("c").unwrap().is_none());
-    prepared.commit(&payload(3, 3)).unwrap();
-    r.reload().unwrap();
-    assert_eq!(r.last_payload().unwrap().map(|p| p.epoch), Some(3));
-    assert_eq!(r.get("c").unwrap(), Some(c));
-    assert!(r.get("a").unwrap().is_none());
-    assert_eq!(w.count(), 1);
-}
-
-#[test]
 fn get_many_across_segments_skips_deleted_and_replaced_chunks() {
     let dir = tempfile::tempdir().unwrap();
     // Two indexing threads: commits may write two segments each.
