@@ -20,6 +20,15 @@ if pidfile_running "$PIDFILE" freshet; then
 fi
 export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy}"
 export FRESHET_PIPELINE_EMBEDDING_CACHE_PATH="${FRESHET_PIPELINE_EMBEDDING_CACHE_PATH:-$FRESHET_HOME/cache/embeddings.log}"
+# The local tansu broker answers every fetch only after fetch.wait.max.ms (100 ms), with what it
+# read when the fetch arrived: with librdkafka's fetch.min.bytes=1 a record waited 1.5 fetch
+# waits on average (p50 157 ms produce -> consume). With a large fetch.min.bytes tansu reads
+# again at the end of the wait (p50 65 ms), at the same number of fetches. Apache Kafka answers
+# as soon as fetch.min.bytes are there, so this is set for the local broker only.
+local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
+if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRESHET_KAFKA_CONSUMER_PROPERTIES:-}" ]]; then
+    export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576"}'
+fi
 start_daemon pipeline "$PIDFILE" "$LOGFILE" "$root" "$BIN" run
 wait_for_tcp "${LISTEN%:*}" "${LISTEN##*:}" "$TIMEOUT" "$DAEMON_PID" ||
     die_with_log "$LOGFILE" "the pipeline did not come up within ${TIMEOUT}s"

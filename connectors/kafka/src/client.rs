@@ -1,6 +1,7 @@
 //! Client construction shared by every client of this crate: configuration layering and the
 //! librdkafka -> `tracing` bridge.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::client::ClientContext;
@@ -15,9 +16,34 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Builds a librdkafka configuration: `defaults`, then the user's `client_properties`, then
 /// `enforced` (settings a client needs to behave as documented).
+/// librdkafka settings of one client: `defaults`, then `cfg.client_properties`, then `enforced`.
 pub(crate) fn client_config(
     cfg: &KafkaConfig,
     defaults: &[(&str, &str)],
+    enforced: &[(&str, &str)],
+) -> ClientConfig {
+    layered(cfg, defaults, &[&cfg.client_properties], enforced)
+}
+
+/// [`client_config`] for a consumer: `cfg.consumer_properties` go on top of
+/// `cfg.client_properties` (still below `enforced`).
+pub(crate) fn consumer_config(
+    cfg: &KafkaConfig,
+    defaults: &[(&str, &str)],
+    enforced: &[(&str, &str)],
+) -> ClientConfig {
+    layered(
+        cfg,
+        defaults,
+        &[&cfg.client_properties, &cfg.consumer_properties],
+        enforced,
+    )
+}
+
+fn layered(
+    cfg: &KafkaConfig,
+    defaults: &[(&str, &str)],
+    layers: &[&BTreeMap<String, String>],
     enforced: &[(&str, &str)],
 ) -> ClientConfig {
     let mut cc = ClientConfig::new();
@@ -33,7 +59,7 @@ pub(crate) fn client_config(
     for (k, v) in defaults {
         cc.set(*k, *v);
     }
-    for (k, v) in &cfg.client_properties {
+    for (k, v) in layers.iter().flat_map(|l| l.iter()) {
         if enforced.iter().any(|(ek, _)| ek == k) {
             tracing::warn!(property = %k, "ignoring client property that this client must set itself");
             continue;
@@ -163,5 +189,26 @@ mod tests {
         assert_eq!(cc.get("linger.ms"), Some("50"));
         assert_eq!(cc.get("acks"), Some("all"));
         assert_eq!(cc.get("enable.auto.commit"), Some("false"));
+        assert_eq!(cc.get("fetch.min.bytes"), None);
+
+        // Consumer properties: over the client properties, under the enforced ones, and only
+        // for consumers.
+        cfg.consumer_properties
+            .insert("fetch.min.bytes".into(), "1048576".into());
+        cfg.consumer_properties
+            .insert("linger.ms".into(), "7".into());
+        cfg.consumer_properties
+            .insert("enable.auto.commit".into(), "true".into());
+        let consumer = consumer_config(
+            &cfg,
+            &[("fetch.min.bytes", "1")],
+            &[("enable.auto.commit", "false")],
+        );
+        assert_eq!(consumer.get("fetch.min.bytes"), Some("1048576"));
+        assert_eq!(consumer.get("linger.ms"), Some("7"));
+        assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
+        let other = client_config(&cfg, &[], &[]);
+        assert_eq!(other.get("fetch.min.bytes"), None);
+        assert_eq!(other.get("linger.ms"), Some("50"));
     }
 }

@@ -9,7 +9,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::client::{client_config, is_permanent, TracingContext, REQUEST_TIMEOUT};
+use crate::client::{consumer_config, is_permanent, TracingContext, REQUEST_TIMEOUT};
 use crate::{Error, KafkaConfig, Record, Result};
 
 /// How often a commit is attempted before its error is returned.
@@ -67,7 +67,7 @@ impl PartitionReader {
             return Err(Error::InvalidArgument("empty group id".into()));
         }
 
-        let consumer: BaseConsumer<TracingContext> = client_config(
+        let consumer: BaseConsumer<TracingContext> = consumer_config(
             cfg,
             &[
                 ("auto.offset.reset", "earliest"),

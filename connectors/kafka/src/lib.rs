@@ -161,6 +161,10 @@ pub struct KafkaConfig {
     /// override this crate's defaults, except the few a client needs to be correct, such as
     /// `enable.auto.commit=false` on readers).
     pub client_properties: BTreeMap<String, String>,
+    /// Extra librdkafka properties for the pipeline's readers only, on top of
+    /// `client_properties`. The local scripts set `fetch.min.bytes` here for tansu (see
+    /// `deploy/start-pipeline.sh`).
+    pub consumer_properties: BTreeMap<String, String>,
 }
 
 impl Default for KafkaConfig {
@@ -171,6 +175,7 @@ impl Default for KafkaConfig {
             dlq_topic: default_dlq_topic(),
             group_id: default_group_id(),
             client_properties: BTreeMap::new(),
+            consumer_properties: BTreeMap::new(),
         }
     }
 }
