@@ -16,7 +16,6 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Builds a librdkafka configuration: `defaults`, then the user's `client_properties`, then
 /// `enforced` (settings a client needs to behave as documented).
-/// librdkafka settings of one client: `defaults`, then `cfg.client_properties`, then `enforced`.
 pub(crate) fn client_config(
     cfg: &KafkaConfig,
     defaults: &[(&str, &str)],

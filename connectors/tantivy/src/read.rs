@@ -41,7 +41,7 @@ pub(crate) fn get(searcher: &Searcher, s: &ChunkSchema, chunk_id: &str) -> Resul
 
 /// The chunks with these ids that exist (each once), in no particular order.
 ///
-/// One term-dictionary lookup per id and segment: a [`TermSetQuery`] would build an automaton
+/// One term-dictionary lookup per id and segment: a `TermSetQuery` would build an automaton
 /// of the ids and stream the chunk-id dictionary through it: for 40 ids at 107k chunks that
 /// took 2.6 ms against 0.9 ms this way, documents loaded in both.
 pub(crate) fn get_many(

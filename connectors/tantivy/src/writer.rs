@@ -19,7 +19,7 @@ use crate::schema::{ChunkSchema, SCHEMA_VERSION};
 /// tantivy's minimum indexing memory per writer thread.
 pub const MIN_HEAP_PER_THREAD: usize = 15_000_000;
 
-/// Most indexing threads a writer may use.
+/// Most indexing threads a writer may use (tantivy's own limit).
 pub const MAX_WRITER_THREADS: usize = 8;
 
 /// Segments below this many documents form tantivy's smallest merge level.
