@@ -172,13 +172,16 @@ pub(crate) fn is_permanent(code: RDKafkaErrorCode) -> bool {
 mod tests {
     use super::*;
 
+    fn props(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn layering_order() {
         let mut cfg = KafkaConfig::with_brokers("b:1");
-        cfg.client_properties
-            .insert("linger.ms".into(), "50".into());
-        cfg.client_properties
-            .insert("enable.auto.commit".into(), "true".into());
+        cfg.client_properties = props(&[("linger.ms", "50"), ("enable.auto.commit", "true")]);
         let cc = client_config(
             &cfg,
             &[("linger.ms", "5"), ("acks", "all")],
@@ -192,12 +195,11 @@ mod tests {
 
         // Consumer properties: over the client properties, under the enforced ones, and only
         // for consumers.
-        cfg.consumer_properties
-            .insert("fetch.min.bytes".into(), "1048576".into());
-        cfg.consumer_properties
-            .insert("linger.ms".into(), "7".into());
-        cfg.consumer_properties
-            .insert("enable.auto.commit".into(), "true".into());
+        cfg.consumer_properties = props(&[
+            ("fetch.min.bytes", "1048576"),
+            ("linger.ms", "7"),
+            ("enable.auto.commit", "true"),
+        ]);
         let consumer = consumer_config(
             &cfg,
             &[("fetch.min.bytes", "1")],
