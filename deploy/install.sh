@@ -227,6 +227,7 @@ export_model() {
 }
 if ((DO_MODEL)); then
     export_model all-MiniLM-L6-v2
+    export_model all-MiniLM-L6-v2-int8
     if ((DO_E5)); then export_model multilingual-e5-small; fi
 else
     log "skipping models (--no-model)"

@@ -37,6 +37,8 @@ export FRESHET_MILVUS_LITE_URL="http://127.0.0.1:$FRESHET_MILVUS_LITE_PORT"
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"
 export FRESHET_MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2"
+# its int8 variant, for connectors/embedding/tests/live_int8.rs
+export FRESHET_INT8_MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2-int8"
 # multilingual-e5-small (the documented alternative model), for connectors/embedding/tests/live_e5.rs
 export FRESHET_E5_MODEL_DIR="$FRESHET_HOME/models/multilingual-e5-small"
 export FRESHET_PYTHON="$FRESHET_HOME/venv/bin/python"

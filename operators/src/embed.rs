@@ -11,8 +11,14 @@ pub struct EmbedError(pub String);
 
 /// A text embedding model.
 pub trait Embedder {
-    /// Identifies the model and its settings; part of every cache key.
+    /// Identifies the vector space: the model, its weights and the settings that change vectors.
+    /// A collection's vectors and the queries searched against it must share it.
     fn model_id(&self) -> &str;
+    /// Identifies the exact vectors this model computes; part of every cache key. A quantized
+    /// export of the same weights shares [`Embedder::model_id`] but not this. Default: the model id.
+    fn cache_id(&self) -> &str {
+        self.model_id()
+    }
     /// Vector dimension.
     fn dim(&self) -> usize;
     /// Embeds passages (documents' chunks). Returned vectors need not be normalised.

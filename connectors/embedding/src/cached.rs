@@ -38,7 +38,7 @@ impl EmbedStats {
 
 /// Embeds `texts` asking the model only for what `cache` lacks.
 ///
-/// Looks up every distinct text's [`cache_key`] (with the embedder's model id) in one
+/// Looks up every distinct text's [`cache_key`] (with the embedder's cache id) in one
 /// `get_many`; embeds the misses in batches of `batch_size` (at least 1), grouped by text length
 /// (less padding); L2-normalises; stores
 /// each batch with one `put_many` right after it is embedded (so work survives a later failure);
@@ -78,8 +78,8 @@ where
         .collect();
     stats.deduplicated = texts.len() - distinct.len();
 
-    let model_id = embedder.model_id().to_string();
-    let keys: Vec<[u8; 32]> = distinct.iter().map(|t| cache_key(&model_id, t)).collect();
+    let cache_id = embedder.cache_id().to_string();
+    let keys: Vec<[u8; 32]> = distinct.iter().map(|t| cache_key(&cache_id, t)).collect();
     let cached = cache.get_many(&keys)?;
     if cached.len() != keys.len() {
         return Err(EmbedError(format!(
@@ -253,6 +253,39 @@ mod tests {
             texts: 0,
             max_batch: 0,
         }
+    }
+
+    /// The fake with a quantized cache id: same model id, other cache keys.
+    struct Quantized(Fake);
+
+    impl Embedder for Quantized {
+        fn model_id(&self) -> &str {
+            "fake-v1"
+        }
+        fn cache_id(&self) -> &str {
+            "fake-v1|quantization:int8"
+        }
+        fn dim(&self) -> usize {
+            8
+        }
+        fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.0.embed_passages(texts)
+        }
+    }
+
+    #[test]
+    fn keys_follow_the_cache_id_not_the_model_id() {
+        let mut cache = MemCache::default();
+        let (mut f, mut q) = (fake(), Quantized(fake()));
+        embed_with_cache(&mut f, &mut cache, &["a", "b"], 8).unwrap();
+        let (_, s) = embed_with_cache(&mut q, &mut cache, &["a", "b"], 8).unwrap();
+        assert_eq!((s.cache_hits, s.embedded), (0, 2));
+        assert_eq!(q.0.texts, 2);
+        let (_, s) = embed_with_cache(&mut f, &mut cache, &["a"], 8).unwrap();
+        assert_eq!((s.cache_hits, f.calls), (1, 1));
+        assert!(cache
+            .map
+            .contains_key(&cache_key("fake-v1|quantization:int8", "a")));
     }
 
     #[test]

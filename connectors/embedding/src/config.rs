@@ -135,6 +135,10 @@ pub struct ModelMeta {
     pub passage_prefix: Option<String>,
     #[serde(default)]
     pub query_prefix: Option<String>,
+    /// `"int8"` for a quantized export (`deploy/export-model.sh --quantize int8`): the same
+    /// vector space as the float export of the same weights, computed approximately.
+    #[serde(default)]
+    pub quantization: Option<String>,
 }
 
 fn yes() -> bool {
@@ -161,6 +165,13 @@ impl ModelMeta {
         }
         if meta.model_id.is_empty() {
             return Err(bad(format!("{META_FILE}: model_id is empty")));
+        }
+        if meta
+            .quantization
+            .as_deref()
+            .is_some_and(|q| q.trim().is_empty())
+        {
+            return Err(bad(format!("{META_FILE}: quantization is empty")));
         }
         if !matches!(meta.pooling.as_str(), "mean" | "cls") {
             return Err(bad(format!(
@@ -221,5 +232,20 @@ mod tests {
         .unwrap();
         let m = ModelMeta::read(dir.path()).unwrap();
         assert_eq!((m.dim, m.normalize), (4, true));
+        assert_eq!(m.quantization, None);
+        std::fs::write(
+            dir.path().join(META_FILE),
+            r#"{"model_id": "m", "dim": 4, "pooling": "mean", "quantization": "int8"}"#,
+        )
+        .unwrap();
+        let m = ModelMeta::read(dir.path()).unwrap();
+        assert_eq!(m.quantization.as_deref(), Some("int8"));
+        std::fs::write(
+            dir.path().join(META_FILE),
+            r#"{"model_id": "m", "dim": 4, "pooling": "mean", "quantization": " "}"#,
+        )
+        .unwrap();
+        let e = ModelMeta::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("quantization is empty"), "{e}");
     }
 }

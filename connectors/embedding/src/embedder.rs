@@ -36,6 +36,7 @@ pub struct FastEmbedder {
     model: TextEmbedding,
     meta: ModelMeta,
     model_id: String,
+    cache_id: String,
     model_dir: PathBuf,
     batch_size: usize,
     max_length: usize,
@@ -111,10 +112,12 @@ impl FastEmbedder {
             .model_id
             .clone()
             .unwrap_or_else(|| derived_model_id(&meta, max_length, &passage_prefix));
+        let cache_id = derived_cache_id(&model_id, &meta);
         let mut me = FastEmbedder {
             model,
             meta,
             model_id,
+            cache_id,
             model_dir: dir.clone(),
             batch_size: config.batch_size,
             max_length,
@@ -132,7 +135,7 @@ impl FastEmbedder {
                 me.meta.dim
             )));
         }
-        tracing::info!(model_id = %me.model_id, dir = %dir.display(), dim = me.meta.dim,
+        tracing::info!(model_id = %me.model_id, cache_id = %me.cache_id, dir = %dir.display(), dim = me.meta.dim,
             max_length, ort = %ort_path.display(), "embedding model loaded");
         Ok(me)
     }
@@ -227,6 +230,10 @@ impl Embedder for FastEmbedder {
         &self.model_id
     }
 
+    fn cache_id(&self) -> &str {
+        &self.cache_id
+    }
+
     fn dim(&self) -> usize {
         self.meta.dim
     }
@@ -273,6 +280,16 @@ fn derived_model_id(meta: &ModelMeta, max_length: usize, passage_prefix: &str) -
         id.push_str(&format!("|passage_prefix:{passage_prefix:?}"));
     }
     id
+}
+
+/// The model id, plus `|quantization:<q>` for a quantized export: its vectors belong to the same
+/// space (the Milvus collection and the query node accept them) but are not the float export's,
+/// so the embedding cache keeps them apart.
+fn derived_cache_id(model_id: &str, meta: &ModelMeta) -> String {
+    match &meta.quantization {
+        Some(q) => format!("{model_id}|quantization:{q}"),
+        None => model_id.to_owned(),
+    }
 }
 
 pub(crate) struct ModelFiles {
@@ -533,11 +550,13 @@ mod tests {
             source: None,
             passage_prefix: None,
             query_prefix: None,
+            quantization: None,
         };
         assert_eq!(
             derived_model_id(&meta, 256, ""),
             "m/x|onnx:0123456789ab|max_length:256"
         );
+        assert_eq!(derived_cache_id("m/x|w", &meta), "m/x|w");
         assert_eq!(
             derived_model_id(&meta, 128, "passage: "),
             "m/x|onnx:0123456789ab|max_length:128|passage_prefix:\"passage: \""
@@ -549,6 +568,20 @@ mod tests {
         assert_eq!(
             derived_model_id(&meta, 256, ""),
             "m/x|weights:fedcba987654|max_length:256"
+        );
+        // A quantized export of the same weights: the same space, other cache keys.
+        let int8 = ModelMeta {
+            quantization: Some("int8".into()),
+            sha256: Some("aaaaaaaaaaaaaaaa".into()),
+            ..meta.clone()
+        };
+        assert_eq!(
+            derived_model_id(&int8, 256, ""),
+            derived_model_id(&meta, 256, "")
+        );
+        assert_eq!(
+            derived_cache_id(&derived_model_id(&int8, 256, ""), &int8),
+            "m/x|weights:fedcba987654|max_length:256|quantization:int8"
         );
     }
 
