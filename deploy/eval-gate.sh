@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The retrieval-quality gate: SciFact (BEIR test split) through the real pipeline and query node,
-# configurations bm25, hybrid (RRF) and hybrid-weighted (the node's default fusion); fails if any
+# configurations bm25, vector, hybrid (RRF) and hybrid-weighted (the node's default fusion); fails if any
 # nDCG@10 is more than 0.01 below the committed baseline (tests/eval/scifact-baseline.json). Needs the broker and Milvus up (deploy/test.sh
 # starts them and calls this); starts and stops its own pipeline and query node.
 #   deploy/eval-gate.sh             run the gate
@@ -39,14 +39,14 @@ trap '"$FRESHET_DEPLOY_DIR/stop-query.sh" || true; "$FRESHET_DEPLOY_DIR/stop-pip
 "$FRESHET_DEPLOY_DIR/start-query.sh"
 
 bin="${FRESHET_QUERY_BIN:-$root/target/${FRESHET_PROFILE:-debug}/freshet-query}"
-args=(eval --dataset "$dataset" --url "http://$FRESHET_QUERY_LISTEN" --configs bm25,hybrid,hybrid-weighted
+args=(eval --dataset "$dataset" --url "http://$FRESHET_QUERY_LISTEN" --configs bm25,vector,hybrid,hybrid-weighted
       --json "$run/report.json" --wait-secs "${FRESHET_EVAL_WAIT_SECS:-3000}")
 if [[ "${1:-}" == "--update" ]]; then
     "$bin" "${args[@]}"
     cp "$run/report.json" "$baseline"
     log "baseline rewritten: $baseline"
 else
-    "$bin" "${args[@]}" --baseline "$baseline" --gate bm25,hybrid,hybrid-weighted --tolerance 0.01 ||
+    "$bin" "${args[@]}" --baseline "$baseline" --gate bm25,vector,hybrid,hybrid-weighted --tolerance 0.01 ||
         die "retrieval quality gate failed (report: $run/report.json, baseline: $baseline)"
     log "retrieval quality gate passed"
 fi

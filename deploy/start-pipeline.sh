@@ -24,10 +24,12 @@ export FRESHET_PIPELINE_EMBEDDING_CACHE_PATH="${FRESHET_PIPELINE_EMBEDDING_CACHE
 # read when the fetch arrived: with librdkafka's fetch.min.bytes=1 a record waited 1.5 fetch
 # waits on average (p50 157 ms produce -> consume). With a large fetch.min.bytes tansu reads
 # again at the end of the wait (p50 65 ms), at the same number of fetches. Apache Kafka answers
-# as soon as fetch.min.bytes are there, so this is set for the local broker only.
+# as soon as fetch.min.bytes are there, so this is set for the local broker only. The wait is
+# halved to 50 ms here: Kafka -> worker 72 -> 48 ms mean and freshness p99 at 20 updates/s
+# 488-521 -> 380-415 ms (int8 model, 60 s runs), for 8% more of a core in the idle broker.
 local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
 if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRESHET_KAFKA_CONSUMER_PROPERTIES:-}" ]]; then
-    export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576"}'
+    export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576", "fetch.wait.max.ms" = "50"}'
 fi
 start_daemon pipeline "$PIDFILE" "$LOGFILE" "$root" "$BIN" run
 wait_for_tcp "${LISTEN%:*}" "${LISTEN##*:}" "$TIMEOUT" "$DAEMON_PID" ||

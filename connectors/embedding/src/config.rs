@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Directory name of the default model under `$FRESHET_HOME/models/`.
-pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2";
+/// Directory name of the default model under `$FRESHET_HOME/models/`: the int8 variant of
+/// all-MiniLM-L6-v2. It embeds with about half the CPU of the float export (measured 135 s against
+/// 253 s for the SciFact corpus, 4.2 against 9.6 ms for a 20-token query on one core), in the same
+/// vector space and with the same SciFact nDCG@10 (0.650 against 0.645 on the vector route).
+pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2-int8";
 
 /// `$FRESHET_HOME`, or `$HOME/.freshet` when unset (`./.freshet` without a home either).
 pub fn freshet_home() -> PathBuf {
@@ -28,7 +31,7 @@ pub fn freshet_home() -> PathBuf {
 #[serde(default, deny_unknown_fields)]
 pub struct EmbeddingConfig {
     /// Directory written by `deploy/export-model.sh`.
-    /// Default: `$FRESHET_HOME/models/all-MiniLM-L6-v2`.
+    /// Default: `$FRESHET_HOME/models/all-MiniLM-L6-v2-int8` ([`DEFAULT_MODEL_DIR_NAME`]).
     pub model_dir: PathBuf,
     /// Model id used in cache keys (see [`crate::FastEmbedder`]'s `model_id`). Default: derived
     /// from `freshet-model.json` and the settings that change vectors. Set it explicitly only to
@@ -193,7 +196,7 @@ mod tests {
         assert_eq!(c.batch_size, 8);
         assert_eq!(c.max_length, None);
         assert_eq!(c.passage_prefix, None);
-        assert!(c.model_dir.ends_with("models/all-MiniLM-L6-v2"));
+        assert!(c.model_dir.ends_with("models/all-MiniLM-L6-v2-int8"));
         assert_eq!(
             c,
             EmbeddingConfig {

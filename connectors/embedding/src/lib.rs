@@ -20,7 +20,7 @@
 //! The model directory layout (written by `deploy/export_model.py`):
 //!
 //! ```text
-//! $FRESHET_HOME/models/all-MiniLM-L6-v2/
+//! $FRESHET_HOME/models/all-MiniLM-L6-v2-int8/   (the default; all-MiniLM-L6-v2/ is the float export)
 //!   model.onnx              inputs input_ids/attention_mask/token_type_ids, output last_hidden_state
 //!   tokenizer.json config.json special_tokens_map.json tokenizer_config.json
 //!   freshet-model.json      {"model_id", "dim", "pooling": "mean"|"cls", "normalize", "sha256", ...}
