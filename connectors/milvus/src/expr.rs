@@ -8,7 +8,8 @@
 //! characters, may appear raw.
 
 use crate::error::{Error, Result};
-use crate::schema::{F_ACL, F_CHUNK_ID, F_DOC_ID, F_KIND, F_METADATA, F_SOURCE};
+use crate::schema::{F_ACL, F_CHUNK_ID, F_DOC_ID, F_METADATA, F_SOURCE};
+use freshet_operators::chunk::ChunkKind;
 
 /// `s` as a double-quoted Milvus string literal.
 pub fn quote(s: &str) -> String {
@@ -57,10 +58,10 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
     if let Some(sources) = &f.sources {
         parts.push(in_list(F_SOURCE, sources));
     }
-    if let Some(kinds) = &f.kinds {
-        let k: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-        parts.push(in_list(F_KIND, &k));
-    }
+    // The collection holds leaf chunks only (the sink refuses parents: they have no vector), so
+    // a kind condition that admits leaves is always true and is left out: evaluated per row it
+    // cost Milvus 2.3.5 about 1.8 ms of an 8 ms search over 107k chunks. One that excludes
+    // leaves matches nothing ([`excludes_all_stored`]).
     if let Some(p) = &f.principals {
         if p.is_empty() {
             parts.push(format!("array_length({F_ACL}) == 0"));
@@ -86,6 +87,15 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
             .collect::<Vec<_>>()
             .join(" and "),
     })
+}
+
+/// True if `f` can match no row of a collection that holds only leaf chunks: it matches nothing
+/// at all, or its kinds leave leaves out.
+pub fn excludes_all_stored(f: &ChunkFilter) -> bool {
+    f.matches_nothing()
+        || f.kinds
+            .as_ref()
+            .is_some_and(|k| !k.contains(&ChunkKind::Leaf))
 }
 
 /// `metadata["key"] == <literal>` for a JSON value given as text.
@@ -169,7 +179,6 @@ pub(crate) fn ids_expr<S: AsRef<str>>(ids: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use freshet_operators::chunk::ChunkKind;
 
     #[test]
     fn quoting() {
@@ -209,7 +218,7 @@ mod tests {
                     .kinds([ChunkKind::Leaf])
             )
             .unwrap(),
-            r#"(kind in ["leaf"]) and (array_length(acl) == 0 or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
+            r#"(array_length(acl) == 0 or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
         );
         assert_eq!(
             filter_expr(
@@ -252,5 +261,23 @@ mod tests {
         assert!(ChunkFilter::none()
             .doc_ids(Vec::<String>::new())
             .matches_nothing());
+    }
+
+    #[test]
+    fn kinds_against_a_leaf_only_collection() {
+        let leaf = ChunkFilter::none().kinds([ChunkKind::Leaf]);
+        assert_eq!(filter_expr(&leaf).unwrap(), "");
+        assert!(!excludes_all_stored(&leaf));
+        assert!(!excludes_all_stored(
+            &ChunkFilter::none().kinds([ChunkKind::Parent, ChunkKind::Leaf])
+        ));
+        assert!(excludes_all_stored(
+            &ChunkFilter::none().kinds([ChunkKind::Parent])
+        ));
+        assert!(excludes_all_stored(&ChunkFilter::none().kinds([])));
+        assert!(excludes_all_stored(
+            &ChunkFilter::none().doc_ids(Vec::<String>::new())
+        ));
+        assert!(!excludes_all_stored(&ChunkFilter::none()));
     }
 }

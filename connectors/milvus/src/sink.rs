@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use freshet_operators::chunk::Chunk;
+use freshet_operators::chunk::{Chunk, ChunkKind};
 use milvus::v2::prelude::{
     CheckHealthRequest, ClientV2, ConnectConfig, ConsistencyLevel, CreateCollectionRequest,
     CreateIndexRequest, DeleteRequest, DescribeCollectionRequest, DescribeIndexRequest,
@@ -13,7 +13,7 @@ use milvus::v2::prelude::{
 
 use crate::config::MilvusConfig;
 use crate::error::{Error, Result};
-use crate::expr::{filter_expr, ids_expr, quote, ChunkFilter};
+use crate::expr::{excludes_all_stored, filter_expr, ids_expr, quote, ChunkFilter};
 use crate::schema::{
     self, ACL_ENTRY_MAX_LEN, ACL_MAX_ENTRIES, CHUNK_ID_MAX_LEN, EXPECTED_FIELDS, F_ACL, F_CHUNK_ID,
     F_DOC_ID, F_KIND, F_METADATA, F_SOURCE, F_VECTOR, P_MODEL_ID, VARCHAR_MAX_LEN,
@@ -367,6 +367,13 @@ impl MilvusSink {
                 c.chunk_id
             )))
         };
+        if c.kind != ChunkKind::Leaf {
+            // Searches rely on it: they leave the kind condition out (see `filter_expr`).
+            return bad(format!(
+                "a {} chunk: only leaf chunks have vectors and are stored in Milvus",
+                c.kind.as_str()
+            ));
+        }
         if v.len() != self.cfg.dim {
             return bad(format!(
                 "vector has {} dimensions, the collection {}",
@@ -613,7 +620,7 @@ impl MilvusSink {
                 "k={k} exceeds Milvus' limit of {MAX_QUERY_WINDOW}"
             )));
         }
-        if k == 0 || filter.matches_nothing() {
+        if k == 0 || excludes_all_stored(filter) {
             return Ok(Vec::new());
         }
         let expr = filter_expr(filter)?;

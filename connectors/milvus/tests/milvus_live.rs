@@ -301,7 +301,7 @@ async fn filters_inside_milvus() {
             hostile,
             &[hostile],
             &serde_json::json!({"lang": hostile, "we\"ird key": "v"}).to_string(),
-            ChunkKind::Parent,
+            leaf,
         ),
         mk(5, "d-nometa", &[], "not json", leaf),
     ])
@@ -362,7 +362,15 @@ async fn filters_inside_milvus() {
         set(&[3, 4])
     );
     assert!(q(f().doc_ids(Vec::<String>::new())).await.is_empty());
-    assert_eq!(q(f().kinds([ChunkKind::Parent])).await, set(&[4]));
+    // Only leaves are stored, so a leaf condition is always true and a parent-only one never.
+    assert_eq!(q(f().kinds([ChunkKind::Leaf])).await, set(&[1, 2, 3, 4, 5]));
+    assert!(q(f().kinds([ChunkKind::Parent])).await.is_empty());
+    let parent = mk(6, "d-parent", &[], "{}", ChunkKind::Parent);
+    match s.upsert(&[parent]).await {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("only leaf chunks"), "{m}"),
+        other => panic!("a parent chunk was accepted: {other:?}"),
+    }
+    assert_eq!(q(f()).await, set(&[1, 2, 3, 4, 5]));
     // Combined.
     assert_eq!(
         q(f()
