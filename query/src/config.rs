@@ -129,6 +129,9 @@ pub struct QueryConfig {
     pub max_pack_tokens: usize,
     /// Milvus read consistency of the vector route.
     pub milvus_consistency: Consistency,
+    /// HNSW `ef` of the vector route's search (raised to its top-k when that is larger): the
+    /// recall/latency trade-off of the approximate search.
+    pub vector_search_ef: usize,
     /// How often the node checks for a new tantivy commit (milliseconds).
     pub reload_interval_ms: u64,
     /// Query embedding models kept loaded (concurrent query embeddings), threads each.
@@ -177,6 +180,7 @@ impl Default for QueryConfig {
             max_expand_window: 2,
             max_pack_tokens: 32_768,
             milvus_consistency: Consistency::Bounded,
+            vector_search_ef: freshet_milvus::DEFAULT_SEARCH_EF,
             reload_interval_ms: 20,
             embedder_instances: 2,
             embedder_threads: 1,
@@ -236,6 +240,7 @@ impl QueryConfig {
             ("embedder_instances", self.embedder_instances),
             ("embedder_threads", self.embedder_threads),
             ("max_pack_tokens", self.max_pack_tokens),
+            ("vector_search_ef", self.vector_search_ef),
         ];
         for (name, v) in positive {
             if v == 0 {
@@ -256,6 +261,12 @@ impl QueryConfig {
             bail!(
                 "query.max_route_top_k must be at most {} (Milvus' limit)",
                 freshet_milvus::MAX_QUERY_WINDOW
+            );
+        }
+        if self.vector_search_ef > freshet_milvus::MAX_SEARCH_EF {
+            bail!(
+                "query.vector_search_ef must be at most {} (Milvus' limit)",
+                freshet_milvus::MAX_SEARCH_EF
             );
         }
         if self.rerank_candidates > self.max_rerank_candidates {
@@ -360,5 +371,13 @@ mod tests {
         assert!(format!("{e:#}").contains("rerank_model_dir"), "{e:#}");
         let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_FUSION", "max")])).unwrap_err();
         assert!(format!("{e:#}").contains("fusion"), "{e:#}");
+        for ef in ["0", "32769"] {
+            let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_VECTOR_SEARCH_EF", ef)]))
+                .unwrap_err();
+            assert!(format!("{e:#}").contains("vector_search_ef"), "{ef}: {e:#}");
+        }
+        let c =
+            Config::load_with_env(None, &env(&[("FRESHET_QUERY_VECTOR_SEARCH_EF", "96")])).unwrap();
+        assert_eq!(c.query.vector_search_ef, 96);
     }
 }

@@ -351,6 +351,22 @@ impl Case {
             .map_err(|e| anyhow!("listing Milvus ids: {e}"))
     }
 
+    /// Writes rows straight into this case's Milvus collection, behind the pipeline's back (as
+    /// if a Milvus write had landed and the tantivy commit had not).
+    pub fn milvus_upsert(&self, rows: Vec<(Chunk, Vec<f32>)>) -> Result<()> {
+        self.with_milvus(|m| async move { m.upsert(&rows).await })
+            .map_err(|e| anyhow!("writing to Milvus: {e}"))
+    }
+
+    /// The top-`k` chunk ids and similarities Milvus itself returns for `vector`, unfiltered.
+    pub fn milvus_search(&self, vector: Vec<f32>, k: usize) -> Result<Vec<(String, f32)>> {
+        self.with_milvus(|m| async move {
+            m.search(&vector, k, &freshet_milvus::ChunkFilter::none())
+                .await
+        })
+        .map_err(|e| anyhow!("searching Milvus: {e}"))
+    }
+
     /// Runs `f` with a connection to this case's collection.
     fn with_milvus<T, F, Fut>(&self, f: F) -> Result<T>
     where

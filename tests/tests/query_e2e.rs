@@ -177,6 +177,46 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         }
     }
 
+    // A Milvus row tantivy does not have (a Milvus write landed, its tantivy commit did not) is
+    // never returned and takes no rank, whatever options ask for more candidates: here it is
+    // the vector route's best hit.
+    let comet_q = "icy comets release gas and dust near the sun";
+    let comet = case
+        .tantivy_chunks()?
+        .into_iter()
+        .find(|c| c.doc_id == "comet")
+        .context("the comet chunk")?;
+    let mut ghost = comet.clone();
+    ghost.doc_id = "ghost".into();
+    ghost.text = "a chunk only Milvus has".into();
+    ghost.chunk_id = freshet_operators::chunk::chunk_id("ghost", ChunkKind::Leaf, &ghost.text, 0);
+    let model =
+        freshet_embedding::EmbeddingConfig::for_model_dir(freshet_tests::env("FRESHET_MODEL_DIR"));
+    let qv = freshet_embedding::FastEmbedder::load(&model)?.embed_query(comet_q)?;
+    case.milvus_upsert(vec![(ghost.clone(), qv.clone())])?;
+    let direct = case.milvus_search(qv, 3)?;
+    assert_eq!(direct[0].0, ghost.chunk_id, "{direct:?}");
+    for extra in [
+        json!({"mode": "vector"}),
+        json!({"mode": "hybrid"}),
+        json!({"mode": "vector", "k": 1}),
+        json!({"mode": "hybrid", "expand": {"window": 1, "top_m": 3}}),
+        json!({"mode": "vector", "parents": true}),
+    ] {
+        let mut body = json!({"query": comet_q, "k": 3});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let v = node.retrieve(&body)?;
+        let hits = results(&v);
+        assert!(
+            hits.iter().all(|h| h["doc_id"] != "ghost"),
+            "{body}: the Milvus-only row was returned: {v}"
+        );
+        assert_eq!(hits[0]["doc_id"], "comet", "{body}: {v}");
+        assert_eq!(hits[0]["scores"]["vector"]["rank"], 1, "{body}: {v}");
+    }
+
     // Bad requests: 4xx with a JSON error naming the problem.
     let bad: Vec<(Value, &str)> = vec![
         (json!({"query": ""}), "empty"),

@@ -28,4 +28,4 @@ pub use config::MilvusConfig;
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};
 pub use milvus::v2::prelude::ConsistencyLevel;
-pub use sink::{MilvusSink, ServerHealth, MAX_QUERY_WINDOW, MIN_SEARCH_EF};
+pub use sink::{MilvusSink, ServerHealth, DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};

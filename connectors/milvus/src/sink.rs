@@ -21,11 +21,14 @@ use crate::schema::{
 
 /// Milvus' limit on `offset + limit` of one query / `topk` of one search.
 pub const MAX_QUERY_WINDOW: usize = 16_384;
-/// Lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger). Raised from 64
-/// while chasing build-to-build variation of SciFact results, which turned out to come from
-/// Milvus 2.3's approximate interim index on growing segments (turned off by
-/// `deploy/start-milvus.sh`); it stayed at 256.
-pub const MIN_SEARCH_EF: usize = 256;
+/// Default lower bound of HNSW `ef` at search time (raised to `k` when `k` is larger). Raised
+/// from 64 while chasing build-to-build variation of SciFact results, which turned out to come
+/// from Milvus 2.3's approximate interim index on growing segments (turned off by
+/// `deploy/start-milvus.sh`); it stayed at 256 (recall@50 0.999 against `ef` 4,096 at 107k
+/// chunks; 0.995 at 128, 0.981 at 64).
+pub const DEFAULT_SEARCH_EF: usize = 256;
+/// Largest HNSW `ef` Milvus accepts.
+pub const MAX_SEARCH_EF: usize = 32_768;
 
 /// What [`MilvusSink::health`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -595,18 +598,27 @@ impl MilvusSink {
         k: usize,
         filter: &ChunkFilter,
     ) -> Result<Vec<(String, f32)>> {
-        self.search_with(vector, k, filter, ConsistencyLevel::Session)
-            .await
+        self.search_with(
+            vector,
+            k,
+            filter,
+            ConsistencyLevel::Session,
+            DEFAULT_SEARCH_EF,
+        )
+        .await
     }
 
     /// [`MilvusSink::search`] at a chosen consistency level (a reader in another process uses
-    /// `Bounded` or `Strong`: `Session` only covers the writes of the same client).
+    /// `Bounded` or `Strong`: `Session` only covers the writes of the same client) and HNSW
+    /// `ef` (at least `k`, at most [`MAX_SEARCH_EF`]: larger finds more of the true nearest
+    /// neighbours and takes longer).
     pub async fn search_with(
         &self,
         vector: &[f32],
         k: usize,
         filter: &ChunkFilter,
         consistency: ConsistencyLevel,
+        ef: usize,
     ) -> Result<Vec<(String, f32)>> {
         if vector.len() != self.cfg.dim {
             return Err(Error::InvalidInput(format!(
@@ -624,7 +636,7 @@ impl MilvusSink {
             return Ok(Vec::new());
         }
         let expr = filter_expr(filter)?;
-        let ef = k.max(MIN_SEARCH_EF).to_string();
+        let ef = k.max(ef).min(MAX_SEARCH_EF).to_string();
         let request = SearchRequest::builder()
             .collection_name(self.coll())
             .vector_field(F_VECTOR)

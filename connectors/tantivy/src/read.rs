@@ -49,10 +49,41 @@ pub(crate) fn get_many(
     s: &ChunkSchema,
     chunk_ids: &[String],
 ) -> Result<Vec<Chunk>> {
+    let mut out = Vec::with_capacity(chunk_ids.len());
+    for_each_live(searcher, s, chunk_ids, |_, addr| {
+        out.push(s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Which of these chunk ids exist, without loading their stored documents (each id once).
+pub(crate) fn existing<'a>(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    chunk_ids: &'a [String],
+) -> Result<Vec<&'a str>> {
+    let mut out = Vec::new();
+    for_each_live(searcher, s, chunk_ids, |id, _| {
+        out.push(id);
+        Ok(())
+    })?;
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Calls `f` with each live document whose chunk id is one of `chunk_ids` (an id given twice is
+/// visited once per live document).
+fn for_each_live<'a>(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    chunk_ids: &'a [String],
+    mut f: impl FnMut(&'a str, DocAddress) -> Result<()>,
+) -> Result<()> {
     let mut unique: Vec<&str> = chunk_ids.iter().map(String::as_str).collect();
     unique.sort_unstable();
     unique.dedup();
-    let mut out = Vec::with_capacity(unique.len());
     for (segment_ord, seg) in searcher.segment_readers().iter().enumerate() {
         let inverted = seg.inverted_index(s.chunk_id)?;
         let alive = seg.alive_bitset();
@@ -67,14 +98,13 @@ pub(crate) fn get_many(
             let mut doc = postings.doc();
             while doc != TERMINATED {
                 if alive.is_none_or(|a| a.is_alive(doc)) {
-                    let addr = DocAddress::new(segment_ord as u32, doc);
-                    out.push(s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?);
+                    f(id, DocAddress::new(segment_ord as u32, doc))?;
                 }
                 doc = postings.advance();
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Distinct `source` values of the visible chunks, sorted.

@@ -107,6 +107,12 @@ impl ChunkIndexReader {
         read::get_many(&self.reader.searcher(), &self.schema, chunk_ids)
     }
 
+    /// Which of these chunk ids exist (sorted, each once). Cheaper than [`Self::get_many`]: it
+    /// reads the chunk-id dictionary only, no stored documents.
+    pub fn existing<'a>(&self, chunk_ids: &'a [String]) -> Result<Vec<&'a str>> {
+        read::existing(&self.reader.searcher(), &self.schema, chunk_ids)
+    }
+
     /// Distinct document sources in the index, sorted (a deleted document's source can linger
     /// until its segment merges; filtering by it then matches nothing).
     pub fn sources(&self) -> Result<Vec<String>> {

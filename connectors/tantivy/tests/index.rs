@@ -243,6 +243,9 @@ fn get_many_across_segments_skips_deleted_and_replaced_chunks() {
     assert_eq!(got[0], first[19]);
     assert_eq!(got[1], c3);
     assert!(r.get_many(&[]).unwrap().is_empty());
+    // The existence check agrees without loading documents.
+    assert_eq!(r.existing(&want).unwrap(), ["c19", "c3", "n1"]);
+    assert!(r.existing(&[]).unwrap().is_empty());
 }
 
 #[test]
