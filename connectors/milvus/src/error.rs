@@ -29,6 +29,19 @@ pub enum Error {
         configured: String,
     },
 
+    /// The collection was created by an older freshet with an older field layout.
+    #[error(
+        "milvus collection {collection:?} has field layout {existing}, this build writes layout \
+         {current}: drop the collection and start the pipeline, which creates it again and \
+         re-inserts every vector from the tantivy index and the embedding cache (see README, \
+         Delivery and recovery)"
+    )]
+    LayoutOutdated {
+        collection: String,
+        existing: u32,
+        current: u32,
+    },
+
     /// The collection exists but does not have the layout this crate creates.
     #[error("milvus collection {collection:?} is not a freshet chunk collection: {reason}")]
     NotFreshetCollection { collection: String, reason: String },

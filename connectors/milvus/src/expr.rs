@@ -8,7 +8,7 @@
 //! characters, may appear raw.
 
 use crate::error::{Error, Result};
-use crate::schema::{F_ACL, F_CHUNK_ID, F_DOC_ID, F_METADATA, F_SOURCE};
+use crate::schema::{F_ACL, F_ACL_PUBLIC, F_CHUNK_ID, F_DOC_ID, F_METADATA, F_SOURCE};
 use freshet_operators::chunk::ChunkKind;
 
 /// `s` as a double-quoted Milvus string literal.
@@ -62,12 +62,14 @@ pub fn filter_expr(f: &ChunkFilter) -> Result<String> {
     // a kind condition that admits leaves is always true and is left out: evaluated per row it
     // cost Milvus 2.3.5 about 1.8 ms of an 8 ms search over 107k chunks. One that excludes
     // leaves matches nothing ([`excludes_all_stored`]).
+    // Public chunks through the boolean column the sink writes with the ACL (cheaper per row
+    // than `array_length(acl) == 0`), the others by their ACL entries.
     if let Some(p) = &f.principals {
         if p.is_empty() {
-            parts.push(format!("array_length({F_ACL}) == 0"));
+            parts.push(format!("{F_ACL_PUBLIC} == true"));
         } else {
             parts.push(format!(
-                "array_length({F_ACL}) == 0 or array_contains_any({F_ACL}, {})",
+                "{F_ACL_PUBLIC} == true or array_contains_any({F_ACL}, {})",
                 quote_list(p)
             ));
         }
@@ -204,7 +206,7 @@ mod tests {
         );
         assert_eq!(
             filter_expr(&ChunkFilter::none().principals(Vec::<String>::new())).unwrap(),
-            "array_length(acl) == 0"
+            "acl_public == true"
         );
         assert_eq!(
             filter_expr(
@@ -218,7 +220,7 @@ mod tests {
                     .kinds([ChunkKind::Leaf])
             )
             .unwrap(),
-            r#"(array_length(acl) == 0 or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
+            r#"(acl_public == true or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
         );
         assert_eq!(
             filter_expr(

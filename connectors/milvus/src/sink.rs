@@ -15,8 +15,9 @@ use crate::config::MilvusConfig;
 use crate::error::{Error, Result};
 use crate::expr::{excludes_all_stored, filter_expr, ids_expr, quote, ChunkFilter};
 use crate::schema::{
-    self, ACL_ENTRY_MAX_LEN, ACL_MAX_ENTRIES, CHUNK_ID_MAX_LEN, EXPECTED_FIELDS, F_ACL, F_CHUNK_ID,
-    F_DOC_ID, F_KIND, F_METADATA, F_SOURCE, F_VECTOR, P_MODEL_ID, VARCHAR_MAX_LEN,
+    self, ACL_ENTRY_MAX_LEN, ACL_MAX_ENTRIES, CHUNK_ID_MAX_LEN, EXPECTED_FIELDS, F_ACL,
+    F_ACL_PUBLIC, F_CHUNK_ID, F_DOC_ID, F_KIND, F_METADATA, F_SOURCE, F_VECTOR, LAYOUT_VERSION,
+    P_LAYOUT, P_MODEL_ID, VARCHAR_MAX_LEN,
 };
 
 /// Milvus' limit on `offset + limit` of one query / `topk` of one search.
@@ -196,6 +197,18 @@ impl MilvusSink {
             collection: self.cfg.collection.clone(),
             reason,
         };
+        // An older freshet's collection says so before a missing field would.
+        let layout = desc
+            .get_properties()
+            .get(P_LAYOUT)
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        if let Some(existing) = layout.filter(|v| *v < LAYOUT_VERSION) {
+            return Err(Error::LayoutOutdated {
+                collection: self.cfg.collection.clone(),
+                existing,
+                current: LAYOUT_VERSION,
+            });
+        }
         for (name, ty) in EXPECTED_FIELDS {
             match fields.iter().find(|f| f.get_name() == *name) {
                 None => return Err(not_ours(format!("field {name:?} is missing"))),
@@ -418,6 +431,7 @@ impl MilvusSink {
         let mut sources = Vec::with_capacity(n);
         let mut vectors = Vec::with_capacity(n);
         let mut acls = Vec::with_capacity(n);
+        let mut public = Vec::with_capacity(n);
         let mut metas = Vec::with_capacity(n);
         for (c, v) in batch.iter().map(|r| (&r.0, &r.1)) {
             ids.push(c.chunk_id.clone());
@@ -426,6 +440,7 @@ impl MilvusSink {
             sources.push(c.source.clone());
             vectors.push(v.clone());
             acls.push(c.acl.clone());
+            public.push(c.acl.is_empty());
             metas.push(metadata_value(c));
         }
         let insert = InsertRequest::builder()
@@ -454,6 +469,10 @@ impl MilvusSink {
                 FieldData::ArrayVarChar {
                     name: F_ACL.into(),
                     values: acls,
+                },
+                FieldData::Bool {
+                    name: F_ACL_PUBLIC.into(),
+                    values: public,
                 },
                 FieldData::Json {
                     name: F_METADATA.into(),

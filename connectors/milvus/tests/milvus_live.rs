@@ -148,6 +148,48 @@ async fn ensure_is_idempotent_and_checks_dim_and_model() {
     s.drop_collection().await.unwrap();
 }
 
+/// A collection an older freshet created (field layout 1, before `acl_public`) is refused with
+/// an error that says what to do, before anything is written to it.
+#[tokio::test]
+async fn an_older_layout_is_refused_with_what_to_do() {
+    use freshet_milvus::schema;
+    use milvus::v2::prelude::CreateCollectionRequest;
+    let Some(url) = url() else { return };
+    let c = cfg(&url, "layout");
+    let s = MilvusSink::connect(c.clone()).await.unwrap();
+    s.drop_collection().await.unwrap();
+    let mut props = schema::properties(&c);
+    props.insert(schema::P_LAYOUT.to_owned(), "1".to_owned());
+    s.client()
+        .create_collection(
+            CreateCollectionRequest::builder()
+                .collection_name(c.collection.clone())
+                .description(schema::description(&c))
+                .schema(schema::collection_schema(&c))
+                .properties(props)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    for result in [s.ensure_collection().await, s.check_collection().await] {
+        match result {
+            Err(e @ Error::LayoutOutdated { .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("layout 1") && msg.contains("drop the collection"),
+                    "{msg}"
+                );
+            }
+            other => panic!("expected LayoutOutdated, got {other:?}"),
+        }
+    }
+    s.drop_collection().await.unwrap();
+    s.ensure_collection().await.expect("a new collection");
+    s.check_collection().await.expect("checks");
+    s.drop_collection().await.unwrap();
+}
+
 #[tokio::test]
 async fn upsert_get_search_replace_delete_flush_list() {
     let Some(url) = url() else { return };
