@@ -2,10 +2,11 @@
 //!
 //! [`MilvusSink`] keeps one Milvus collection in step with the chunk stream: one row per leaf
 //! chunk (`chunk_id` primary key, `doc_id`, `kind`, `source`, the embedding in `vector` under an
-//! HNSW / COSINE index, `acl` as `Array<VarChar>`, `metadata` as JSON). The collection records
-//! the embedding model and dimension (collection properties `freshet.model_id` / `freshet.dim`,
-//! and the description `freshet model=<id> dim=<n>`); [`MilvusSink::ensure_collection`] refuses a
-//! collection that holds other vectors.
+//! HNSW / COSINE index, `acl` as `Array<VarChar>`, `acl_public` = `acl` is empty, `metadata` as
+//! JSON). The collection records the embedding model, dimension and field layout (collection
+//! properties `freshet.model_id` / `freshet.dim` / `freshet.layout_version`, and the description
+//! `freshet model=<id> dim=<n>`); [`MilvusSink::ensure_collection`] refuses a collection that
+//! holds other vectors or has an older layout.
 //!
 //! Works against Milvus 2.3.5 standalone and milvus-lite 3.2.2 with `milvus-sdk-rust` 3.0.3,
 //! avoiding the SDK features those servers lack:
