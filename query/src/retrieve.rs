@@ -143,6 +143,18 @@ fn internal(e: impl std::fmt::Display) -> RetrieveError {
     RetrieveError::Internal(e.to_string())
 }
 
+/// Runs a tantivy read off the async workers; a failing index is a 503.
+async fn read_index<T: Send + 'static>(
+    reader: &Arc<freshet_tantivy::ChunkIndexReader>,
+    f: impl FnOnce(&freshet_tantivy::ChunkIndexReader) -> freshet_tantivy::Result<T> + Send + 'static,
+) -> Result<T, RetrieveError> {
+    let r = reader.clone();
+    tokio::task::spawn_blocking(move || f(&r))
+        .await
+        .map_err(internal)?
+        .map_err(|e| RetrieveError::Unavailable(format!("tantivy: {e}")))
+}
+
 impl Engine {
     pub async fn retrieve(&self, plan: Plan) -> Result<Response, RetrieveError> {
         let started = Instant::now();
@@ -269,16 +281,13 @@ impl Engine {
         let present: HashSet<String> = if missing.is_empty() {
             HashSet::new()
         } else if lazy.is_some() {
-            let r = reader.clone();
-            tokio::task::spawn_blocking(move || {
+            read_index(&reader, move |r| {
                 r.existing(&missing)
                     .map(|ids| ids.into_iter().map(str::to_owned).collect())
             })
-            .await
-            .map_err(internal)?
-            .map_err(|e| RetrieveError::Unavailable(format!("tantivy: {e}")))?
+            .await?
         } else {
-            let got = self.load(&reader, missing).await?;
+            let got = read_index(&reader, move |r| r.get_many(&missing)).await?;
             let ids = got.iter().map(|c| c.chunk_id.clone()).collect();
             for c in got {
                 records.insert(c.chunk_id.clone(), c);
@@ -309,7 +318,7 @@ impl Engine {
             if !unloaded.is_empty() {
                 // One deleted since the existence check is skipped below, and the answer has
                 // one result fewer: the same as if the request had come a moment later.
-                for c in self.load(&reader, unloaded).await? {
+                for c in read_index(&reader, move |r| r.get_many(&unloaded)).await? {
                     records.insert(c.chunk_id.clone(), c);
                 }
             }
@@ -407,19 +416,6 @@ impl Engine {
     }
 
     /// Replaces children by their parents, ranked by the best child.
-    /// The stored chunks with these ids (those that still exist).
-    async fn load(
-        &self,
-        reader: &Arc<freshet_tantivy::ChunkIndexReader>,
-        ids: Vec<String>,
-    ) -> Result<Vec<Chunk>, RetrieveError> {
-        let r = reader.clone();
-        tokio::task::spawn_blocking(move || r.get_many(&ids))
-            .await
-            .map_err(internal)?
-            .map_err(|e| RetrieveError::Unavailable(format!("tantivy: {e}")))
-    }
-
     async fn to_parents(
         &self,
         reader: &Arc<freshet_tantivy::ChunkIndexReader>,
@@ -431,8 +427,7 @@ impl Engine {
             .iter()
             .filter_map(|c| c.chunk.parent_id.clone())
             .collect();
-        let parents: HashMap<String, Chunk> = self
-            .load(reader, parent_ids)
+        let parents: HashMap<String, Chunk> = read_index(reader, move |r| r.get_many(&parent_ids))
             .await?
             .into_iter()
             .map(|c| (c.chunk_id.clone(), c))
@@ -536,15 +531,12 @@ impl Engine {
         if docs.is_empty() {
             return Ok(cands);
         }
-        let r = reader.clone();
-        let doc_chunks: HashMap<String, Vec<Chunk>> = tokio::task::spawn_blocking(move || {
+        let doc_chunks: HashMap<String, Vec<Chunk>> = read_index(reader, move |r| {
             docs.into_iter()
                 .map(|d| r.chunks_of_doc(&d).map(|c| (d, c)))
                 .collect::<Result<HashMap<_, _>, _>>()
         })
-        .await
-        .map_err(internal)?
-        .map_err(|e| RetrieveError::Unavailable(format!("tantivy: {e}")))?;
+        .await?;
         let (passages, owners): (Vec<Vec<Chunk>>, Vec<usize>) = {
             let hits: Vec<&Chunk> = cands.iter().map(|c| &c.chunk).collect();
             let ex = expand(&hits, &wanted, &doc_chunks, e.window);
