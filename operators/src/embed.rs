@@ -25,6 +25,16 @@ pub trait Embedder {
     fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
+/// What the embedding operator ([`crate::dataflow::embed_deltas`]) asks of the model side:
+/// vectors for a batch of texts (through the cache), and whether the model works at all.
+pub trait BatchEmbed {
+    /// One vector per text, in order.
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Whether the model embeds a known, ordinary text now (bypassing any cache). Tells a text
+    /// the model cannot embed apart from a model that embeds nothing.
+    fn model_works(&mut self) -> bool;
+}
+
 /// A persistent store of vectors by [`cache_key`].
 pub trait VectorCache {
     fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<f32>>>, EmbedError>;

@@ -32,39 +32,17 @@
 //! - A delete ignores every field but `op` and `id`.
 //! - An empty (zero-byte) value is `malformed_json`, not a tombstone: deleting is only ever done
 //!   by a real null value. A leading UTF-8 byte-order mark is skipped.
+//! - The value is held to `max_value_bytes` before it is parsed (`too_large`), the id to
+//!   `max_id_bytes`, and a decoded upsert to the rest of its [`RecordLimits`]
+//!   ([`check_document`]: `field_too_large`, `too_many_acl_entries`, `invalid_field`).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::document::{Change, ContentType, Document};
-
-/// Size limits applied while decoding. All sizes are in bytes of UTF-8.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DecodeLimits {
-    /// Whole record value (default 8 MiB).
-    pub max_value_bytes: usize,
-    /// Document id, from the key or the value (default 1 KiB).
-    pub max_id_bytes: usize,
-    /// `title` (default 4 KiB).
-    pub max_title_bytes: usize,
-    /// `text` (default 8 MiB).
-    pub max_text_bytes: usize,
-}
-
-impl Default for DecodeLimits {
-    fn default() -> Self {
-        DecodeLimits {
-            max_value_bytes: 8 << 20,
-            max_id_bytes: 1024,
-            max_title_bytes: 4096,
-            max_text_bytes: 8 << 20,
-        }
-    }
-}
+use crate::limits::{check_document, check_size, LimitError, RecordLimits};
 
 /// Which part of the record an error is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,12 +73,11 @@ pub enum DecodeError {
     MissingId,
     #[error("unknown op {op:?} (expected \"upsert\" or \"delete\")")]
     UnknownOp { op: String },
-    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge {
-        what: String,
-        size: usize,
-        limit: usize,
-    },
+    #[error("record value is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
+    /// A field over its limit, or one no index can hold ([`crate::limits`]).
+    #[error(transparent)]
+    Limit(#[from] LimitError),
     #[error("invalid field `{field}`: {reason}")]
     InvalidField { field: String, reason: String },
     #[error("key id {key:?} differs from value id {value:?}")]
@@ -118,6 +95,8 @@ impl DecodeError {
         "too_large",
         "invalid_field",
         "id_mismatch",
+        "field_too_large",
+        "too_many_acl_entries",
     ];
 
     /// A short stable name for the kind of error, for DLQ headers and metrics.
@@ -129,17 +108,19 @@ impl DecodeError {
             DecodeError::MissingId => "missing_id",
             DecodeError::UnknownOp { .. } => "unknown_op",
             DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::Limit(e) => e.class(),
             DecodeError::InvalidField { .. } => "invalid_field",
             DecodeError::IdMismatch { .. } => "id_mismatch",
         }
     }
 }
 
-/// Decodes one record. See the module docs for the rules.
+/// Decodes one record and holds it to `limits` (see [`check_document`]). See the module docs
+/// for the rules.
 pub fn decode(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
-    limits: &DecodeLimits,
+    limits: &RecordLimits,
 ) -> Result<Change, DecodeError> {
     let key_id = match key.filter(|k| !k.is_empty()) {
         None => None,
@@ -154,7 +135,12 @@ pub fn decode(
             None => Err(DecodeError::EmptyRecord),
         };
     };
-    check_size("value", value.len(), limits.max_value_bytes)?;
+    if value.len() > limits.max_value_bytes {
+        return Err(DecodeError::TooLarge {
+            size: value.len(),
+            limit: limits.max_value_bytes,
+        });
+    }
     let s = utf8(value, RecordPart::Value)?;
     let s = s.strip_prefix('\u{feff}').unwrap_or(s);
     if s.trim().is_empty() {
@@ -185,7 +171,7 @@ enum Op {
 fn decode_object(
     mut obj: serde_json::Map<String, Value>,
     key_id: Option<String>,
-    limits: &DecodeLimits,
+    limits: &RecordLimits,
 ) -> Result<Change, DecodeError> {
     let op = match obj.remove("op") {
         None | Some(Value::Null) => Op::Upsert,
@@ -222,9 +208,9 @@ fn decode_object(
         return Ok(Change::Delete { id });
     }
 
-    let title = string_field(&mut obj, "title", Some(limits.max_title_bytes))?;
-    let text = string_field(&mut obj, "text", Some(limits.max_text_bytes))?;
-    let source = string_field(&mut obj, "source", None)?;
+    let title = string_field(&mut obj, "title")?;
+    let text = string_field(&mut obj, "text")?;
+    let source = string_field(&mut obj, "source")?;
     let content_type = match obj.remove("content_type") {
         None | Some(Value::Null) => ContentType::default(),
         Some(Value::String(s)) => {
@@ -294,7 +280,7 @@ fn decode_object(
         metadata.insert(name, canonical_json(&v));
     }
 
-    Ok(Change::Upsert(Document {
+    let doc = Document {
         id,
         title,
         text,
@@ -302,7 +288,9 @@ fn decode_object(
         source,
         metadata,
         acl,
-    }))
+    };
+    check_document(&doc, limits)?;
+    Ok(Change::Upsert(doc))
 }
 
 /// Canonical JSON text of a value: no whitespace, object keys sorted (by bytes), strings and
@@ -359,31 +347,13 @@ fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
     })
 }
 
-fn check_size(what: &str, size: usize, limit: usize) -> Result<(), DecodeError> {
-    if size > limit {
-        Err(DecodeError::TooLarge {
-            what: what.to_owned(),
-            size,
-            limit,
-        })
-    } else {
-        Ok(())
-    }
-}
-
 fn string_field(
     obj: &mut serde_json::Map<String, Value>,
     field: &str,
-    limit: Option<usize>,
 ) -> Result<String, DecodeError> {
     match obj.remove(field) {
         None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => {
-            if let Some(limit) = limit {
-                check_size(&format!("field `{field}`"), s.len(), limit)?;
-            }
-            Ok(s)
-        }
+        Some(Value::String(s)) => Ok(s),
         Some(other) => Err(wrong_type(field, "a string", &other)),
     }
 }
@@ -417,8 +387,8 @@ fn truncate(s: &str, max_chars: usize) -> String {
 mod tests {
     use super::*;
 
-    fn lim() -> DecodeLimits {
-        DecodeLimits::default()
+    fn lim() -> RecordLimits {
+        RecordLimits::default()
     }
 
     fn dec(key: Option<&str>, value: Option<&str>) -> Result<Change, DecodeError> {
@@ -591,12 +561,13 @@ mod tests {
     }
 
     #[test]
-    fn class_too_large() {
-        let limits = DecodeLimits {
+    fn class_too_large_and_field_too_large() {
+        let limits = RecordLimits {
             max_value_bytes: 100,
             max_id_bytes: 5,
             max_title_bytes: 3,
             max_text_bytes: 10,
+            ..RecordLimits::default()
         };
         let d = |k: Option<&str>, v: Option<&str>| {
             decode(k.map(str::as_bytes), v.map(str::as_bytes), &limits)
@@ -612,7 +583,7 @@ mod tests {
             "{e}"
         );
         let e = d(Some("abcdef"), None).unwrap_err();
-        assert_eq!(e.class(), "too_large");
+        assert_eq!(e.class(), "field_too_large");
         assert!(e.to_string().contains("key is 6 bytes"), "{e}");
         let e = d(None, Some(r#"{"id":"abcdef"}"#)).unwrap_err();
         assert!(
@@ -623,7 +594,7 @@ mod tests {
         let e = d(None, Some(r#"{"id":"a","title":"abcd"}"#)).unwrap_err();
         assert!(e.to_string().contains("`title` is 4 bytes"), "{e}");
         let e = d(None, Some(r#"{"id":"a","text":"0123456789A"}"#)).unwrap_err();
-        assert_eq!(e.class(), "too_large");
+        assert_eq!(e.class(), "field_too_large");
         assert!(e.to_string().contains("`text` is 11 bytes"), "{e}");
         // at the limit is fine; limits count bytes, not characters
         assert!(d(None, Some(r#"{"id":"a","text":"0123456789"}"#)).is_ok());
@@ -631,8 +602,28 @@ mod tests {
             d(None, Some(r#"{"id":"a","text":"ééééé\u00e9"}"#))
                 .unwrap_err()
                 .class(),
-            "too_large"
+            "field_too_large"
         );
+        // a delete is held to the id limit only
+        assert!(d(
+            None,
+            Some(r#"{"op":"delete","id":"abcde","text":"0123456789A"}"#)
+        )
+        .is_ok());
+    }
+
+    /// Every other field limit is checked while decoding too (each in `limits.rs`).
+    #[test]
+    fn record_limits_apply_to_decoded_documents() {
+        let acl: Vec<String> = (0..4097).map(|i| format!("group:{i}")).collect();
+        let v = serde_json::json!({"id": "a", "acl": acl}).to_string();
+        assert_eq!(class(dec(None, Some(&v))), "too_many_acl_entries");
+        let v = serde_json::json!({"id": "a", "source": "s".repeat(65_531)}).to_string();
+        assert_eq!(class(dec(None, Some(&v))), "field_too_large");
+        let v = serde_json::json!({"id": "a", "metadata": {"k": "v".repeat(65_530)}}).to_string();
+        assert_eq!(class(dec(None, Some(&v))), "field_too_large");
+        let v = serde_json::json!({"id": "a", "metadata": {"a\u{0}": 1}}).to_string();
+        assert_eq!(class(dec(None, Some(&v))), "invalid_field");
     }
 
     #[test]
@@ -685,11 +676,7 @@ mod tests {
             DecodeError::MalformedJson { detail: "x".into() },
             DecodeError::MissingId,
             DecodeError::UnknownOp { op: "x".into() },
-            DecodeError::TooLarge {
-                what: "x".into(),
-                size: 2,
-                limit: 1,
-            },
+            DecodeError::TooLarge { size: 2, limit: 1 },
             DecodeError::InvalidField {
                 field: "x".into(),
                 reason: "y".into(),
@@ -698,6 +685,12 @@ mod tests {
                 key: "a".into(),
                 value: "b".into(),
             },
+            DecodeError::Limit(LimitError::FieldTooLarge {
+                field: "x".into(),
+                size: 2,
+                limit: 1,
+            }),
+            DecodeError::Limit(LimitError::TooManyAclEntries { count: 2, limit: 1 }),
         ];
         let classes: Vec<_> = errors.iter().map(DecodeError::class).collect();
         assert_eq!(classes, DecodeError::CLASSES);
@@ -765,9 +758,9 @@ mod tests {
 
     #[test]
     fn limits_deserialize_with_defaults() {
-        let l: DecodeLimits = serde_json::from_str(r#"{"max_id_bytes":10}"#).unwrap();
+        let l: RecordLimits = serde_json::from_str(r#"{"max_id_bytes":10}"#).unwrap();
         assert_eq!(l.max_id_bytes, 10);
         assert_eq!(l.max_value_bytes, 8 << 20);
-        assert!(serde_json::from_str::<DecodeLimits>(r#"{"max_idbytes":10}"#).is_err());
+        assert!(serde_json::from_str::<RecordLimits>(r#"{"max_idbytes":10}"#).is_err());
     }
 }

@@ -6,7 +6,8 @@ use crate::chunk::tokens::tests::{test_counter, FastCounter};
 use crate::chunk::{CharCounter, Chunk, ChunkKind, ChunkStrategy, ChunkerConfig, TokenCounter};
 use crate::clean::clean;
 use crate::document::{Change, ContentType, Document};
-use crate::envelope::{decode, DecodeLimits};
+use crate::envelope::decode;
+use crate::limits::RecordLimits;
 use crate::prepare::prepare_full;
 
 const PIECES: &[&str] = &[
@@ -213,7 +214,7 @@ fn random_documents_through_prepare() {
 #[test]
 fn random_records_through_decode() {
     let mut rng = Rng(0xdec0_de00_1111_2222);
-    let limits = DecodeLimits::default();
+    let limits = RecordLimits::default();
     let fields = [
         "op",
         "id",

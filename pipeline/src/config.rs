@@ -13,15 +13,16 @@ use freshet_embedding::EmbeddingConfig;
 use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_operators::chunk::ChunkerConfig;
-use freshet_operators::envelope::DecodeLimits;
+use freshet_operators::limits::RecordLimits;
 
 /// Everything the pipeline binary reads.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub pipeline: PipelineConfig,
-    /// Size limits of records and fields (over them: DLQ as `too_large`).
-    pub limits: DecodeLimits,
+    /// Size limits of records and fields (a record over one goes to the DLQ with the limit's
+    /// class); checked against what the sinks store by [`crate::limits::check`].
+    pub limits: RecordLimits,
     pub kafka: KafkaConfig,
     pub chunking: ChunkerConfig,
     pub embedding: EmbeddingConfig,
@@ -158,7 +159,7 @@ impl Config {
         self.chunking
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
-        Ok(())
+        crate::limits::check(&self.limits)
     }
 }
 

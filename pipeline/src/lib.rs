@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod config;
+pub mod embedder;
 pub mod inspect;
+pub mod limits;
 pub mod metrics;
 pub mod publish;
 pub mod replicate;

@@ -34,8 +34,9 @@ pub struct SinkOp {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorClass {
+pub struct DeadLetter {
     pub class: String,
+    pub stage: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -52,7 +53,7 @@ pub struct Metrics {
     pub embedding_texts: Family<Outcome, Counter>,
     pub embedding_calls: Counter,
     pub sink_ops: Family<SinkOp, Counter>,
-    pub dlq_records: Family<ErrorClass, Counter>,
+    pub dlq_records: Family<DeadLetter, Counter>,
     pub consumer_lag: Family<Partition, Gauge>,
     pub commits: Counter,
     pub durable_epoch: Gauge,
@@ -96,10 +97,11 @@ impl Metrics {
             "Records written to a sink, by sink and op",
             sink_ops.clone(),
         );
-        let dlq_records = Family::<ErrorClass, Counter>::default();
+        let dlq_records = Family::<DeadLetter, Counter>::default();
         r.register(
             "dlq_records",
-            "Records sent to the dead-letter topic, by error class",
+            "Records sent to the dead-letter topic, by error class and the stage that refused \
+             them (decode, prepare, embed, sink)",
             dlq_records.clone(),
         );
         let consumer_lag = Family::<Partition, Gauge>::default();
@@ -189,6 +191,16 @@ impl Metrics {
                 outcome: outcome.to_string(),
             })
             .inc_by(n);
+    }
+
+    /// Counts one record sent to the dead-letter topic.
+    pub fn dead_lettered(&self, class: &str, stage: &str) {
+        self.dlq_records
+            .get_or_create(&DeadLetter {
+                class: class.into(),
+                stage: stage.into(),
+            })
+            .inc();
     }
 
     pub fn sink(&self, sink: &str, op: &str, n: u64) {

@@ -16,7 +16,7 @@ use freshet_kafka::{admin, partitions_for_worker, DlqProducer, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::chunk::{Chunk, ChunkKind, HfTokenCounter};
 use freshet_operators::dataflow::{chunk_deltas, embed_deltas, DocUpdate, Time, BOOTSTRAP_TIME};
-use freshet_operators::embed::{embed_input, EmbedError, Embedder, VectorCache};
+use freshet_operators::embed::{embed_input, Embedder};
 use freshet_tantivy::ChunkIndexWriter;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::vec::Map;
@@ -24,28 +24,10 @@ use timely::dataflow::operators::{Concat, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 
 use crate::config::Config;
+use crate::embedder::{ModelRef, SharedCache, WorkerEmbedder};
 use crate::metrics::Metrics;
 use crate::sink::{sink, Fatal, SinkMsg, Sinks};
 use crate::source::{Processing, Source};
-
-/// The embedding cache, shared by the workers of one process.
-#[derive(Clone)]
-struct SharedCache(Arc<Mutex<DiskCache>>);
-
-impl VectorCache for SharedCache {
-    fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<f32>>>, EmbedError> {
-        self.0
-            .lock()
-            .map_err(|_| EmbedError("cache lock poisoned".into()))?
-            .get_many(keys)
-    }
-    fn put_many(&mut self, entries: &[([u8; 32], Vec<f32>)]) -> Result<(), EmbedError> {
-        self.0
-            .lock()
-            .map_err(|_| EmbedError("cache lock poisoned".into()))?
-            .put_many(entries)
-    }
-}
 
 /// Runs until `stop` is set (then drains and commits) or a fatal error.
 pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()> {
@@ -82,6 +64,8 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         DiskCache::open(&cache_path)
             .with_context(|| format!("opening the embedding cache {}", cache_path.display()))?,
     )));
+
+    let dlq = Arc::new(DlqProducer::new(&kafka).context("creating the DLQ producer")?);
 
     // Process 0 owns the sinks: recover from the indexes, then hand them to worker 0.
     let mut start_offsets: BTreeMap<i32, i64> = BTreeMap::new();
@@ -148,7 +132,8 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         .context("reconciling Milvus with the tantivy index")?;
         bootstrap = by_doc.into_iter().collect();
         *sinks.lock().map_err(|_| anyhow!("lock"))? = Some(Sinks {
-            topic: kafka.topic.clone(),
+            kafka: kafka.clone(),
+            dlq: dlq.clone(),
             tantivy,
             milvus,
             runtime,
@@ -163,7 +148,6 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         chunking: config.chunking.clone(),
         tokens: Arc::new(tokens),
     });
-    let dlq = Arc::new(DlqProducer::new(&kafka).context("creating the DLQ producer")?);
     let fatal: Fatal = Arc::new(Mutex::new(None));
     let bootstrap = Arc::new(Mutex::new(Some(bootstrap)));
     let threads = config.pipeline.workers;
@@ -225,35 +209,11 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         let mut docs_in = InputHandle::<Time, CapacityContainerBuilder<Vec<DocUpdate>>>::new();
         let mut progress_in = InputHandle::<Time, CapacityContainerBuilder<Vec<SinkMsg>>>::new();
         let probe = ProbeHandle::new();
-        let embed_metrics = metrics.clone();
-        let mut cached = embedder.map(|e| CachedEmbedder::new(e, cache.clone(), ecfg.batch_size));
+        let cached = embedder.map(|e| CachedEmbedder::new(e, cache.clone(), ecfg.batch_size));
+        let embedder = WorkerEmbedder::new(cached, metrics.clone());
         worker.dataflow::<Time, _, _>(|scope| {
             let deltas = chunk_deltas(docs_in.to_stream(scope));
-            let records = embed_deltas(deltas, move |texts: &[String]| {
-                let Some(cached) = cached.as_mut() else {
-                    return Err(EmbedError("no embedding model on this worker".into()));
-                };
-                let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-                let started = Instant::now();
-                let (vectors, stats) = cached.embed(&refs)?;
-                embed_metrics
-                    .embed_batch
-                    .observe(started.elapsed().as_secs_f64());
-                Metrics::outcome(
-                    &embed_metrics.embedding_texts,
-                    "embedded",
-                    stats.embedded as u64,
-                );
-                Metrics::outcome(
-                    &embed_metrics.embedding_texts,
-                    "cache_hit",
-                    stats.cache_hits as u64,
-                );
-                embed_metrics
-                    .embedding_calls
-                    .inc_by(stats.model_calls as u64);
-                Ok(vectors)
-            });
+            let records = embed_deltas(deltas, embedder);
             let msgs = records
                 .map(|r| SinkMsg::Record(Box::new(r)))
                 .concat(progress_in.to_stream(scope));
@@ -285,7 +245,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             match source.as_mut() {
                 Some(src) => match src.poll(pcfg.batch_max_records, max_wait) {
                     Ok(batch) => {
-                        read_any = batch.records > 0;
+                        read_any = batch.records_read > 0;
                         Metrics::observe_ages(&metrics.source_to_read, &batch.timestamps_ms);
                         for (id, update) in batch.updates {
                             docs_in.send((id, update, epoch));
@@ -295,6 +255,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
                             progress_in.send(SinkMsg::Progress {
                                 next_offsets: batch.next_offsets,
                                 timestamps_ms: batch.timestamps_ms,
+                                records: batch.records,
                             });
                         }
                     }
@@ -487,19 +448,4 @@ fn reconcile(
         runtime.block_on(milvus.upsert(&rows))?;
     }
     Ok(())
-}
-
-/// Borrows a model as an [`Embedder`].
-struct ModelRef<'a>(&'a mut FastEmbedder);
-
-impl Embedder for ModelRef<'_> {
-    fn model_id(&self) -> &str {
-        self.0.model_id()
-    }
-    fn dim(&self) -> usize {
-        self.0.dim()
-    }
-    fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.0.embed_passages(texts)
-    }
 }

@@ -6,34 +6,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use freshet_kafka::{DlqProducer, PartitionReader, Record};
+use freshet_kafka::{DlqProducer, Failure, PartitionReader, Record};
 use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
-use freshet_operators::document::Change;
-use freshet_operators::envelope::{decode, DecodeLimits};
-use freshet_operators::prepare::prepare;
+use freshet_operators::ingest::{ingest, Ingested};
+use freshet_operators::limits::RecordLimits;
 
 use crate::metrics::Metrics;
-
-/// A document id and its new chunks (`None`: deleted).
-type Update = (String, Option<Vec<Chunk>>);
-/// Why a record was rejected: error class (the DLQ header) and message.
-type Rejected = (&'static str, String);
+use crate::sink::plan::RecordRef;
 
 /// What one poll produced.
 #[derive(Default)]
 pub struct SourceBatch {
     /// Latest update per document id in this batch (`None` deletes).
     pub updates: Vec<(String, Option<Vec<Chunk>>)>,
+    /// Where the latest record of each document in `updates` is.
+    pub records: Vec<(String, RecordRef)>,
     /// Next offset to read, per partition read in this batch.
     pub next_offsets: BTreeMap<i32, i64>,
     /// Kafka timestamps (ms) of the records, for the source-to-durable latency.
     pub timestamps_ms: Vec<i64>,
-    pub records: usize,
+    pub records_read: usize,
 }
 
 /// Shared, read-only processing settings.
 pub struct Processing {
-    pub limits: DecodeLimits,
+    pub limits: RecordLimits,
     pub chunking: ChunkerConfig,
     pub tokens: Arc<dyn TokenCounter + Send + Sync>,
 }
@@ -64,17 +61,20 @@ impl Source {
         &self.reader
     }
 
-    /// Polls up to `max_records` records, waiting at most `max_wait`.
+    /// Polls up to `max_records` records, waiting at most `max_wait`. A record that cannot be
+    /// indexed goes to the dead-letter topic (acknowledged before this returns) and, when it
+    /// names a document, deletes that document (see `freshet_operators::ingest`).
     pub fn poll(&mut self, max_records: usize, max_wait: Duration) -> Result<SourceBatch> {
         let records = self
             .reader
             .poll_batch(max_records, max_wait)
             .context("polling Kafka")?;
         let mut batch = SourceBatch {
-            records: records.len(),
+            records_read: records.len(),
             ..Default::default()
         };
-        let mut latest: HashMap<String, (usize, Option<Vec<Chunk>>)> = HashMap::new();
+        type Latest = (usize, RecordRef, Option<Vec<Chunk>>);
+        let mut latest: HashMap<String, Latest> = HashMap::new();
         for (seq, record) in records.into_iter().enumerate() {
             batch
                 .next_offsets
@@ -82,67 +82,60 @@ impl Source {
             if let Some(ts) = record.timestamp_ms {
                 batch.timestamps_ms.push(ts);
             }
-            match self.process(&record) {
-                Ok((id, update)) => {
-                    latest.insert(id, (seq, update));
+            let p = &self.processing;
+            let ingested = ingest(
+                record.key.as_deref(),
+                record.value.as_deref(),
+                &p.limits,
+                &p.chunking,
+                p.tokens.as_ref(),
+            );
+            match &ingested {
+                Ingested::Upsert { .. } => Metrics::outcome(&self.metrics.documents, "upsert", 1),
+                Ingested::Delete { .. } => Metrics::outcome(&self.metrics.documents, "delete", 1),
+                Ingested::Rejected(r) => {
+                    let failure = Failure {
+                        class: r.class,
+                        stage: r.stage.as_str(),
+                        message: &r.message,
+                    };
+                    self.dead_letter(&record, &failure)?;
                 }
-                Err((class, message)) => self.dead_letter(&record, class, &message)?,
+            }
+            if let Some((id, update)) = ingested.update() {
+                let at = RecordRef {
+                    partition: record.partition,
+                    offset: record.offset,
+                };
+                latest.insert(id, (seq, at, update));
             }
         }
         let mut updates: Vec<_> = latest.into_iter().collect();
-        updates.sort_by_key(|(_, (seq, _))| *seq);
-        batch.updates = updates.into_iter().map(|(id, (_, u))| (id, u)).collect();
+        updates.sort_by_key(|(_, (seq, _, _))| *seq);
+        for (id, (_, at, update)) in updates {
+            batch.records.push((id.clone(), at));
+            batch.updates.push((id, update));
+        }
         Ok(batch)
     }
 
-    /// Decodes and prepares one record.
-    fn process(&self, record: &Record) -> Result<Update, Rejected> {
-        let change = decode(
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &self.processing.limits,
-        )
-        .map_err(|e| (e.class(), e.to_string()))?;
-        match change {
-            Change::Delete { id } => {
-                Metrics::outcome(&self.metrics.documents, "delete", 1);
-                Ok((id, None))
-            }
-            Change::Upsert(doc) => {
-                let id = doc.id.clone();
-                let chunks = prepare(
-                    doc,
-                    &self.processing.chunking,
-                    self.processing.tokens.as_ref(),
-                )
-                .map_err(|e| (e.class(), e.to_string()))?;
-                Metrics::outcome(&self.metrics.documents, "upsert", 1);
-                Ok((id, Some(chunks)))
-            }
-        }
-    }
-
-    fn dead_letter(&self, record: &Record, class: &str, message: &str) -> Result<()> {
+    fn dead_letter(&self, record: &Record, failure: &Failure<'_>) -> Result<()> {
         tracing::warn!(
             partition = record.partition,
             offset = record.offset,
-            class,
-            message,
+            class = failure.class,
+            stage = failure.stage,
+            message = failure.message,
             "record to DLQ"
         );
-        self.dlq.send(record, class, message).with_context(|| {
+        self.dlq.send(record, failure).with_context(|| {
             format!(
                 "writing partition {} offset {} to the DLQ",
                 record.partition, record.offset
             )
         })?;
         Metrics::outcome(&self.metrics.documents, "dlq", 1);
-        self.metrics
-            .dlq_records
-            .get_or_create(&crate::metrics::ErrorClass {
-                class: class.to_string(),
-            })
-            .inc();
+        self.metrics.dead_lettered(failure.class, failure.stage);
         Ok(())
     }
 }

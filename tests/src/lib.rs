@@ -11,9 +11,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use freshet_kafka::{admin, DocumentProducer, KafkaConfig, PartitionReader, Record};
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_operators::chunk::{Chunk, ChunkerConfig, HfTokenCounter};
-use freshet_operators::document::Change;
-use freshet_operators::envelope::{decode, DecodeLimits};
-use freshet_operators::prepare::prepare;
+use freshet_operators::ingest::ingest;
+use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::ChunkIndexReader;
 
 pub mod proxy;
@@ -345,6 +344,40 @@ impl Case {
         Ok(reader.load_all()?)
     }
 
+    /// Both indexes hold exactly `expected`: tantivy records equal field by field, Milvus exactly
+    /// the leaf ids, nothing duplicated in either.
+    pub fn assert_holds_exactly(&self, expected: &BTreeMap<String, Chunk>) -> Result<()> {
+        let in_tantivy = self.tantivy_chunks()?;
+        let count = in_tantivy.len();
+        let got: BTreeMap<String, Chunk> = in_tantivy
+            .into_iter()
+            .map(|c| (c.chunk_id.clone(), c))
+            .collect();
+        assert_eq!(got.len(), count, "duplicate chunk ids in tantivy");
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            expected.keys().collect::<Vec<_>>(),
+            "tantivy chunk ids"
+        );
+        for (id, chunk) in expected {
+            assert_eq!(&got[id], chunk, "tantivy record of {id}");
+        }
+        let milvus = self.milvus_ids()?;
+        let milvus_set: BTreeSet<String> = milvus.iter().cloned().collect();
+        assert_eq!(
+            milvus_set.len(),
+            milvus.len(),
+            "duplicate chunk ids in Milvus"
+        );
+        let leaves: BTreeSet<String> = expected
+            .values()
+            .filter(|c| c.kind == freshet_operators::chunk::ChunkKind::Leaf)
+            .map(|c| c.chunk_id.clone())
+            .collect();
+        assert_eq!(milvus_set, leaves, "Milvus chunk ids");
+        Ok(())
+    }
+
     /// Every chunk id in the Milvus collection.
     pub fn milvus_ids(&self) -> Result<Vec<String>> {
         self.with_milvus(|m| async move { m.list_chunk_ids().await })
@@ -365,6 +398,34 @@ impl Case {
                 .await
         })
         .map_err(|e| anyhow!("searching Milvus: {e}"))
+    }
+
+    /// Creates this case's collection before the pipeline does, with other field limits than
+    /// freshet's layout (as a collection made by other tools may have), for the model the
+    /// pipeline runs: Milvus then refuses rows that the pipeline's own checks let through.
+    pub fn create_collection_with(
+        &self,
+        limits: freshet_milvus::schema::FieldLimits,
+    ) -> Result<()> {
+        use freshet_operators::embed::Embedder;
+        // The pipeline's model (its default configuration, as `spawn` leaves it).
+        let model = freshet_embedding::FastEmbedder::load(&Default::default())
+            .map_err(|e| anyhow!("loading the model: {e}"))?;
+        let cfg = MilvusConfig {
+            url: self.milvus_url.clone(),
+            collection: self.collection.clone(),
+            dim: model.dim(),
+            model_id: model.model_id().to_owned(),
+            ..Default::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let m = MilvusSink::connect(cfg).await?;
+            m.ensure_collection_with(&limits).await
+        })
+        .map_err(|e| anyhow!("creating collection {}: {e}", self.collection))
     }
 
     /// Runs `f` with a connection to this case's collection.
@@ -443,29 +504,38 @@ impl Drop for Case {
 }
 
 /// The sequential reference: the chunks a clean index must hold after `records` (in order),
-/// computed with the same operators and the default chunking configuration.
+/// computed with the same operators and the default chunking configuration and limits.
 pub fn expected_chunks(records: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap<String, Chunk>> {
+    expected_chunks_with(records, &RecordLimits::default())
+}
+
+/// [`expected_chunks`] under other record limits. A record that cannot be indexed removes the
+/// document it names, as in the pipeline (`freshet_operators::ingest`).
+pub fn expected_chunks_with(
+    records: &[(String, Option<Vec<u8>>)],
+    limits: &RecordLimits,
+) -> Result<BTreeMap<String, Chunk>> {
     let tokens =
         HfTokenCounter::from_file(Path::new(&env("FRESHET_MODEL_DIR")).join("tokenizer.json"))
             .map_err(|e| anyhow!("{e}"))?;
     let cfg = ChunkerConfig::default();
     let mut docs: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
     for (key, value) in records {
-        match decode(
+        let ingested = ingest(
             Some(key.as_bytes()),
             value.as_deref(),
-            &DecodeLimits::default(),
-        ) {
-            Ok(Change::Upsert(doc)) => {
-                let id = doc.id.clone();
-                if let Ok(chunks) = prepare(doc, &cfg, &tokens) {
-                    docs.insert(id, chunks);
-                }
+            limits,
+            &cfg,
+            &tokens,
+        );
+        match ingested.update() {
+            Some((id, Some(chunks))) => {
+                docs.insert(id, chunks);
             }
-            Ok(Change::Delete { id }) => {
+            Some((id, None)) => {
                 docs.remove(&id);
             }
-            Err(_) => {}
+            None => {}
         }
     }
     Ok(docs

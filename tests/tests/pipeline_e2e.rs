@@ -49,46 +49,13 @@ fn upsert(
            "source": format!("test://{id}"), "metadata": {"lang": "en", "n": 1}, "acl": acl})
 }
 
-/// Both indexes hold exactly the reference chunks: tantivy records are equal field by field,
-/// Milvus holds exactly the leaf ids, and nothing is duplicated.
+/// Both indexes hold exactly the reference chunks of `log`.
 fn assert_indexes_match(
     case: &Case,
     log: &[(String, Option<Vec<u8>>)],
 ) -> Result<BTreeMap<String, Chunk>> {
     let expected = expected_chunks(log)?;
-    let in_tantivy = case.tantivy_chunks()?;
-    let tantivy_ids: Vec<&str> = in_tantivy.iter().map(|c| c.chunk_id.as_str()).collect();
-    let unique: BTreeSet<&str> = tantivy_ids.iter().copied().collect();
-    assert_eq!(
-        unique.len(),
-        tantivy_ids.len(),
-        "duplicate chunk ids in tantivy"
-    );
-    let got: BTreeMap<String, Chunk> = in_tantivy
-        .into_iter()
-        .map(|c| (c.chunk_id.clone(), c))
-        .collect();
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        expected.keys().collect::<Vec<_>>(),
-        "tantivy chunk ids"
-    );
-    for (id, chunk) in &expected {
-        assert_eq!(&got[id], chunk, "tantivy record of {id}");
-    }
-    let milvus = case.milvus_ids()?;
-    let milvus_set: BTreeSet<String> = milvus.iter().cloned().collect();
-    assert_eq!(
-        milvus_set.len(),
-        milvus.len(),
-        "duplicate chunk ids in Milvus"
-    );
-    let leaves: BTreeSet<String> = expected
-        .values()
-        .filter(|c| c.kind == ChunkKind::Leaf)
-        .map(|c| c.chunk_id.clone())
-        .collect();
-    assert_eq!(milvus_set, leaves, "Milvus chunk ids");
+    case.assert_holds_exactly(&expected)?;
     Ok(expected)
 }
 

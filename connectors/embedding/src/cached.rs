@@ -118,6 +118,12 @@ where
                     v.len()
                 )));
             }
+            // Never cached: the caller isolates the text (see freshet_operators::dataflow).
+            if !v.iter().all(|x| x.is_finite()) {
+                return Err(EmbedError(
+                    "model returned a vector with a NaN or infinite component".into(),
+                ));
+            }
             l2_normalize(&mut v);
             entries.push((keys[i], v));
         }
@@ -378,6 +384,36 @@ mod tests {
         let e = embed_with_cache(&mut Failing(0), &mut c, &["a", "b", "c"], 2).unwrap_err();
         assert_eq!(e.0, "boom");
         assert_eq!(c.map.len(), 2, "the first batch was stored");
+    }
+
+    #[test]
+    fn a_non_finite_vector_is_an_error_and_never_cached() {
+        struct Nan;
+        impl Embedder for Nan {
+            fn model_id(&self) -> &str {
+                "n"
+            }
+            fn dim(&self) -> usize {
+                8
+            }
+            fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        if *t == "bad" {
+                            vec![f32::NAN; 8]
+                        } else {
+                            raw(t)
+                        }
+                    })
+                    .collect())
+            }
+        }
+        let mut c = MemCache::default();
+        let e = embed_with_cache(&mut Nan, &mut c, &["a", "bad"], 8).unwrap_err();
+        assert!(e.0.contains("NaN"), "{e}");
+        assert!(c.map.is_empty());
+        assert!(embed_with_cache(&mut Nan, &mut c, &["a"], 8).is_ok());
     }
 
     #[test]

@@ -163,6 +163,33 @@ impl PartitionReader {
         Ok(out)
     }
 
+    /// The record at `offset` of `partition`, read by a reader of its own (no group offsets
+    /// are touched): for a record that is needed again after it was processed, such as one a
+    /// sink refused. `Ok(None)` when the partition no longer holds that offset (retention or
+    /// compaction removed it) or nothing arrives within `timeout`.
+    pub fn read_one(
+        cfg: &KafkaConfig,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        timeout: Duration,
+    ) -> Result<Option<Record>> {
+        let mut reader = PartitionReader::new(
+            cfg,
+            topic,
+            &[partition],
+            &BTreeMap::from([(partition, offset)]),
+        )?;
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if let Some(record) = reader.poll_batch(1, wait)?.into_iter().next() {
+                return Ok((record.offset == offset).then_some(record));
+            }
+        }
+        Ok(None)
+    }
+
     fn on_poll_error(&self, e: KafkaError) -> Result<()> {
         if let Some((code, reason)) = self.consumer.client().fatal_error() {
             return Err(Error::Fatal(format!("{code}: {reason} (after {e})")));

@@ -22,7 +22,7 @@
 //! ```no_run
 //! use std::collections::BTreeMap;
 //! use std::time::Duration;
-//! use freshet_kafka::{admin, partitions_for_worker, DlqProducer, KafkaConfig, PartitionReader};
+//! use freshet_kafka::{admin, partitions_for_worker, DlqProducer, Failure, KafkaConfig, PartitionReader};
 //!
 //! # fn main() -> freshet_kafka::Result<()> {
 //! let cfg = KafkaConfig::default();
@@ -36,7 +36,8 @@
 //! let mut next = BTreeMap::new();
 //! for record in reader.poll_batch(1000, Duration::from_millis(200))? {
 //!     if record.value.as_deref().is_some_and(|v| v.is_empty()) {
-//!         dlq.send(&record, "decode", "empty value")?;
+//!         let failure = Failure { class: "malformed_json", stage: "decode", message: "empty value" };
+//!         dlq.send(&record, &failure)?;
 //!     }
 //!     next.insert(record.partition, record.offset + 1);
 //! }
@@ -59,15 +60,17 @@ mod producer;
 pub mod source;
 
 pub use consumer::PartitionReader;
-pub use producer::{DlqProducer, DocumentProducer};
+pub use producer::{DlqProducer, DocumentProducer, Failure};
 
 /// Re-exported so that callers can name librdkafka error codes without depending on rdkafka.
 pub use rdkafka::error::RDKafkaErrorCode;
 
 /// Header names set on dead-letter records by [`DlqProducer::send`].
 pub mod dlq_headers {
-    /// Short machine-readable class of the failure (`decode`, `embed`, ...).
+    /// Short machine-readable class of the failure (`malformed_json`, `field_too_large`, ...).
     pub const ERROR_CLASS: &str = "freshet.error.class";
+    /// Where the record was refused (`decode`, `prepare`, `embed`, `sink`).
+    pub const ERROR_STAGE: &str = "freshet.error.stage";
     /// Human-readable failure message.
     pub const ERROR_MESSAGE: &str = "freshet.error.message";
     /// Topic the original record was read from.

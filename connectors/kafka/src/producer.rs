@@ -315,6 +315,16 @@ impl DocumentProducer {
     }
 }
 
+/// Why a record goes to the dead-letter topic (its `freshet.error.*` headers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure<'a> {
+    /// Stable error class (`malformed_json`, `field_too_large`, ...).
+    pub class: &'a str,
+    /// Where it was refused (`decode`, `prepare`, `embed`, `sink`).
+    pub stage: &'a str,
+    pub message: &'a str,
+}
+
 /// Sends records that could not be processed to the dead-letter topic.
 pub struct DlqProducer {
     inner: Inner,
@@ -348,12 +358,12 @@ impl DlqProducer {
     /// Produces `original`'s key and value unchanged (a null stays null) to the dead-letter
     /// topic, with the [`dlq_headers`] followed by the original headers, and waits until the
     /// broker has acknowledged it, so that the source offset may be committed afterwards.
-    pub fn send(&self, original: &Record, error_class: &str, message: &str) -> Result<()> {
+    pub fn send(&self, original: &Record, failure: &Failure<'_>) -> Result<()> {
         let failed_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let headers = dlq_header_list(original, error_class, message, failed_at_ms);
+        let headers = dlq_header_list(original, failure, failed_at_ms);
         let mut owned = OwnedHeaders::new_with_capacity(headers.len());
         for (k, v) in &headers {
             owned = owned.insert(Header {
@@ -372,7 +382,8 @@ impl DlqProducer {
         tracing::debug!(
             dlq = %self.topic, partition, offset,
             source_topic = %original.topic, source_partition = original.partition,
-            source_offset = original.offset, error_class, "record sent to dead-letter topic"
+            source_offset = original.offset, class = failure.class, stage = failure.stage,
+            "record sent to dead-letter topic"
         );
         Ok(())
     }
@@ -386,13 +397,16 @@ impl DlqProducer {
 /// The headers of a dead-letter record: failure description, then the original headers.
 pub(crate) fn dlq_header_list(
     original: &Record,
-    error_class: &str,
-    message: &str,
+    failure: &Failure<'_>,
     failed_at_ms: i64,
 ) -> Vec<(String, Option<Vec<u8>>)> {
     let mut out: Vec<(String, Option<Vec<u8>>)> = vec![
-        (dlq_headers::ERROR_CLASS.into(), Some(error_class.into())),
-        (dlq_headers::ERROR_MESSAGE.into(), Some(message.into())),
+        (dlq_headers::ERROR_CLASS.into(), Some(failure.class.into())),
+        (dlq_headers::ERROR_STAGE.into(), Some(failure.stage.into())),
+        (
+            dlq_headers::ERROR_MESSAGE.into(),
+            Some(failure.message.into()),
+        ),
         (
             dlq_headers::SOURCE_TOPIC.into(),
             Some(original.topic.clone().into_bytes()),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use freshet_kafka::source::{publish_jsonl, Mapping};
 use freshet_kafka::{
-    admin, dlq_headers, partitions_for_worker, DlqProducer, DocumentProducer, KafkaConfig,
+    admin, dlq_headers, partitions_for_worker, DlqProducer, DocumentProducer, Failure, KafkaConfig,
     PartitionReader, Record,
 };
 
@@ -323,8 +323,12 @@ fn dlq_carries_original_record_and_headers() {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    dlq.send(&original, "decode", "expected value at line 1 column 2")
-        .unwrap();
+    let failure = Failure {
+        class: "malformed_json",
+        stage: "decode",
+        message: "expected value at line 1 column 2",
+    };
+    dlq.send(&original, &failure).unwrap();
     let tombstone = Record {
         key: None,
         value: None,
@@ -332,7 +336,14 @@ fn dlq_carries_original_record_and_headers() {
         offset: 1235,
         ..original.clone()
     };
-    dlq.send(&tombstone, "decode", "null").unwrap();
+    dlq.send(
+        &tombstone,
+        &Failure {
+            message: "null",
+            ..failure
+        },
+    )
+    .unwrap();
     dlq.flush().unwrap();
 
     let mut reader = PartitionReader::new(&cfg, &cfg.dlq_topic, &[0], &BTreeMap::new()).unwrap();
@@ -346,7 +357,11 @@ fn dlq_carries_original_record_and_headers() {
             .flatten()
             .map(|v| String::from_utf8(v.to_vec()).unwrap())
     };
-    assert_eq!(h(dlq_headers::ERROR_CLASS).as_deref(), Some("decode"));
+    assert_eq!(
+        h(dlq_headers::ERROR_CLASS).as_deref(),
+        Some("malformed_json")
+    );
+    assert_eq!(h(dlq_headers::ERROR_STAGE).as_deref(), Some("decode"));
     assert_eq!(
         h(dlq_headers::ERROR_MESSAGE).as_deref(),
         Some("expected value at line 1 column 2")
@@ -359,7 +374,7 @@ fn dlq_carries_original_record_and_headers() {
     assert_eq!(h("trace-id").as_deref(), Some("abc"));
     assert_eq!(d.header("empty"), Some(None));
     let names: BTreeSet<&str> = d.headers.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(names.len(), 8);
+    assert_eq!(names.len(), 9);
 
     let t = &got[1];
     assert_eq!(t.key, None);
@@ -464,4 +479,40 @@ fn send_many_publishes_5k_documents_fast() {
         .find(|r| r.key.as_deref() == Some(&b"empty"[..]))
         .unwrap();
     assert_eq!(empty.value.as_deref(), Some(&b""[..]));
+}
+
+/// A record read again by partition and offset, long after it was consumed: key, value and
+/// headers as produced; an offset the partition does not hold is `None`.
+#[test]
+fn read_one_fetches_a_record_by_offset() {
+    let Some(cfg) = live_config("read_one") else {
+        return;
+    };
+    admin::ensure_topic(&cfg, &cfg.topic, 2).unwrap();
+    let producer = DocumentProducer::new(&cfg).unwrap();
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let v = format!("{{\"i\":{i}}}");
+        sent.push(
+            producer
+                .send(&cfg.topic, format!("k{i}").as_bytes(), Some(v.as_bytes()))
+                .unwrap(),
+        );
+    }
+    let (p, o) = sent[3];
+    let r = PartitionReader::read_one(&cfg, &cfg.topic, p, o, Duration::from_secs(30))
+        .unwrap()
+        .expect("the record is there");
+    assert_eq!((r.partition, r.offset), (p, o));
+    assert_eq!(r.key.as_deref(), Some(&b"k3"[..]));
+    assert_eq!(r.value.as_deref(), Some(&br#"{"i":3}"#[..]));
+    let past = sent
+        .iter()
+        .filter(|(q, _)| *q == p)
+        .map(|(_, o)| o)
+        .max()
+        .unwrap()
+        + 1;
+    let none = PartitionReader::read_one(&cfg, &cfg.topic, p, past, Duration::from_secs(2));
+    assert!(matches!(none, Ok(None)), "{none:?}");
 }

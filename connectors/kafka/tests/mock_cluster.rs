@@ -96,7 +96,12 @@ fn dlq_and_publish_dir_on_mock() {
         headers: vec![("h".into(), Some(b"1".to_vec()))],
         timestamp_ms: None,
     };
-    dlq.send(&original, "decode", "boom").unwrap();
+    let failure = freshet_kafka::Failure {
+        class: "malformed_json",
+        stage: "decode",
+        message: "boom",
+    };
+    dlq.send(&original, &failure).unwrap();
     let mut r = PartitionReader::new(&cfg, "documents.dlq", &[0], &BTreeMap::new()).unwrap();
     let got = read_n(&mut r, 1);
     assert_eq!(got.len(), 1);

@@ -66,6 +66,39 @@ pub enum Error {
     Inconsistent(String),
 }
 
+impl Error {
+    /// Whether the request was refused for its content (a value over a field's limit, a
+    /// malformed value), which no retry can change: for a request of one row, that row's fault.
+    /// This crate's own checks ([`Error::InvalidInput`]), the SDK's local validation, and a
+    /// server status of invalid parameter: code 1100 (Milvus 2.3.2 and later), or the legacy
+    /// `IllegalArgument` (5; milvus-lite 3.2.2 sends 6). Everything else (transport, timeouts,
+    /// rate limits, quotas, a collection not loaded) is not about the input.
+    pub fn refuses_input(&self) -> bool {
+        match self {
+            Error::InvalidInput(_) => true,
+            Error::Milvus(e) => sdk_refuses_input(e),
+            _ => false,
+        }
+    }
+}
+
+fn sdk_refuses_input(e: &milvus::v2::error::Error) -> bool {
+    use milvus::v2::error::Error as Sdk;
+    match e {
+        Sdk::Server(s) => {
+            s.code() == PARAMETER_INVALID || ILLEGAL_ARGUMENT_LEGACY.contains(&s.legacy_code())
+        }
+        Sdk::Validation(_) => true,
+        Sdk::RetryExhausted { source, .. } => sdk_refuses_input(source),
+        _ => false,
+    }
+}
+
+/// Milvus' `ErrParameterInvalid`.
+const PARAMETER_INVALID: i32 = 1100;
+/// The legacy `ErrorCode::IllegalArgument`, and the value milvus-lite sends for it.
+const ILLEGAL_ARGUMENT_LEGACY: [i32; 2] = [5, 6];
+
 impl From<milvus::v2::error::Error> for Error {
     fn from(e: milvus::v2::error::Error) -> Self {
         Error::Milvus(Box::new(e))

@@ -24,9 +24,11 @@ mod error;
 pub mod expr;
 pub mod schema;
 mod sink;
+mod write;
 
 pub use config::MilvusConfig;
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};
 pub use milvus::v2::prelude::ConsistencyLevel;
 pub use sink::{MilvusSink, ServerHealth, DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};
+pub use write::RefusedRow;

@@ -31,6 +31,36 @@ pub const ACL_MAX_ENTRIES: usize = 4096;
 /// Max bytes of one ACL entry.
 pub const ACL_ENTRY_MAX_LEN: usize = 1024;
 
+/// Max bytes of a JSON value (`metadata`), fixed by Milvus (2.3.5 refuses longer ones; its
+/// `common.json.maxLength`-less builds too).
+pub const JSON_MAX_BYTES: usize = 65_536;
+
+/// The lengths and capacities of a collection's fields that bound what one row may hold.
+/// [`FieldLimits::LAYOUT`] is what freshet creates; a collection created by other means may be
+/// narrower, and Milvus refuses the rows over its limits at write time (see
+/// `MilvusSink::replace_isolating`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldLimits {
+    /// `doc_id` VarChar max length (bytes).
+    pub doc_id_max_len: usize,
+    /// `source` VarChar max length (bytes).
+    pub source_max_len: usize,
+    /// `acl` array capacity.
+    pub acl_max_entries: usize,
+    /// `acl` element max length (bytes).
+    pub acl_entry_max_len: usize,
+}
+
+impl FieldLimits {
+    /// The limits of freshet's own field layout.
+    pub const LAYOUT: FieldLimits = FieldLimits {
+        doc_id_max_len: VARCHAR_MAX_LEN,
+        source_max_len: VARCHAR_MAX_LEN,
+        acl_max_entries: ACL_MAX_ENTRIES,
+        acl_entry_max_len: ACL_ENTRY_MAX_LEN,
+    };
+}
+
 /// HNSW parameters of the vector index.
 pub const HNSW_M: u32 = 16;
 pub const HNSW_EF_CONSTRUCTION: u32 = 200;
@@ -63,7 +93,13 @@ pub fn properties(cfg: &MilvusConfig) -> HashMap<String, String> {
     ])
 }
 
+/// The collection of freshet's layout ([`FieldLimits::LAYOUT`]).
 pub fn collection_schema(cfg: &MilvusConfig) -> CollectionSchema {
+    collection_schema_with(cfg, &FieldLimits::LAYOUT)
+}
+
+/// The collection of freshet's layout with other field limits.
+pub fn collection_schema_with(cfg: &MilvusConfig, limits: &FieldLimits) -> CollectionSchema {
     CollectionSchema::new()
         .enable_dynamic_field(false)
         .description(description(cfg))
@@ -79,7 +115,7 @@ pub fn collection_schema(cfg: &MilvusConfig) -> CollectionSchema {
             FieldSchema::new()
                 .name(F_DOC_ID)
                 .data_type(DataType::VarChar)
-                .max_length(VARCHAR_MAX_LEN as u32),
+                .max_length(limits.doc_id_max_len as u32),
         )
         .add_field(
             FieldSchema::new()
@@ -91,7 +127,7 @@ pub fn collection_schema(cfg: &MilvusConfig) -> CollectionSchema {
             FieldSchema::new()
                 .name(F_SOURCE)
                 .data_type(DataType::VarChar)
-                .max_length(VARCHAR_MAX_LEN as u32),
+                .max_length(limits.source_max_len as u32),
         )
         .add_field(
             FieldSchema::new()
@@ -104,8 +140,8 @@ pub fn collection_schema(cfg: &MilvusConfig) -> CollectionSchema {
                 .name(F_ACL)
                 .data_type(DataType::Array)
                 .element_type(DataType::VarChar)
-                .max_capacity(ACL_MAX_ENTRIES as u32)
-                .max_length(ACL_ENTRY_MAX_LEN as u32),
+                .max_capacity(limits.acl_max_entries as u32)
+                .max_length(limits.acl_entry_max_len as u32),
         )
         .add_field(
             FieldSchema::new()

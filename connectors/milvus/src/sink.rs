@@ -2,22 +2,20 @@
 
 use std::collections::{HashMap, HashSet};
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
 use milvus::v2::prelude::{
     CheckHealthRequest, ClientV2, ConnectConfig, ConsistencyLevel, CreateCollectionRequest,
-    CreateIndexRequest, DeleteRequest, DescribeCollectionRequest, DescribeIndexRequest,
-    DropCollectionRequest, FieldData, FlushRequest, GetServerVersionRequest, HasCollectionRequest,
-    Ids, InsertRequest, LoadCollectionRequest, QueryRequest, QueryResults, SearchRequest,
-    SearchVectors, TelemetryConfig,
+    CreateIndexRequest, DescribeCollectionRequest, DescribeIndexRequest, DropCollectionRequest,
+    FieldData, FlushRequest, GetServerVersionRequest, HasCollectionRequest, Ids,
+    LoadCollectionRequest, QueryRequest, QueryResults, SearchRequest, SearchVectors,
+    TelemetryConfig,
 };
 
 use crate::config::MilvusConfig;
 use crate::error::{Error, Result};
 use crate::expr::{excludes_all_stored, filter_expr, ids_expr, quote, ChunkFilter};
 use crate::schema::{
-    self, ACL_ENTRY_MAX_LEN, ACL_MAX_ENTRIES, CHUNK_ID_MAX_LEN, EXPECTED_FIELDS, F_ACL,
-    F_ACL_PUBLIC, F_CHUNK_ID, F_DOC_ID, F_KIND, F_METADATA, F_SOURCE, F_VECTOR, LAYOUT_VERSION,
-    P_LAYOUT, P_MODEL_ID, VARCHAR_MAX_LEN,
+    self, FieldLimits, EXPECTED_FIELDS, F_CHUNK_ID, F_DOC_ID, F_VECTOR, LAYOUT_VERSION, P_LAYOUT,
+    P_MODEL_ID,
 };
 
 /// Milvus' limit on `offset + limit` of one query / `topk` of one search.
@@ -47,8 +45,8 @@ pub struct ServerHealth {
 /// switched off.
 #[derive(Clone)]
 pub struct MilvusSink {
-    client: ClientV2,
-    cfg: MilvusConfig,
+    pub(crate) client: ClientV2,
+    pub(crate) cfg: MilvusConfig,
 }
 
 impl std::fmt::Debug for MilvusSink {
@@ -107,7 +105,7 @@ impl MilvusSink {
         &self.client
     }
 
-    fn coll(&self) -> &str {
+    pub(crate) fn coll(&self) -> &str {
         &self.cfg.collection
     }
 
@@ -120,11 +118,17 @@ impl MilvusSink {
     /// loads it. Idempotent. Fails with [`Error::DimensionMismatch`] / [`Error::ModelMismatch`]
     /// when the existing collection holds other vectors.
     pub async fn ensure_collection(&self) -> Result<()> {
+        self.ensure_collection_with(&FieldLimits::LAYOUT).await
+    }
+
+    /// [`MilvusSink::ensure_collection`], creating a missing collection with `limits` instead
+    /// of the layout's (as a collection made by other tools may be).
+    pub async fn ensure_collection_with(&self, limits: &FieldLimits) -> Result<()> {
         if !self.has_collection().await? {
             let req = CreateCollectionRequest::builder()
                 .collection_name(self.coll())
                 .description(schema::description(&self.cfg))
-                .schema(schema::collection_schema(&self.cfg))
+                .schema(schema::collection_schema_with(&self.cfg, limits))
                 .properties(schema::properties(&self.cfg))
                 .build()?;
             if let Err(e) = self.client.create_collection(req).await {
@@ -318,185 +322,6 @@ impl MilvusSink {
                 }
             }
         }
-    }
-
-    /// Inserts or replaces (by chunk id) one vector per chunk. Batched by
-    /// `max_batch_rows` / `max_batch_bytes`; if a chunk id occurs twice, the last row wins.
-    /// Not atomic across batches: on error, a prefix of the batches may have been applied
-    /// (re-applying the same rows is harmless).
-    pub async fn upsert(&self, rows: &[(Chunk, Vec<f32>)]) -> Result<()> {
-        self.replace(&[], rows).await
-    }
-
-    /// Deletes the chunks `deletes` and inserts or replaces `rows`, with one delete of every
-    /// affected id followed by the inserts (not Milvus' own upsert: on Milvus 2.3.5, rows written
-    /// with it seemed to go missing from filtered searches; that was seen while the approximate
-    /// interim index was still on, and upsert has not been re-tested without it). Batching and failure behave as in [`MilvusSink::upsert`]; on error, the deletes
-    /// may have been applied without some inserts, which re-applying repairs.
-    pub async fn replace(&self, deletes: &[String], rows: &[(Chunk, Vec<f32>)]) -> Result<()> {
-        for (c, v) in rows {
-            self.validate_row(c, v)?;
-        }
-        // Last occurrence of each id wins.
-        let mut seen: HashSet<&str> = HashSet::with_capacity(rows.len());
-        let mut keep: Vec<&(Chunk, Vec<f32>)> = Vec::with_capacity(rows.len());
-        for r in rows.iter().rev() {
-            if seen.insert(r.0.chunk_id.as_str()) {
-                keep.push(r);
-            }
-        }
-        keep.reverse();
-
-        let ids: Vec<String> = deletes
-            .iter()
-            .cloned()
-            .chain(keep.iter().map(|r| r.0.chunk_id.clone()))
-            .collect();
-        if !ids.is_empty() {
-            self.delete(&ids).await?;
-        }
-        let mut batch: Vec<&(Chunk, Vec<f32>)> = Vec::new();
-        let mut bytes = 0usize;
-        for r in keep {
-            let size = row_bytes(&r.0, r.1.len());
-            if !batch.is_empty()
-                && (batch.len() >= self.cfg.max_batch_rows
-                    || bytes + size > self.cfg.max_batch_bytes)
-            {
-                self.insert_batch(&batch).await?;
-                batch.clear();
-                bytes = 0;
-            }
-            batch.push(r);
-            bytes += size;
-        }
-        if !batch.is_empty() {
-            self.insert_batch(&batch).await?;
-        }
-        Ok(())
-    }
-
-    fn validate_row(&self, c: &Chunk, v: &[f32]) -> Result<()> {
-        let bad = |what: String| {
-            Err(Error::InvalidInput(format!(
-                "chunk {:?}: {what}",
-                c.chunk_id
-            )))
-        };
-        if c.kind != ChunkKind::Leaf {
-            // Searches rely on it: they leave the kind condition out (see `filter_expr`).
-            return bad(format!(
-                "a {} chunk: only leaf chunks have vectors and are stored in Milvus",
-                c.kind.as_str()
-            ));
-        }
-        if v.len() != self.cfg.dim {
-            return bad(format!(
-                "vector has {} dimensions, the collection {}",
-                v.len(),
-                self.cfg.dim
-            ));
-        }
-        if v.iter().any(|x| !x.is_finite()) {
-            return bad("vector has a NaN or infinite component".into());
-        }
-        if c.chunk_id.is_empty() || c.chunk_id.len() > CHUNK_ID_MAX_LEN {
-            return bad(format!("chunk id must be 1..={CHUNK_ID_MAX_LEN} bytes"));
-        }
-        if c.doc_id.len() > VARCHAR_MAX_LEN || c.source.len() > VARCHAR_MAX_LEN {
-            return bad(format!(
-                "doc_id and source must be at most {VARCHAR_MAX_LEN} bytes"
-            ));
-        }
-        if c.acl.len() > ACL_MAX_ENTRIES {
-            return bad(format!(
-                "acl has {} entries, at most {ACL_MAX_ENTRIES}",
-                c.acl.len()
-            ));
-        }
-        if let Some(a) = c.acl.iter().find(|a| a.len() > ACL_ENTRY_MAX_LEN) {
-            return bad(format!(
-                "acl entry of {} bytes, at most {ACL_ENTRY_MAX_LEN}",
-                a.len()
-            ));
-        }
-        Ok(())
-    }
-
-    async fn insert_batch(&self, batch: &[&(Chunk, Vec<f32>)]) -> Result<()> {
-        let n = batch.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut doc_ids = Vec::with_capacity(n);
-        let mut kinds = Vec::with_capacity(n);
-        let mut sources = Vec::with_capacity(n);
-        let mut vectors = Vec::with_capacity(n);
-        let mut acls = Vec::with_capacity(n);
-        let mut public = Vec::with_capacity(n);
-        let mut metas = Vec::with_capacity(n);
-        for (c, v) in batch.iter().map(|r| (&r.0, &r.1)) {
-            ids.push(c.chunk_id.clone());
-            doc_ids.push(c.doc_id.clone());
-            kinds.push(c.kind.as_str().to_owned());
-            sources.push(c.source.clone());
-            vectors.push(v.clone());
-            acls.push(c.acl.clone());
-            public.push(c.acl.is_empty());
-            metas.push(metadata_value(c));
-        }
-        let insert = InsertRequest::builder()
-            .collection_name(self.coll())
-            .columns(vec![
-                FieldData::VarChar {
-                    name: F_CHUNK_ID.into(),
-                    values: ids,
-                },
-                FieldData::VarChar {
-                    name: F_DOC_ID.into(),
-                    values: doc_ids,
-                },
-                FieldData::VarChar {
-                    name: F_KIND.into(),
-                    values: kinds,
-                },
-                FieldData::VarChar {
-                    name: F_SOURCE.into(),
-                    values: sources,
-                },
-                FieldData::FloatVector {
-                    name: F_VECTOR.into(),
-                    values: vectors,
-                },
-                FieldData::ArrayVarChar {
-                    name: F_ACL.into(),
-                    values: acls,
-                },
-                FieldData::Bool {
-                    name: F_ACL_PUBLIC.into(),
-                    values: public,
-                },
-                FieldData::Json {
-                    name: F_METADATA.into(),
-                    values: metas,
-                },
-            ])
-            .build()?;
-        self.client.insert(insert).await?;
-        Ok(())
-    }
-
-    /// Deletes chunks by id (missing ids are fine), `page_size` ids per request.
-    pub async fn delete(&self, chunk_ids: &[String]) -> Result<()> {
-        for part in chunk_ids.chunks(self.cfg.page_size) {
-            self.client
-                .delete(
-                    DeleteRequest::builder()
-                        .collection_name(self.coll())
-                        .filter(ids_expr(part))
-                        .build()?,
-                )
-                .await?;
-        }
-        Ok(())
     }
 
     /// Seals and persists everything written so far (waits up to `timeout`).
@@ -741,27 +566,6 @@ async fn bounded<T>(
     tokio::time::timeout(limit, f)
         .await
         .unwrap_or(Err(Error::Timeout(limit)))
-}
-
-/// The metadata JSON object of a chunk (Milvus 2.3 JSON fields must hold objects).
-fn metadata_value(c: &Chunk) -> serde_json::Value {
-    match serde_json::from_str::<serde_json::Value>(&c.metadata_json) {
-        Ok(v @ serde_json::Value::Object(_)) => v,
-        _ => {
-            tracing::warn!(chunk_id = %c.chunk_id, "metadata_json is not a JSON object; storing {{}} in milvus");
-            serde_json::Value::Object(Default::default())
-        }
-    }
-}
-
-fn row_bytes(c: &Chunk, dim: usize) -> usize {
-    dim * 4
-        + c.chunk_id.len()
-        + c.doc_id.len()
-        + c.source.len()
-        + c.metadata_json.len()
-        + c.acl.iter().map(|a| a.len() + 8).sum::<usize>()
-        + 64
 }
 
 fn varchar_column(res: &QueryResults, name: &str) -> Result<Vec<String>> {

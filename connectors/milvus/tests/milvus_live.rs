@@ -507,3 +507,63 @@ async fn bulk_default_sizes() {
     );
     s.drop_collection().await.unwrap();
 }
+
+/// Rows refused for their content are left out and reported, the rest is written: checked on
+/// the standalone server and, when `FRESHET_MILVUS_LITE_URL` is set, on milvus-lite. The
+/// collection has a narrower `source` than freshet's layout, so Milvus itself refuses the rows
+/// whose source is longer (this crate's checks know only the layout's limits).
+#[tokio::test]
+async fn refused_rows_are_isolated_and_the_rest_is_written() {
+    let Some(url) = url() else { return };
+    let mut urls = vec![url];
+    urls.extend(std::env::var("FRESHET_MILVUS_LITE_URL").ok());
+    for url in urls {
+        let c = MilvusConfig {
+            max_batch_rows: 8, // two insert batches, each bisected
+            ..cfg(&url, "isolate")
+        };
+        let s = MilvusSink::connect(c).await.expect("connect");
+        s.drop_collection().await.unwrap();
+        let narrow = freshet_milvus::schema::FieldLimits {
+            source_max_len: 100,
+            ..freshet_milvus::schema::FieldLimits::LAYOUT
+        };
+        s.ensure_collection_with(&narrow).await.expect("create");
+        let mut rows: Vec<(Chunk, Vec<f32>)> = (0..13)
+            .map(|i| (chunk(&id(i), &format!("doc-{i}")), unit_vector(i)))
+            .collect();
+        rows[2].0.source = "s".repeat(100); // at the limit: written
+        rows[3].0.source = "s".repeat(101);
+        rows[9].0.source = "s".repeat(5000);
+        rows[10].0.source = "s".repeat(101);
+        rows[6].1[0] = f32::NAN; // refused by this crate before sending
+        let before = id(100);
+        s.upsert(&[(chunk(&before, "old"), unit_vector(100))])
+            .await
+            .unwrap();
+        let refused = s
+            .replace_isolating(std::slice::from_ref(&before), &rows)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let indexes: Vec<usize> = refused.iter().map(|r| r.index).collect();
+        assert_eq!(indexes, vec![3, 6, 9, 10], "{url}: {refused:?}");
+        assert!(refused[1].reason.contains("NaN"), "{:?}", refused[1]);
+        assert!(
+            refused[0].reason.contains("101") || refused[0].reason.contains("length"),
+            "{url}: {:?}",
+            refused[0]
+        );
+        let stored: BTreeSet<String> = s.list_chunk_ids().await.unwrap().into_iter().collect();
+        let expected: BTreeSet<String> = rows
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !indexes.contains(i))
+            .map(|(_, r)| r.0.chunk_id.clone())
+            .collect();
+        assert_eq!(stored, expected, "{url}");
+        // the plain replace refuses the call on a row of its own checks, before writing
+        let e = s.replace(&[], &rows[6..7]).await.unwrap_err();
+        assert!(e.refuses_input(), "{e}");
+        s.drop_collection().await.unwrap();
+    }
+}

@@ -34,7 +34,7 @@ pub use query::ChunkFilter;
 pub use reader::ChunkIndexReader;
 pub use schema::{
     analyze, analyze_zh, contains_cjk, freshet_en_analyzer, freshet_zh_analyzer,
-    preload_zh_dictionary, ChunkSchema, ANALYZER_NAME, MAX_TOKEN_BYTES, PUBLIC_ACL_MARKER,
-    SCHEMA_VERSION, ZH_ANALYZER_NAME,
+    preload_zh_dictionary, ChunkSchema, ANALYZER_NAME, MAX_TERM_BYTES, MAX_TOKEN_BYTES,
+    PUBLIC_ACL_MARKER, SCHEMA_VERSION, ZH_ANALYZER_NAME,
 };
 pub use writer::{ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};

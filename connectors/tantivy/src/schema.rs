@@ -58,6 +58,11 @@ pub const PUBLIC_ACL_MARKER: &str = "__public__";
 /// Prefix of a principal term in the `acl_index` field.
 pub(crate) const PRINCIPAL_PREFIX: &str = "p:";
 
+/// The longest term tantivy indexes (`u16::MAX - 5` bytes). A longer raw value (an id, a
+/// source, a principal as `p:<principal>`, a metadata string with its JSON path) would be
+/// dropped from the index without an error, so the pipeline's record limits stay below it.
+pub const MAX_TERM_BYTES: usize = tantivy::tokenizer::MAX_TOKEN_LEN;
+
 /// Tokens of this many bytes or more are dropped by both analyzers (long CJK runs, base64, ...).
 pub const MAX_TOKEN_BYTES: usize = 40;
 

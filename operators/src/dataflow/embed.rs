@@ -1,5 +1,12 @@
-//! The embedding operator: attaches a vector to every leaf-chunk upsert, asking the embedding
-//! function (which consults the cache first) once per message batch.
+//! The embedding operator: attaches a vector to every leaf-chunk upsert, asking the embedder
+//! (which consults the cache first) once per message batch.
+//!
+//! A text the model cannot embed is isolated, not fatal: a failing batch is split in halves
+//! until each failing text stands alone, and a text that fails alone while the model still
+//! embeds a known text ([`BatchEmbed::model_works`]) becomes a [`SinkRecord::Rejected`]; its
+//! document's version is refused by the sink and dead-lettered, everything else is written. A
+//! vector with a NaN or infinite component is such a failure too. Only a failure that is not
+//! about one text (the model embeds nothing) stops the pipeline ([`SinkRecord::Failed`]).
 
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
@@ -8,7 +15,7 @@ use timely::dataflow::Stream;
 
 use super::{ChunkDelta, Time};
 use crate::chunk::{Chunk, ChunkKind};
-use crate::embed::{embed_input, EmbedError};
+use crate::embed::{embed_input, BatchEmbed, EmbedError};
 
 /// A chunk delta ready for the sinks.
 // Most records are upserts: boxing them would cost an allocation per chunk for nothing.
@@ -25,38 +32,44 @@ pub enum SinkRecord {
         chunk_id: String,
         doc_id: String,
     },
-    /// Embedding failed: the sink must not commit this time (the pipeline stops and a restart
-    /// replays it).
+    /// A leaf upsert whose text the model cannot embed (while it embeds others): the sink
+    /// refuses this version of the chunk's document.
+    Rejected {
+        chunk: Chunk,
+        error: String,
+    },
+    /// Embedding failed for reasons not about one text: the sink must not commit this time (the
+    /// pipeline stops and a restart replays it).
     Failed {
         error: String,
     },
 }
 
-/// Embeds the leaf upserts of each message with `embed`, which receives the texts (see
-/// [`embed_input`]) of one batch and returns one vector per text.
-pub fn embed_deltas<'s, F>(
+/// Embeds the leaf upserts of each message with `embedder`.
+pub fn embed_deltas<'s, E>(
     deltas: Stream<'s, Time, Vec<ChunkDelta>>,
-    mut embed: F,
+    mut embedder: E,
 ) -> Stream<'s, Time, Vec<SinkRecord>>
 where
-    F: FnMut(&[String]) -> Result<Vec<Vec<f32>>, EmbedError> + 'static,
+    E: BatchEmbed + 'static,
 {
     deltas.unary(Pipeline, "Embed", move |_cap, _info| {
         move |input, output| {
             input.for_each(|cap, data| {
                 let deltas: Vec<ChunkDelta> = std::mem::take(data);
-                let records = embed_batch(deltas, &mut embed);
+                let records = embed_batch(deltas, &mut embedder);
                 output.session(&cap).give_iterator(records.into_iter());
             });
         }
     })
 }
 
-/// The sequential core of [`embed_deltas`].
-pub fn embed_batch<F>(deltas: Vec<ChunkDelta>, embed: &mut F) -> Vec<SinkRecord>
-where
-    F: FnMut(&[String]) -> Result<Vec<Vec<f32>>, EmbedError>,
-{
+/// The sequential core of [`embed_deltas`]: one embedding request for the leaf upserts of
+/// `deltas` (texts by [`embed_input`]), split only when it fails.
+pub fn embed_batch<E: BatchEmbed + ?Sized>(
+    deltas: Vec<ChunkDelta>,
+    embedder: &mut E,
+) -> Vec<SinkRecord> {
     let texts: Vec<String> = deltas
         .iter()
         .filter_map(|d| match d {
@@ -69,17 +82,8 @@ where
     let mut vectors = if texts.is_empty() {
         Vec::new()
     } else {
-        match embed(&texts) {
-            Ok(v) if v.len() == texts.len() => v,
-            Ok(v) => {
-                return vec![SinkRecord::Failed {
-                    error: format!(
-                        "embedder returned {} vectors for {} texts",
-                        v.len(),
-                        texts.len()
-                    ),
-                }]
-            }
+        match embed_isolating(&texts, embedder) {
+            Ok(v) => v,
             Err(e) => {
                 return vec![SinkRecord::Failed {
                     error: e.to_string(),
@@ -91,17 +95,63 @@ where
     deltas
         .into_iter()
         .map(|d| match d {
-            ChunkDelta::Upsert { chunk, .. } => {
-                let vector = if chunk.kind == ChunkKind::Leaf {
-                    vectors.next()
-                } else {
-                    None
-                };
-                SinkRecord::Upsert { chunk, vector }
+            ChunkDelta::Upsert { chunk, .. } if chunk.kind == ChunkKind::Leaf => {
+                match vectors.next() {
+                    Some(Ok(vector)) => SinkRecord::Upsert {
+                        chunk,
+                        vector: Some(vector),
+                    },
+                    Some(Err(error)) => SinkRecord::Rejected { chunk, error },
+                    None => SinkRecord::Failed {
+                        error: "the embedder returned fewer vectors than texts".into(),
+                    },
+                }
             }
+            ChunkDelta::Upsert { chunk, .. } => SinkRecord::Upsert {
+                chunk,
+                vector: None,
+            },
             ChunkDelta::Delete { chunk_id, doc_id } => SinkRecord::Delete { chunk_id, doc_id },
         })
         .collect()
+}
+
+/// Per text: its vector, or why the model cannot embed it. `Err` when the failure is not about
+/// the texts (see the module docs).
+fn embed_isolating<E: BatchEmbed + ?Sized>(
+    texts: &[String],
+    embedder: &mut E,
+) -> Result<Vec<Result<Vec<f32>, String>>, EmbedError> {
+    match embedder.embed(texts) {
+        Ok(vectors) if vectors.len() == texts.len() => Ok(vectors
+            .into_iter()
+            .map(|v| {
+                if v.iter().all(|x| x.is_finite()) {
+                    Ok(v)
+                } else {
+                    Err("the model returned a vector with a NaN or infinite component".into())
+                }
+            })
+            .collect()),
+        Ok(vectors) => Err(EmbedError(format!(
+            "the embedder returned {} vectors for {} texts",
+            vectors.len(),
+            texts.len()
+        ))),
+        Err(e) if texts.len() == 1 => {
+            if embedder.model_works() {
+                Ok(vec![Err(e.to_string())])
+            } else {
+                Err(e)
+            }
+        }
+        Err(_) => {
+            let (a, b) = texts.split_at(texts.len() / 2);
+            let mut out = embed_isolating(a, embedder)?;
+            out.extend(embed_isolating(b, embedder)?);
+            Ok(out)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -129,13 +179,59 @@ mod tests {
         }
     }
 
+    fn leaf(text: &str) -> ChunkDelta {
+        ChunkDelta::Upsert {
+            chunk: chunk(ChunkKind::Leaf, text),
+            text_changed: true,
+        }
+    }
+
+    /// A model double: a text containing one of `bad` fails its whole batch, one containing
+    /// `nan` gets a NaN vector, and a `dead` model embeds nothing.
+    #[derive(Default)]
+    struct Fake {
+        calls: Vec<Vec<String>>,
+        bad: Vec<&'static str>,
+        nan: Option<&'static str>,
+        dead: bool,
+        short: bool,
+        probes: usize,
+    }
+
+    impl BatchEmbed for Fake {
+        fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.calls.push(texts.to_vec());
+            if self.dead {
+                return Err(EmbedError("model gone".into()));
+            }
+            if let Some(b) = texts
+                .iter()
+                .find(|t| self.bad.iter().any(|b| t.contains(b)))
+            {
+                return Err(EmbedError(format!("cannot embed {b:?}")));
+            }
+            if self.short {
+                return Ok(vec![]);
+            }
+            Ok(texts
+                .iter()
+                .map(|t| match self.nan {
+                    Some(n) if t.contains(n) => vec![f32::NAN],
+                    _ => vec![t.len() as f32],
+                })
+                .collect())
+        }
+
+        fn model_works(&mut self) -> bool {
+            self.probes += 1;
+            !self.dead
+        }
+    }
+
     #[test]
     fn only_leaf_upserts_are_embedded_in_one_call() {
         let deltas = vec![
-            ChunkDelta::Upsert {
-                chunk: chunk(ChunkKind::Leaf, "a"),
-                text_changed: true,
-            },
+            leaf("a"),
             ChunkDelta::Upsert {
                 chunk: chunk(ChunkKind::Parent, "p"),
                 text_changed: true,
@@ -149,15 +245,13 @@ mod tests {
                 text_changed: false,
             },
         ];
-        let mut calls = Vec::new();
-        let out = embed_batch(deltas, &mut |texts: &[String]| {
-            calls.push(texts.to_vec());
-            Ok(texts.iter().map(|t| vec![t.len() as f32]).collect())
-        });
+        let mut model = Fake::default();
+        let out = embed_batch(deltas, &mut model);
         assert_eq!(
-            calls,
+            model.calls,
             vec![vec!["T\nS\na".to_string(), "T\nS\nb".to_string()]]
         );
+        assert_eq!(model.probes, 0);
         assert!(matches!(&out[0], SinkRecord::Upsert { vector: Some(v), .. } if v == &vec![5.0]));
         assert!(matches!(&out[1], SinkRecord::Upsert { vector: None, .. }));
         assert!(matches!(&out[2], SinkRecord::Delete { .. }));
@@ -170,22 +264,97 @@ mod tests {
         ));
     }
 
+    /// Texts the model cannot embed are found by halving the batch; every other text gets its
+    /// vector, in place.
+    #[test]
+    fn texts_the_model_cannot_embed_are_isolated() {
+        let texts = ["t0", "t1", "bad2", "t3", "t4", "t5", "bad6", "t7", "t8"];
+        let mut model = Fake {
+            bad: vec!["bad"],
+            ..Fake::default()
+        };
+        let out = embed_batch(texts.iter().map(|t| leaf(t)).collect(), &mut model);
+        assert_eq!(out.len(), texts.len());
+        for (t, r) in texts.iter().zip(&out) {
+            match r {
+                SinkRecord::Upsert {
+                    chunk,
+                    vector: Some(v),
+                } => {
+                    assert!(!t.starts_with("bad"));
+                    assert_eq!(&chunk.text, t);
+                    assert_eq!(v, &vec![(t.len() + 4) as f32]);
+                }
+                SinkRecord::Rejected { chunk, error } => {
+                    assert!(t.starts_with("bad"), "{t}");
+                    assert_eq!(&chunk.text, t);
+                    assert!(
+                        error.contains(&format!("cannot embed \"T\\nS\\n{t}\"")),
+                        "{error}"
+                    );
+                }
+                other => panic!("{t}: {other:?}"),
+            }
+        }
+        // each failing text was confirmed once against a working model
+        assert_eq!(model.probes, 2);
+        // halving: far fewer calls than one per text and one per split
+        assert!(model.calls.len() <= 13, "{} calls", model.calls.len());
+        assert_eq!(model.calls[0].len(), texts.len());
+    }
+
+    #[test]
+    fn a_non_finite_vector_rejects_its_text_alone() {
+        let mut model = Fake {
+            nan: Some("b"),
+            ..Fake::default()
+        };
+        let out = embed_batch(vec![leaf("a"), leaf("b"), leaf("c")], &mut model);
+        assert_eq!(model.calls.len(), 1);
+        assert!(matches!(
+            &out[0],
+            SinkRecord::Upsert {
+                vector: Some(_),
+                ..
+            }
+        ));
+        assert!(
+            matches!(&out[1], SinkRecord::Rejected { error, .. } if error.contains("NaN")),
+            "{:?}",
+            out[1]
+        );
+        assert!(matches!(
+            &out[2],
+            SinkRecord::Upsert {
+                vector: Some(_),
+                ..
+            }
+        ));
+    }
+
+    /// A model that embeds nothing is not a bad text: one failure record, nothing rejected.
     #[test]
     fn a_failing_or_short_embedder_yields_a_failure_record_not_a_panic() {
-        let deltas = vec![ChunkDelta::Upsert {
-            chunk: chunk(ChunkKind::Leaf, "a"),
-            text_changed: true,
-        }];
-        let out = embed_batch(deltas.clone(), &mut |_: &[String]| {
-            Err(EmbedError("model gone".into()))
-        });
-        assert_eq!(
-            out,
-            vec![SinkRecord::Failed {
-                error: "model gone".into()
-            }]
-        );
-        let out = embed_batch(deltas, &mut |_: &[String]| Ok(vec![]));
+        for n in [1, 5] {
+            let mut model = Fake {
+                dead: true,
+                ..Fake::default()
+            };
+            let deltas = (0..n).map(|i| leaf(&format!("t{i}"))).collect();
+            let out = embed_batch(deltas, &mut model);
+            assert_eq!(
+                out,
+                vec![SinkRecord::Failed {
+                    error: "model gone".into()
+                }]
+            );
+            assert_eq!(model.probes, 1);
+        }
+        let mut model = Fake {
+            short: true,
+            ..Fake::default()
+        };
+        let out = embed_batch(vec![leaf("a")], &mut model);
         assert!(matches!(&out[0], SinkRecord::Failed { .. }));
     }
 }

@@ -2,16 +2,23 @@
 //! which applies them to Milvus and then to tantivy, whose commit carries the Kafka offsets it
 //! reflects. The operator holds the capability of every epoch until that epoch is durable in both
 //! indexes, so a probe after it tells every worker which offsets it may commit.
+//!
+//! [`plan`] collapses epochs into what each document needs (pure, unit-tested); [`apply`] is the
+//! driver that writes them, isolating the document versions an index refuses.
+
+mod apply;
+pub mod plan;
+
+pub use apply::apply_epochs;
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use freshet_kafka::{DlqProducer, KafkaConfig};
 use freshet_milvus::MilvusSink;
-use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::dataflow::{SinkRecord, Time};
-use freshet_tantivy::{ChunkIndexWriter, CommitPayload};
+use freshet_tantivy::ChunkIndexWriter;
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
@@ -29,12 +36,17 @@ pub enum SinkMsg {
     Progress {
         next_offsets: BTreeMap<i32, i64>,
         timestamps_ms: Vec<i64>,
+        /// The latest record of each document read in the epoch, so that a version refused
+        /// at write time can be dead-lettered as it was read.
+        records: Vec<(String, plan::RecordRef)>,
     },
 }
 
 /// The writers, owned by the sink operator.
 pub struct Sinks {
-    pub topic: String,
+    /// The document topic's settings (its records are read again to dead-letter them).
+    pub kafka: KafkaConfig,
+    pub dlq: Arc<DlqProducer>,
     pub tantivy: ChunkIndexWriter,
     pub milvus: MilvusSink,
     pub runtime: tokio::runtime::Runtime,
@@ -201,106 +213,7 @@ impl Drop for SinkWriter {
     }
 }
 
-/// A chunk and its vector (`None` for parents, which only go to tantivy).
-type ChunkRow = (Chunk, Option<Vec<f32>>);
-
-/// Applies complete epochs (in time order) to both indexes, durably.
-pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<()> {
-    let last_epoch = epochs.last().map(|(t, _)| *t).unwrap_or(0);
-    // Final state per chunk id across these epochs: later epochs win.
-    let mut latest: BTreeMap<String, Option<ChunkRow>> = BTreeMap::new();
-    let mut timestamps = Vec::new();
-    for (_time, msgs) in epochs {
-        for msg in msgs {
-            match msg {
-                SinkMsg::Record(record) => match *record {
-                    SinkRecord::Upsert { chunk, vector } => {
-                        latest.insert(chunk.chunk_id.clone(), Some((chunk, vector)));
-                    }
-                    SinkRecord::Delete { chunk_id, .. } => {
-                        latest.insert(chunk_id, None);
-                    }
-                    SinkRecord::Failed { error } => {
-                        anyhow::bail!("embedding failed: {error}");
-                    }
-                },
-                SinkMsg::Progress {
-                    next_offsets,
-                    timestamps_ms,
-                } => {
-                    for (p, o) in next_offsets {
-                        let e = sinks.offsets.entry(p).or_insert(o);
-                        *e = (*e).max(o);
-                    }
-                    timestamps.extend(timestamps_ms);
-                }
-            }
-        }
-    }
-    let mut deletes = Vec::new();
-    let mut upserts = Vec::new();
-    let mut rows = Vec::new();
-    for (id, state) in latest {
-        match state {
-            None => deletes.push(id),
-            Some((chunk, vector)) => {
-                if chunk.kind == ChunkKind::Leaf {
-                    match vector {
-                        Some(v) => rows.push((chunk.clone(), v)),
-                        None => anyhow::bail!("leaf chunk {id} reached the sink without a vector"),
-                    }
-                } else {
-                    // A parent may replace a leaf of the same id only in theory (ids include the
-                    // kind); delete from Milvus to be safe.
-                    deletes.push(id.clone());
-                }
-                upserts.push(chunk);
-            }
-        }
-    }
-    let m = &sinks.metrics;
-    Metrics::observe_ages(&m.source_to_sink, &timestamps);
-    if !deletes.is_empty() || !rows.is_empty() {
-        let milvus = &sinks.milvus;
-        let started = Instant::now();
-        with_retries("milvus", || {
-            sinks.runtime.block_on(milvus.replace(&deletes, &rows))
-        })
-        .context("writing to Milvus")?;
-        m.sink_write("milvus", started.elapsed().as_secs_f64());
-        m.sink("milvus", "delete", deletes.len() as u64);
-        m.sink("milvus", "upsert", rows.len() as u64);
-    }
-    let started = Instant::now();
-    sinks
-        .tantivy
-        .apply(&upserts, &deletes)
-        .context("writing to tantivy")?;
-    let mut offsets = BTreeMap::new();
-    offsets.insert(sinks.topic.clone(), sinks.offsets.clone());
-    let payload = CommitPayload::new(offsets, last_epoch);
-    sinks
-        .tantivy
-        .commit(&payload)
-        .context("committing tantivy")?;
-    m.sink_write("tantivy", started.elapsed().as_secs_f64());
-    m.sink("tantivy", "delete", deletes.len() as u64);
-    m.sink("tantivy", "upsert", upserts.len() as u64);
-    Metrics::outcome(&m.chunks, "upsert", upserts.len() as u64);
-    Metrics::outcome(&m.chunks, "delete", deletes.len() as u64);
-    m.commits.inc();
-    m.durable_epoch.set(last_epoch as i64);
-    Metrics::observe_ages(&m.source_to_durable, &timestamps);
-    tracing::debug!(
-        epoch = last_epoch,
-        upserts = upserts.len(),
-        deletes = deletes.len(),
-        "epochs durable"
-    );
-    Ok(())
-}
-
-fn with_retries<T, E: std::fmt::Display>(
+pub(crate) fn with_retries<T, E: std::fmt::Display>(
     what: &str,
     mut f: impl FnMut() -> Result<T, E>,
 ) -> Result<T, E> {

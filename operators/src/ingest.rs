@@ -1,0 +1,279 @@
+//! One Kafka record to what the dataflow receives: a document's new chunks, its deletion, or a
+//! rejection for the dead-letter topic.
+//!
+//! A record is decoded ([`crate::envelope`], which holds it to its [`RecordLimits`]), prepared
+//! ([`crate::prepare`]: clean, hash, chunk) and its chunk count checked. Whatever fails is a
+//! [`Rejection`] with a stable class and the [`Stage`] that refused it.
+//!
+//! **A rejected record still counts as the document's latest change.** When the record names a
+//! document (its key, or else the `id` of its value), that document is deleted from both indexes:
+//! a version that cannot be indexed never leaves an older one serving. The next good record for
+//! the id indexes it again. The same rule holds for a version refused later, while it is embedded
+//! or written (see the pipeline's sink).
+
+use serde::{Deserialize, Serialize};
+
+use crate::chunk::{Chunk, ChunkerConfig, TokenCounter};
+use crate::document::Change;
+use crate::envelope::decode;
+use crate::limits::{check_chunk_count, RecordLimits};
+use crate::prepare::prepare;
+
+/// Where on its way a record was refused (the `stage` of the dead-letter metric and header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Stage {
+    /// Bytes to a document: encoding, JSON, fields, limits.
+    Decode,
+    /// Cleaning and chunking.
+    Prepare,
+    /// The embedding model could not embed one of its texts.
+    Embed,
+    /// An index refused to store it.
+    Sink,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Decode, Stage::Prepare, Stage::Embed, Stage::Sink];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Stage::Decode => "decode",
+            Stage::Prepare => "prepare",
+            Stage::Embed => "embed",
+            Stage::Sink => "sink",
+        }
+    }
+}
+
+/// Why a record goes to the dead-letter topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// Stable error class (the `freshet.error.class` header).
+    pub class: &'static str,
+    pub stage: Stage,
+    pub message: String,
+    /// The document the record names, which must leave both indexes; `None` when the record
+    /// names none that could have been indexed.
+    pub doc_id: Option<String>,
+}
+
+/// What one record becomes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ingested {
+    /// The document's chunks (possibly none: an empty document holds nothing).
+    Upsert {
+        id: String,
+        chunks: Vec<Chunk>,
+    },
+    Delete {
+        id: String,
+    },
+    Rejected(Rejection),
+}
+
+impl Ingested {
+    /// The dataflow's update for this record: the document id and its new chunks (`None`
+    /// deletes). A rejection that names a document deletes it; one that names none is nothing.
+    pub fn update(self) -> Option<(String, Option<Vec<Chunk>>)> {
+        match self {
+            Ingested::Upsert { id, chunks } => Some((id, Some(chunks))),
+            Ingested::Delete { id } => Some((id, None)),
+            Ingested::Rejected(r) => r.doc_id.map(|id| (id, None)),
+        }
+    }
+}
+
+/// Decodes, checks and prepares one record.
+pub fn ingest(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    limits: &RecordLimits,
+    chunking: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+) -> Ingested {
+    let rejected = |class: &'static str, stage: Stage, message: String| {
+        Ingested::Rejected(Rejection {
+            class,
+            stage,
+            message,
+            doc_id: named_document(key, value, limits),
+        })
+    };
+    let doc = match decode(key, value, limits) {
+        Ok(Change::Delete { id }) => return Ingested::Delete { id },
+        Ok(Change::Upsert(doc)) => doc,
+        Err(e) => return rejected(e.class(), Stage::Decode, e.to_string()),
+    };
+    let id = doc.id.clone();
+    let chunks = match prepare(doc, chunking, tokens) {
+        Ok(chunks) => chunks,
+        Err(e) => return rejected(e.class(), Stage::Prepare, e.to_string()),
+    };
+    if let Err(e) = check_chunk_count(chunks.len(), limits) {
+        return rejected(e.class(), Stage::Prepare, e.to_string());
+    }
+    Ingested::Upsert { id, chunks }
+}
+
+/// The document a record names, even when the record cannot be decoded: its key when that is
+/// UTF-8 and within the id limit, else the `id` of its value (a string or an integer) when the
+/// value is a JSON object and the id is within the limit. An id over the limit names no
+/// document: no such id can have been indexed.
+pub fn named_document(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    limits: &RecordLimits,
+) -> Option<String> {
+    let valid = |id: &str| !id.is_empty() && id.len() <= limits.max_id_bytes;
+    if let Some(k) = key.filter(|k| !k.is_empty()) {
+        return std::str::from_utf8(k)
+            .ok()
+            .filter(|k| valid(k))
+            .map(str::to_owned);
+    }
+    let value = value.filter(|v| v.len() <= limits.max_value_bytes)?;
+    let text = std::str::from_utf8(value).ok()?;
+    let object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok()?;
+    match object.get("id")? {
+        serde_json::Value::String(s) if valid(s) => Some(s.clone()),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::tokens::tests::test_counter;
+
+    fn run(key: Option<&str>, value: Option<&str>, limits: &RecordLimits) -> Ingested {
+        ingest(
+            key.map(str::as_bytes),
+            value.map(str::as_bytes),
+            limits,
+            &ChunkerConfig::default(),
+            &test_counter(),
+        )
+    }
+
+    fn rejection(i: Ingested) -> Rejection {
+        match i {
+            Ingested::Rejected(r) => r,
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn upserts_deletes_and_tombstones() {
+        let l = RecordLimits::default();
+        match run(Some("a"), Some(r#"{"text":"the cat sat"}"#), &l) {
+            Ingested::Upsert { id, chunks } => {
+                assert_eq!(id, "a");
+                assert_eq!(chunks.len(), 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            run(Some("a"), None, &l),
+            Ingested::Delete { id: "a".into() }
+        );
+        assert_eq!(
+            run(None, Some(r#"{"op":"delete","id":"b"}"#), &l).update(),
+            Some(("b".into(), None))
+        );
+    }
+
+    /// A rejected record deletes the document it names, by key or by value id.
+    #[test]
+    fn a_rejected_record_deletes_the_document_it_names() {
+        let l = RecordLimits {
+            max_source_bytes: 3,
+            ..RecordLimits::default()
+        };
+        let r = rejection(run(Some("k"), Some(r#"{"source":"long"}"#), &l));
+        assert_eq!(
+            (r.class, r.stage, r.doc_id.as_deref()),
+            ("field_too_large", Stage::Decode, Some("k"))
+        );
+        let r = rejection(run(None, Some(r#"{"id":7,"acl":"x"}"#), &l));
+        assert_eq!((r.class, r.doc_id.as_deref()), ("invalid_field", Some("7")));
+        let r = rejection(run(Some("k"), Some("{not json"), &l));
+        assert_eq!(r.class, "malformed_json");
+        assert_eq!(
+            Ingested::Rejected(r).update(),
+            Some(("k".to_string(), None))
+        );
+        // the key wins over a different value id
+        let r = rejection(run(Some("k"), Some(r#"{"id":"v"}"#), &l));
+        assert_eq!((r.class, r.doc_id.as_deref()), ("id_mismatch", Some("k")));
+    }
+
+    #[test]
+    fn a_record_naming_no_indexable_document_deletes_nothing() {
+        let l = RecordLimits {
+            max_id_bytes: 3,
+            ..RecordLimits::default()
+        };
+        for (key, value) in [
+            (None, Some("[1]")),
+            (None, Some(r#"{"text":"x"}"#)),
+            (Some("toolong"), Some(r#"{"text":"x"}"#)),
+            (None, Some(r#"{"id":"toolong"}"#)),
+            (None, Some(r#"{"id":1.5}"#)),
+        ] {
+            let r = rejection(run(key, value, &l));
+            assert_eq!(r.doc_id, None, "{key:?} {value:?}");
+            assert_eq!(Ingested::Rejected(r).update(), None);
+        }
+        let raw = ingest(
+            Some(b"\xff"),
+            Some(b"{}"),
+            &l,
+            &ChunkerConfig::default(),
+            &test_counter(),
+        );
+        assert_eq!(rejection(raw).doc_id, None);
+    }
+
+    #[test]
+    fn too_many_chunks_is_a_prepare_rejection() {
+        let l = RecordLimits {
+            max_chunks_per_document: 1,
+            ..RecordLimits::default()
+        };
+        let chunking = ChunkerConfig {
+            max_tokens: 8,
+            overlap_tokens: 0,
+            ..ChunkerConfig::default()
+        };
+        let text = "one two three four five six seven eight nine ten eleven twelve";
+        let value = serde_json::json!({ "text": text }).to_string();
+        let i = ingest(
+            Some(b"d"),
+            Some(value.as_bytes()),
+            &l,
+            &chunking,
+            &test_counter(),
+        );
+        let r = rejection(i);
+        assert_eq!(
+            (r.class, r.stage, r.doc_id.as_deref()),
+            ("too_many_chunks", Stage::Prepare, Some("d"))
+        );
+        let fits = RecordLimits {
+            max_chunks_per_document: 100,
+            ..l
+        };
+        assert!(matches!(
+            ingest(Some(b"d"), Some(value.as_bytes()), &fits, &chunking, &test_counter()),
+            Ingested::Upsert { chunks, .. } if chunks.len() > 1
+        ));
+    }
+
+    #[test]
+    fn stage_names() {
+        let names: Vec<&str> = Stage::ALL.iter().map(Stage::as_str).collect();
+        assert_eq!(names, ["decode", "prepare", "embed", "sink"]);
+    }
+}

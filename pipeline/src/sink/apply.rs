@@ -1,0 +1,241 @@
+//! The sink's driver: one collapsed batch of epochs written to Milvus, then to tantivy, whose
+//! commit carries the Kafka offsets. A document version that an index refuses (or whose text the
+//! model could not embed) is removed from both indexes and its record dead-lettered before the
+//! commit; everything else is written and the offsets move past it. A failure that is not about
+//! one record (Milvus unreachable, a full disk) returns an error: nothing is committed and the
+//! pipeline stops, to replay the batch after a restart.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use freshet_kafka::{Failure, PartitionReader, Record};
+use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_operators::dataflow::Time;
+use freshet_operators::ingest::Stage;
+use freshet_tantivy::CommitPayload;
+
+use super::plan::{self, Batch, RecordRef};
+use super::{with_retries, SinkMsg, Sinks};
+use crate::metrics::Metrics;
+
+/// DLQ class of a version whose text the model could not embed.
+pub const EMBED_FAILED: &str = "embedding_failed";
+/// DLQ class of a version whose row Milvus refused.
+pub const MILVUS_REFUSED: &str = "milvus_refused";
+
+/// How long reading a refused record back from the topic may take.
+const READ_BACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a document's version was refused.
+struct Refusal {
+    stage: Stage,
+    class: &'static str,
+    message: String,
+}
+
+/// Applies complete epochs (in time order) to both indexes, durably.
+pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<()> {
+    let batch = plan::collapse(epochs).map_err(|e| anyhow!("embedding failed: {e}"))?;
+    for (p, o) in &batch.next_offsets {
+        let e = sinks.offsets.entry(*p).or_insert(*o);
+        *e = (*e).max(*o);
+    }
+    Metrics::observe_ages(&sinks.metrics.source_to_sink, &batch.timestamps_ms);
+
+    let mut refused: BTreeMap<String, Refusal> = batch
+        .docs
+        .iter()
+        .filter_map(|(doc, d)| {
+            let e = d.embed_error.as_ref()?;
+            let refusal = Refusal {
+                stage: Stage::Embed,
+                class: EMBED_FAILED,
+                message: e.clone(),
+            };
+            Some((doc.clone(), refusal))
+        })
+        .collect();
+    write_milvus(sinks, &batch, &mut refused)?;
+
+    // Nothing of a refused document stays in either index.
+    let removed: Vec<String> = refused
+        .keys()
+        .flat_map(|doc| plan::removals(&batch.docs[doc]))
+        .collect();
+    if !removed.is_empty() {
+        let milvus = &sinks.milvus;
+        with_retries("milvus", || sinks.runtime.block_on(milvus.delete(&removed)))
+            .context("removing refused documents from Milvus")?;
+    }
+
+    // Dead letters before the commit that moves the offsets past their records.
+    for r in &batch.embed_refusals {
+        let failure = Failure {
+            class: EMBED_FAILED,
+            stage: Stage::Embed.as_str(),
+            message: &r.error,
+        };
+        dead_letter(sinks, &r.doc_id, r.record, &failure)?;
+    }
+    for (doc, r) in refused.iter().filter(|(_, r)| r.stage == Stage::Sink) {
+        let failure = Failure {
+            class: r.class,
+            stage: r.stage.as_str(),
+            message: &r.message,
+        };
+        dead_letter(sinks, doc, batch.records.get(doc).copied(), &failure)?;
+    }
+
+    let mut upserts: Vec<Chunk> = Vec::new();
+    let mut deletes: Vec<String> = removed;
+    for (doc, d) in &batch.docs {
+        if refused.contains_key(doc) {
+            continue;
+        }
+        deletes.extend(d.deletes.iter().cloned());
+        upserts.extend(d.upserts.values().map(|(c, _)| c.clone()));
+    }
+    let started = Instant::now();
+    sinks
+        .tantivy
+        .apply(&upserts, &deletes)
+        .context("writing to tantivy")?;
+    let mut offsets = BTreeMap::new();
+    offsets.insert(sinks.kafka.topic.clone(), sinks.offsets.clone());
+    let payload = CommitPayload::new(offsets, batch.last_epoch);
+    sinks
+        .tantivy
+        .commit(&payload)
+        .context("committing tantivy")?;
+    let m = &sinks.metrics;
+    m.sink_write("tantivy", started.elapsed().as_secs_f64());
+    m.sink("tantivy", "delete", deletes.len() as u64);
+    m.sink("tantivy", "upsert", upserts.len() as u64);
+    Metrics::outcome(&m.chunks, "upsert", upserts.len() as u64);
+    Metrics::outcome(&m.chunks, "delete", deletes.len() as u64);
+    m.commits.inc();
+    m.durable_epoch.set(batch.last_epoch as i64);
+    Metrics::observe_ages(&m.source_to_durable, &batch.timestamps_ms);
+    tracing::debug!(
+        epoch = batch.last_epoch,
+        upserts = upserts.len(),
+        deletes = deletes.len(),
+        refused = refused.len(),
+        "epochs durable"
+    );
+    Ok(())
+}
+
+/// Deletes and inserts the rows of every document not refused yet; a document with a row that
+/// Milvus refuses joins `refused`.
+fn write_milvus(
+    sinks: &Sinks,
+    batch: &Batch,
+    refused: &mut BTreeMap<String, Refusal>,
+) -> Result<()> {
+    let mut deletes = Vec::new();
+    let mut rows: Vec<(Chunk, Vec<f32>)> = Vec::new();
+    for (doc, d) in &batch.docs {
+        if refused.contains_key(doc) {
+            continue;
+        }
+        deletes.extend(d.deletes.iter().cloned());
+        for (id, (c, v)) in &d.upserts {
+            if c.kind != ChunkKind::Leaf {
+                continue;
+            }
+            let v = v
+                .as_ref()
+                .ok_or_else(|| anyhow!("leaf chunk {id} reached the sink without a vector"))?;
+            rows.push((c.clone(), v.clone()));
+        }
+    }
+    if deletes.is_empty() && rows.is_empty() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let milvus = &sinks.milvus;
+    let refused_rows = with_retries("milvus", || {
+        sinks
+            .runtime
+            .block_on(milvus.replace_isolating(&deletes, &rows))
+    })
+    .context("writing to Milvus")?;
+    let m = &sinks.metrics;
+    m.sink_write("milvus", started.elapsed().as_secs_f64());
+    m.sink("milvus", "delete", deletes.len() as u64);
+    m.sink("milvus", "upsert", (rows.len() - refused_rows.len()) as u64);
+    for r in refused_rows {
+        let doc = rows[r.index].0.doc_id.clone();
+        tracing::warn!(doc_id = %doc, reason = %r.reason, "Milvus refused a row; refusing the document's version");
+        refused.entry(doc).or_insert(Refusal {
+            stage: Stage::Sink,
+            class: MILVUS_REFUSED,
+            message: r.reason,
+        });
+    }
+    Ok(())
+}
+
+/// Sends the record of a refused document version to the dead-letter topic, read back from the
+/// document topic by its offset. When the topic no longer holds it (retention), a record keyed by
+/// the document id with a null value stands in, and the message says so.
+fn dead_letter(
+    sinks: &Sinks,
+    doc_id: &str,
+    record: Option<RecordRef>,
+    failure: &Failure<'_>,
+) -> Result<()> {
+    let topic = &sinks.kafka.topic;
+    let original = match record {
+        Some(r) => PartitionReader::read_one(
+            &sinks.kafka,
+            topic,
+            r.partition,
+            r.offset,
+            READ_BACK_TIMEOUT,
+        )
+        .with_context(|| format!("reading back {topic} {}@{}", r.partition, r.offset))?,
+        None => None,
+    };
+    let message;
+    let (original, failure) = match original {
+        Some(o) => (o, *failure),
+        None => {
+            message = format!(
+                "{} (the original record of document {doc_id:?} is no longer on the topic)",
+                failure.message
+            );
+            let stand_in = Record {
+                topic: topic.clone(),
+                partition: record.map_or(-1, |r| r.partition),
+                offset: record.map_or(-1, |r| r.offset),
+                key: Some(doc_id.as_bytes().to_vec()),
+                value: None,
+                headers: Vec::new(),
+                timestamp_ms: None,
+            };
+            let f = Failure {
+                message: &message,
+                ..*failure
+            };
+            (stand_in, f)
+        }
+    };
+    tracing::warn!(
+        doc_id,
+        partition = original.partition,
+        offset = original.offset,
+        class = failure.class,
+        stage = failure.stage,
+        message = failure.message,
+        "record to DLQ"
+    );
+    sinks
+        .dlq
+        .send(&original, &failure)
+        .with_context(|| format!("dead-lettering the record of {doc_id:?}"))?;
+    sinks.metrics.dead_lettered(failure.class, failure.stage);
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! The pure part of the sink: complete epochs collapsed into what each document needs.
+//!
+//! **Refusals.** When a document's new version cannot be written (a text the model cannot
+//! embed, a row Milvus refuses), the sink removes the document from both indexes (a refused
+//! version never leaves an older one serving; [`removals`]) and dead-letters its record. The
+//! dataflow still believes that version is indexed. That needs no further bookkeeping: every
+//! chunk record carries its version's `doc_hash`, so any later version of the document differs
+//! in every chunk record and yields an upsert for each of its chunks (and deletes, which find
+//! nothing, for the refused version's). Only an identical re-send yields nothing, and it would
+//! be refused again. After a restart the dataflow's state is rebuilt from the indexes. The
+//! model test in `plan/tests.rs` checks this against a sequential run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use freshet_operators::chunk::Chunk;
+use freshet_operators::dataflow::{SinkRecord, Time};
+
+use super::SinkMsg;
+
+/// Where a record is on the document topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordRef {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A chunk to write, and its vector when it is a leaf whose vector is known.
+pub type ChunkRow = (Chunk, Option<Vec<f32>>);
+
+/// What one document needs from the indexes after a batch of epochs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DocChanges {
+    /// Chunk ids to remove.
+    pub deletes: BTreeSet<String>,
+    /// Chunks to write, by chunk id. Leaves carry their vector, except one the embedder refused
+    /// (then `embed_error` is set).
+    pub upserts: BTreeMap<String, ChunkRow>,
+    /// Why the embedder refused a text of the document's final version, if it did.
+    pub embed_error: Option<String>,
+}
+
+/// A record the embedder refused, to dead-letter whatever became of its document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmbedRefusal {
+    pub doc_id: String,
+    pub record: Option<RecordRef>,
+    pub error: String,
+}
+
+/// Complete epochs, collapsed: later epochs win per chunk id.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    pub last_epoch: Time,
+    /// Next offset per partition read in these epochs (the highest seen).
+    pub next_offsets: BTreeMap<i32, i64>,
+    /// Kafka timestamps of the records (ms).
+    pub timestamps_ms: Vec<i64>,
+    pub docs: BTreeMap<String, DocChanges>,
+    /// The latest record of each document read in these epochs.
+    pub records: BTreeMap<String, RecordRef>,
+    /// Records whose text the embedder refused, once per document and epoch.
+    pub embed_refusals: Vec<EmbedRefusal>,
+}
+
+/// Collapses complete epochs (in time order). `Err` when an epoch carries a
+/// [`SinkRecord::Failed`]: nothing of the batch may be written.
+pub fn collapse(epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<Batch, String> {
+    let mut batch = Batch {
+        last_epoch: epochs.last().map(|(t, _)| *t).unwrap_or(0),
+        ..Batch::default()
+    };
+    // Final state per chunk id: Some(row, refusal) or None (deleted); and its document.
+    type Latest = Option<(ChunkRow, Option<String>)>;
+    let mut latest: BTreeMap<String, (String, Latest)> = BTreeMap::new();
+    let mut refused_in_epoch: Vec<(Time, String, String)> = Vec::new();
+    let mut records_by_epoch: BTreeMap<(Time, String), RecordRef> = BTreeMap::new();
+    for (time, msgs) in epochs {
+        for msg in msgs {
+            match msg {
+                SinkMsg::Record(record) => match *record {
+                    SinkRecord::Upsert { chunk, vector } => {
+                        let id = chunk.chunk_id.clone();
+                        let doc = chunk.doc_id.clone();
+                        latest.insert(id, (doc, Some(((chunk, vector), None))));
+                    }
+                    SinkRecord::Delete { chunk_id, doc_id } => {
+                        latest.insert(chunk_id, (doc_id, None));
+                    }
+                    SinkRecord::Rejected { chunk, error } => {
+                        let id = chunk.chunk_id.clone();
+                        let doc = chunk.doc_id.clone();
+                        refused_in_epoch.push((time, doc.clone(), error.clone()));
+                        latest.insert(id, (doc, Some(((chunk, None), Some(error)))));
+                    }
+                    SinkRecord::Failed { error } => return Err(error),
+                },
+                SinkMsg::Progress {
+                    next_offsets,
+                    timestamps_ms,
+                    records,
+                } => {
+                    for (p, o) in next_offsets {
+                        let e = batch.next_offsets.entry(p).or_insert(o);
+                        *e = (*e).max(o);
+                    }
+                    batch.timestamps_ms.extend(timestamps_ms);
+                    for (doc, r) in records {
+                        records_by_epoch.insert((time, doc.clone()), r);
+                        batch.records.insert(doc, r);
+                    }
+                }
+            }
+        }
+    }
+    for (chunk_id, (doc, state)) in latest {
+        let d = batch.docs.entry(doc).or_default();
+        match state {
+            None => {
+                d.deletes.insert(chunk_id);
+            }
+            Some((row, refusal)) => {
+                if let Some(e) = refusal {
+                    d.embed_error.get_or_insert(e);
+                }
+                d.upserts.insert(chunk_id, row);
+            }
+        }
+    }
+    refused_in_epoch.sort();
+    refused_in_epoch.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    batch.embed_refusals = refused_in_epoch
+        .into_iter()
+        .map(|(time, doc_id, error)| EmbedRefusal {
+            record: records_by_epoch.get(&(time, doc_id.clone())).copied(),
+            doc_id,
+            error,
+        })
+        .collect();
+    Ok(batch)
+}
+
+/// Every chunk id to remove from both indexes when `d`'s new version of a document is refused:
+/// its deletes, and the ids of its upserts (a row written before the refusal was found
+/// included). That is all of the document the indexes hold: what the indexes hold of it is what
+/// the dataflow believed before this version, and every chunk of that either left the new
+/// version (a delete) or has a new record in it (an upsert, since every chunk record carries
+/// its version's `doc_hash`).
+pub fn removals(d: &DocChanges) -> Vec<String> {
+    let mut remove: BTreeSet<String> = d.deletes.clone();
+    remove.extend(d.upserts.keys().cloned());
+    remove.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests;
