@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod dlq;
 pub mod embedder;
 pub mod inspect;
 pub mod limits;

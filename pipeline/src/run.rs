@@ -24,6 +24,7 @@ use timely::dataflow::operators::{Concat, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 
 use crate::config::Config;
+use crate::dlq::DeadLetters;
 use crate::embedder::{ModelRef, SharedCache, WorkerEmbedder};
 use crate::metrics::Metrics;
 use crate::sink::{sink, Fatal, SinkMsg, Sinks};
@@ -65,7 +66,10 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
             .with_context(|| format!("opening the embedding cache {}", cache_path.display()))?,
     )));
 
-    let dlq = Arc::new(DlqProducer::new(&kafka).context("creating the DLQ producer")?);
+    let dlq = DeadLetters::new(
+        DlqProducer::new(&kafka).context("creating the DLQ producer")?,
+        metrics.clone(),
+    );
 
     // Process 0 owns the sinks: recover from the indexes, then hand them to worker 0.
     let mut start_offsets: BTreeMap<i32, i64> = BTreeMap::new();

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use freshet_kafka::{DlqProducer, Failure, PartitionReader, Record};
+use freshet_kafka::{Failure, PartitionReader};
 use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
 use freshet_operators::ingest::{ingest, Ingested};
 use freshet_operators::limits::RecordLimits;
 
+use crate::dlq::DeadLetters;
 use crate::metrics::Metrics;
 use crate::sink::plan::RecordRef;
 
@@ -37,7 +38,7 @@ pub struct Processing {
 
 pub struct Source {
     reader: PartitionReader,
-    dlq: Arc<DlqProducer>,
+    dlq: DeadLetters,
     processing: Arc<Processing>,
     metrics: Metrics,
 }
@@ -45,7 +46,7 @@ pub struct Source {
 impl Source {
     pub fn new(
         reader: PartitionReader,
-        dlq: Arc<DlqProducer>,
+        dlq: DeadLetters,
         processing: Arc<Processing>,
         metrics: Metrics,
     ) -> Self {
@@ -99,7 +100,8 @@ impl Source {
                         stage: r.stage.as_str(),
                         message: &r.message,
                     };
-                    self.dead_letter(&record, &failure)?;
+                    self.dlq.send(&record, &failure)?;
+                    Metrics::outcome(&self.metrics.documents, "dlq", 1);
                 }
             }
             if let Some((id, update)) = ingested.update() {
@@ -117,25 +119,5 @@ impl Source {
             batch.updates.push((id, update));
         }
         Ok(batch)
-    }
-
-    fn dead_letter(&self, record: &Record, failure: &Failure<'_>) -> Result<()> {
-        tracing::warn!(
-            partition = record.partition,
-            offset = record.offset,
-            class = failure.class,
-            stage = failure.stage,
-            message = failure.message,
-            "record to DLQ"
-        );
-        self.dlq.send(record, failure).with_context(|| {
-            format!(
-                "writing partition {} offset {} to the DLQ",
-                record.partition, record.offset
-            )
-        })?;
-        Metrics::outcome(&self.metrics.documents, "dlq", 1);
-        self.metrics.dead_lettered(failure.class, failure.stage);
-        Ok(())
     }
 }

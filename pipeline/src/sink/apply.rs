@@ -223,19 +223,8 @@ fn dead_letter(
             (stand_in, f)
         }
     };
-    tracing::warn!(
-        doc_id,
-        partition = original.partition,
-        offset = original.offset,
-        class = failure.class,
-        stage = failure.stage,
-        message = failure.message,
-        "record to DLQ"
-    );
     sinks
         .dlq
         .send(&original, &failure)
-        .with_context(|| format!("dead-lettering the record of {doc_id:?}"))?;
-    sinks.metrics.dead_lettered(failure.class, failure.stage);
-    Ok(())
+        .with_context(|| format!("dead-lettering the record of {doc_id:?}"))
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use freshet_kafka::{DlqProducer, KafkaConfig};
+use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusSink;
 use freshet_operators::dataflow::{SinkRecord, Time};
 use freshet_tantivy::ChunkIndexWriter;
@@ -46,7 +46,7 @@ pub enum SinkMsg {
 pub struct Sinks {
     /// The document topic's settings (its records are read again to dead-letter them).
     pub kafka: KafkaConfig,
-    pub dlq: Arc<DlqProducer>,
+    pub dlq: crate::dlq::DeadLetters,
     pub tantivy: ChunkIndexWriter,
     pub milvus: MilvusSink,
     pub runtime: tokio::runtime::Runtime,
