@@ -12,16 +12,17 @@ cd "$root"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 profile="${FRESHET_PROFILE:-debug}"
-if [[ "$profile" == release ]]; then cargo build --release -p freshet-pipeline -p freshet-query; else cargo build -p freshet-pipeline -p freshet-query; fi
+if [[ "$profile" == release ]]; then cargo build --release -p freshet-pipeline -p freshet-query -p freshet-tools; else cargo build -p freshet-pipeline -p freshet-query -p freshet-tools; fi
 export FRESHET_BIN="$root/target/$profile/freshet"
 export FRESHET_QUERY_BIN="$root/target/$profile/freshet-query"
+tools="$root/target/$profile/freshet-tools"
 export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy}"
 
 "$here/start-all.sh"
 "$here/start-pipeline.sh"
 "$here/start-query.sh"
 "$FRESHET_BIN" publish --dir "$here/sample"
-"$FRESHET_BIN" status --wait-secs "${FRESHET_WAIT_SECS:-180}"
+"$tools" status --wait-secs "${FRESHET_WAIT_SECS:-180}"
 echo
 listen="${FRESHET_QUERY_LISTEN:-127.0.0.1:8080}"
 echo "POST http://$listen/v1/retrieve  {\"query\": \"what happens to rivers when snow melts\", \"k\": 3}"

@@ -18,6 +18,7 @@
 
 pub mod chunk;
 pub mod clean;
+pub mod clock;
 pub mod dataflow;
 pub mod document;
 pub mod embed;

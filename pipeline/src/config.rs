@@ -1,12 +1,10 @@
 //! Pipeline configuration: one TOML file (every setting optional, see `deploy/freshet.toml`),
-//! then `FRESHET_<SECTION>_<KEY>` environment variables on top (`FRESHET_KAFKA_BROKERS=…`,
-//! `FRESHET_PIPELINE_WORKERS=4`). Values of environment variables are read as TOML values
-//! (`4`, `true`, `["a","b"]`) and fall back to plain strings.
+//! then `FRESHET_<SECTION>_<KEY>` environment variables on top, layered by `freshet-config`.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use freshet_config::Sections;
 use serde::{Deserialize, Serialize};
 
 use freshet_embedding::EmbeddingConfig;
@@ -14,6 +12,7 @@ use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_operators::chunk::ChunkerConfig;
 use freshet_operators::limits::RecordLimits;
+use freshet_tantivy::TantivyConfig;
 
 /// Everything the pipeline binary reads.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -68,39 +67,12 @@ impl Default for PipelineConfig {
             cluster_addresses: Vec::new(),
             batch_max_records: 512,
             batch_max_wait_ms: 5,
-            embedding_cache_path: freshet_embedding::freshet_home()
+            embedding_cache_path: freshet_config::freshet_home()
                 .join("cache")
                 .join("embeddings.log"),
             max_epochs_in_flight: 16,
             shutdown_timeout_s: 30,
             topic_partitions: 4,
-        }
-    }
-}
-
-/// The tantivy index the pipeline writes and the query node reads.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TantivyConfig {
-    /// Index directory. Default `$FRESHET_HOME/index/tantivy`.
-    pub path: PathBuf,
-    /// Writer memory budget in bytes (split over the threads, at least 15 MB each).
-    pub writer_heap_bytes: usize,
-    /// Indexing threads. Each commit writes one segment per thread that received documents,
-    /// at a fixed cost per segment; the pipeline commits a few chunks at a time, so one thread
-    /// is cheapest (see `ChunkIndexWriter::open_or_create_with_threads`). More help only bulk
-    /// loads whose chunks come from the embedding cache.
-    pub writer_threads: usize,
-}
-
-impl Default for TantivyConfig {
-    fn default() -> Self {
-        TantivyConfig {
-            path: freshet_embedding::freshet_home()
-                .join("index")
-                .join("tantivy"),
-            writer_heap_bytes: 64 * 1024 * 1024,
-            writer_threads: 1,
         }
     }
 }
@@ -129,11 +101,7 @@ impl Config {
     }
 
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
-        let mut table = read_table(path)?;
-        apply_env(&mut table, env, &known_keys()?)?;
-        let config: Config = toml::Value::Table(table)
-            .try_into()
-            .context("invalid configuration (file or FRESHET_* environment)")?;
+        let config: Config = freshet_config::load(path, env, &sections())?;
         config.validate()?;
         Ok(config)
     }
@@ -163,107 +131,18 @@ impl Config {
     }
 }
 
-/// Settings that default to "unset" and so do not appear in the serialized defaults.
-const OPTIONAL_KEYS: &[(&str, &str)] = &[
-    ("embedding", "model_id"),
-    ("embedding", "ort_dylib_path"),
-    ("embedding", "threads"),
-    ("milvus", "token"),
-];
-
-/// The config file as a table (empty without a file).
-pub fn read_table(path: Option<&Path>) -> Result<toml::Table> {
-    match path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read config file {}", p.display()))?;
-            text.parse::<toml::Table>()
-                .with_context(|| format!("config file {} is not valid TOML", p.display()))
-        }
-        None => Ok(toml::Table::new()),
-    }
-}
-
-/// The keys of a config section, read off its serialized defaults.
-pub fn keys<T: Serialize>(value: &T) -> Result<BTreeSet<String>> {
-    match toml::Value::try_from(value)? {
-        toml::Value::Table(t) => Ok(t.keys().cloned().collect()),
-        _ => bail!("a config section did not serialize to a table"),
-    }
-}
-
-/// The keys each section accepts, read off the serialized defaults.
-fn known_keys() -> Result<BTreeMap<&'static str, BTreeSet<String>>> {
-    let d = Config::default();
-    Ok(known_sections([
-        ("pipeline", keys(&d.pipeline)?),
-        ("limits", keys(&d.limits)?),
-        ("kafka", keys(&d.kafka)?),
-        ("chunking", keys(&d.chunking)?),
-        ("embedding", keys(&d.embedding)?),
-        ("milvus", keys(&d.milvus)?),
-        ("tantivy", keys(&d.tantivy)?),
-        ("metrics", keys(&d.metrics)?),
-    ]))
-}
-
-/// The keys of each section (from [`keys`] of its defaults) plus the settings that default to
-/// unset ([`OPTIONAL_KEYS`]): what [`apply_env`] accepts.
-pub fn known_sections<const N: usize>(
-    sections: [(&'static str, BTreeSet<String>); N],
-) -> BTreeMap<&'static str, BTreeSet<String>> {
-    let mut out = BTreeMap::from(sections);
-    for (section, key) in OPTIONAL_KEYS {
-        if let Some(set) = out.get_mut(section) {
-            set.insert(key.to_string());
-        }
-    }
-    out
-}
-
-/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table` for the keys in `known`.
-/// Variables that name no setting (such as the deploy scripts' `FRESHET_KAFKA_PORT`) are left
-/// alone. Shared by both binaries, so one environment configures both.
-pub fn apply_env(
-    table: &mut toml::Table,
-    env: &[(String, String)],
-    known: &BTreeMap<&'static str, BTreeSet<String>>,
-) -> Result<()> {
-    for (name, raw) in env {
-        let Some(rest) = name.strip_prefix("FRESHET_") else {
-            continue;
-        };
-        let rest = rest.to_ascii_lowercase();
-        let Some((section, keys)) = known
-            .iter()
-            .find(|(s, _)| rest.starts_with(&format!("{s}_")))
-        else {
-            continue;
-        };
-        let key = &rest[section.len() + 1..];
-        if !keys.contains(key) {
-            tracing::debug!(variable = %name, "not a configuration setting; ignored");
-            continue;
-        }
-        let value = parse_env_value(raw);
-        let entry = table
-            .entry(section.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        let Some(section_table) = entry.as_table_mut() else {
-            bail!("config section [{section}] is not a table");
-        };
-        section_table.insert(key.to_string(), value);
-    }
-    Ok(())
-}
-
-fn parse_env_value(raw: &str) -> toml::Value {
-    match format!("v = {raw}").parse::<toml::Table>() {
-        Ok(mut t) => t
-            .remove("v")
-            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
-        Err(_) => toml::Value::String(raw.to_string()),
-    }
+/// The sections the pipeline reads, each with the struct that reads it (the `[query]` section
+/// is the query node's).
+pub fn sections() -> Sections {
+    Sections::new()
+        .with::<PipelineConfig>("pipeline")
+        .with::<RecordLimits>("limits")
+        .with::<KafkaConfig>("kafka")
+        .with::<ChunkerConfig>("chunking")
+        .with::<EmbeddingConfig>("embedding")
+        .with::<MilvusConfig>("milvus")
+        .with::<TantivyConfig>("tantivy")
+        .with::<MetricsConfig>("metrics")
 }
 
 #[cfg(test)]
@@ -298,6 +177,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.embedding.threads, Some(3));
+    }
+
+    /// Settings that default to unset are settable from the environment too.
+    #[test]
+    fn optional_settings_are_settings() {
+        let c = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_EMBEDDING_MAX_LENGTH", "128"),
+                ("FRESHET_EMBEDDING_PASSAGE_PREFIX", "passage: "),
+                ("FRESHET_MILVUS_TOKEN", "secret"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.embedding.max_length, Some(128));
+        assert_eq!(c.embedding.passage_prefix.as_deref(), Some("passage: "));
+        assert_eq!(c.milvus.token.as_deref(), Some("secret"));
     }
 
     #[test]

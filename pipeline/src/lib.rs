@@ -1,15 +1,12 @@
 //! The freshet indexing pipeline: configuration, the per-worker source loop, the sink stage and
 //! the driver that assembles the dataflow from `freshet-operators` and the connectors.
 
-pub mod bench;
 pub mod config;
 pub mod dlq;
 pub mod embedder;
-pub mod inspect;
 pub mod limits;
 pub mod metrics;
 pub mod publish;
-pub mod replicate;
 pub mod run;
 pub mod sink;
 pub mod source;

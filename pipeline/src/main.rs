@@ -42,50 +42,6 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Show what both indexes hold against the topic.
-    Status {
-        /// Wait up to this many seconds until every record on the topic is indexed.
-        #[arg(long)]
-        wait_secs: Option<u64>,
-    },
-    /// Benchmark ingest, re-send and edit costs on a BEIR corpus (fresh topic, collection, index
-    /// and cache; needs the broker and Milvus).
-    Bench {
-        /// BEIR corpus.jsonl.
-        #[arg(long, default_value = "../shared/datasets/scifact/corpus.jsonl")]
-        corpus: PathBuf,
-        /// Fraction of documents to edit in the edit phase.
-        #[arg(long, default_value_t = 0.01)]
-        edit_fraction: f64,
-        /// Use only the first N documents.
-        #[arg(long)]
-        limit: Option<usize>,
-        /// Also write the report as JSON here.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
-    /// Build a benchmark index of N copies of an indexed corpus (perturbed vectors, no
-    /// re-embedding) directly in a new tantivy index and Milvus collection.
-    BenchReplicate {
-        /// The pipeline index to copy.
-        #[arg(long)]
-        from_index: PathBuf,
-        #[arg(long)]
-        to_index: PathBuf,
-        #[arg(long)]
-        to_collection: String,
-        #[arg(long, default_value_t = 10)]
-        replicas: u32,
-        /// Norm of the Gaussian noise added to each copy's vector (before re-normalising).
-        #[arg(long, default_value_t = 0.3)]
-        noise: f32,
-    },
-    /// Query both indexes (BM25 and vector) and print the top hits of each.
-    Search {
-        query: String,
-        #[arg(long, default_value_t = 3)]
-        k: usize,
-    },
 }
 
 fn main() {
@@ -124,40 +80,5 @@ fn real_main() -> Result<()> {
             Ok(())
         }
         Command::Publish { jsonl, dir } => freshet_pipeline::publish::publish(&config, jsonl, dir),
-        Command::Status { wait_secs } => freshet_pipeline::inspect::print_status(
-            &config,
-            wait_secs.map(std::time::Duration::from_secs),
-        ),
-        Command::Bench {
-            corpus,
-            edit_fraction,
-            limit,
-            json,
-        } => freshet_pipeline::bench::bench(
-            &config,
-            &freshet_pipeline::bench::BenchArgs {
-                corpus,
-                edit_fraction,
-                limit,
-                json_out: json,
-            },
-        ),
-        Command::BenchReplicate {
-            from_index,
-            to_index,
-            to_collection,
-            replicas,
-            noise,
-        } => freshet_pipeline::replicate::replicate(
-            &config,
-            &freshet_pipeline::replicate::ReplicateArgs {
-                from_index,
-                to_index,
-                to_collection,
-                replicas,
-                noise,
-            },
-        ),
-        Command::Search { query, k } => freshet_pipeline::inspect::search(&config, &query, k),
     }
 }

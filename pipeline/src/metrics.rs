@@ -172,7 +172,7 @@ impl Metrics {
 
     /// Observes the age now, in seconds, of each Kafka record timestamp (Unix ms) in `h`.
     pub fn observe_ages(h: &Histogram, timestamps_ms: &[i64]) {
-        let now = freshet_tantivy::now_ms() as i64;
+        let now = freshet_operators::clock::now_ms() as i64;
         for ts in timestamps_ms {
             h.observe(((now - ts).max(0) as f64) / 1000.0);
         }

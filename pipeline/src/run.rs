@@ -334,7 +334,7 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
 /// has read past that instant: a worker slowed down (worker 0 runs the sink) does not hold back
 /// the records another worker read at the same time behind a backlog of numbered epochs.
 fn next_epoch(prev: Time) -> Time {
-    (prev + 1).max(freshet_tantivy::now_ms())
+    (prev + 1).max(freshet_operators::clock::now_ms())
 }
 
 /// Commits the Kafka offsets of every epoch the probe reports durable: in the background while

@@ -5,12 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use freshet_config::Sections;
 use serde::{Deserialize, Serialize};
 
 use freshet_embedding::EmbeddingConfig;
 use freshet_milvus::MilvusConfig;
-use freshet_pipeline::config::{apply_env, keys, known_sections, read_table, TantivyConfig};
+use freshet_tantivy::TantivyConfig;
 
 use crate::fusion::FusionMethod;
 
@@ -199,21 +200,19 @@ impl Config {
     }
 
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
-        let mut table = read_table(path)?;
-        let d = Config::default();
-        let known = known_sections([
-            ("query", keys(&d.query)?),
-            ("tantivy", keys(&d.tantivy)?),
-            ("milvus", keys(&d.milvus)?),
-            ("embedding", keys(&d.embedding)?),
-        ]);
-        apply_env(&mut table, env, &known)?;
-        let config: Config = toml::Value::Table(table)
-            .try_into()
-            .context("invalid configuration (file or FRESHET_* environment)")?;
+        let config: Config = freshet_config::load(path, env, &sections())?;
         config.query.validate()?;
         Ok(config)
     }
+}
+
+/// The sections the query node reads (the pipeline's are accepted in the file and ignored).
+pub fn sections() -> Sections {
+    Sections::new()
+        .with::<QueryConfig>("query")
+        .with::<TantivyConfig>("tantivy")
+        .with::<MilvusConfig>("milvus")
+        .with::<EmbeddingConfig>("embedding")
 }
 
 impl QueryConfig {
@@ -353,13 +352,14 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
         let c = Config::load_with_env(Some(&path), &[]).unwrap();
         assert_eq!(c.query, QueryConfig::default());
-        let documented = read_table(Some(&path)).unwrap()["query"]
+        let documented = freshet_config::read_table(Some(&path)).unwrap()["query"]
             .as_table()
             .unwrap()
             .keys()
             .cloned()
             .collect::<std::collections::BTreeSet<_>>();
-        assert_eq!(documented, keys(&QueryConfig::default()).unwrap());
+        let settings = sections().settings("query").unwrap().clone();
+        assert_eq!(documented, settings.iter().map(|s| s.to_string()).collect());
     }
 
     #[test]

@@ -9,8 +9,9 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use freshet_embedding::FastEmbedder;
 use freshet_milvus::{MilvusConfig, MilvusSink};
+use freshet_operators::clock::now_ms;
 use freshet_operators::embed::Embedder;
-use freshet_tantivy::{now_ms, Bm25Params, ChunkIndexReader};
+use freshet_tantivy::{Bm25Params, ChunkIndexReader};
 use serde::Serialize;
 
 use crate::config::Config;

@@ -5,12 +5,9 @@
 //! `retrieve` ([`retrieve::Engine`]: both routes in parallel, filtered inside each search, then
 //! `fusion`, parent-child and expansion in `passage`, `rerank`, `pack`). `indexes` keeps the
 //! node on the newest pipeline commit without restarts; `metrics` (spec: `query/METRICS.md`)
-//! and `openapi` describe it; `pathway` offers a Pathway-compatible endpoint. `eval` is the BEIR quality harness
-//! (`freshet-query eval`).
+//! and `openapi` describe it; `pathway` offers a Pathway-compatible endpoint.
 
-pub mod bench;
 pub mod config;
-pub mod eval;
 pub mod fusion;
 pub mod http;
 pub mod indexes;

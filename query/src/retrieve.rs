@@ -574,7 +574,7 @@ fn index_info(f: Freshness) -> IndexInfo {
         age_ms: if f.committed_at_ms == 0 {
             0
         } else {
-            freshet_tantivy::now_ms().saturating_sub(f.committed_at_ms)
+            freshet_operators::clock::now_ms().saturating_sub(f.committed_at_ms)
         },
     }
 }

@@ -14,18 +14,6 @@ use crate::error::{Error, Result};
 /// hybrid-weighted 0.729 against 0.733 (README, "Retrieval quality").
 pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2-int8";
 
-/// `$FRESHET_HOME`, or `$HOME/.freshet` when unset (`./.freshet` without a home either).
-pub fn freshet_home() -> PathBuf {
-    match std::env::var_os("FRESHET_HOME") {
-        Some(h) if !h.is_empty() => PathBuf::from(h),
-        _ => std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("."))
-            .join(".freshet"),
-    }
-}
-
 /// Settings of the embedding model. Every field has a default, so `{}` (or an absent TOML table)
 /// is a valid configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,7 +48,9 @@ pub struct EmbeddingConfig {
 impl Default for EmbeddingConfig {
     fn default() -> Self {
         EmbeddingConfig {
-            model_dir: freshet_home().join("models").join(DEFAULT_MODEL_DIR_NAME),
+            model_dir: freshet_config::freshet_home()
+                .join("models")
+                .join(DEFAULT_MODEL_DIR_NAME),
             model_id: None,
             ort_dylib_path: None,
             batch_size: 64,

@@ -19,6 +19,7 @@
 //! any number of [`ChunkIndexReader`]s, also in other processes.
 
 mod bm25;
+mod config;
 mod error;
 mod payload;
 mod query;
@@ -28,8 +29,9 @@ mod schema;
 mod writer;
 
 pub use bm25::Bm25Params;
+pub use config::TantivyConfig;
 pub use error::{Error, Result};
-pub use payload::{now_ms, CommitPayload};
+pub use payload::CommitPayload;
 pub use query::ChunkFilter;
 pub use reader::ChunkIndexReader;
 pub use schema::{

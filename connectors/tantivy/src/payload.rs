@@ -1,8 +1,8 @@
 //! The commit payload: what the pipeline needs to resume exactly where the index left off.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use freshet_operators::clock::now_ms;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -40,12 +40,4 @@ impl CommitPayload {
     pub(crate) fn decode(raw: &str) -> Result<Self> {
         serde_json::from_str(raw).map_err(|e| Error::Payload(format!("{e} in {raw:?}")))
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

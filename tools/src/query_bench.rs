@@ -1,4 +1,4 @@
-//! `freshet-query bench-latency` and `freshet-query bench-freshness`: the query node measured
+//! `freshet-tools bench-latency` and `freshet-tools bench-freshness`: the query node measured
 //! from the outside with a real HTTP client (keep-alive connection pool, concurrent requests).
 //!
 //! - latency: `concurrency` clients send `requests` retrievals (queries from a BEIR

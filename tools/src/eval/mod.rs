@@ -1,4 +1,4 @@
-//! `freshet-query eval`: retrieval quality through the real system. Publishes a BEIR corpus to
+//! `freshet-tools eval`: retrieval quality through the real system. Publishes a BEIR corpus to
 //! the document topic (the normal contract), waits until the pipeline has made it durable, runs
 //! every query through the query node's HTTP API in each configuration, and reports nDCG@10,
 //! Recall@10, Recall@100 and MRR@10 per configuration (table and JSON). With a baseline it is
@@ -177,10 +177,10 @@ impl Progress {
 
 /// Publishes the corpus and waits until the pipeline has made every record durable.
 fn publish_and_wait(args: &EvalArgs, dataset: &Dataset) -> Result<()> {
+    use crate::inspect;
     use freshet_kafka::source::{publish_jsonl, Mapping};
     use freshet_kafka::{admin, DocumentProducer};
     use freshet_pipeline::config::Config as PipelineConfig;
-    use freshet_pipeline::inspect;
 
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let kafka = &config.kafka;
@@ -456,7 +456,7 @@ mod tests {
         ] {
             let mut body = preset(name).unwrap();
             body["query"] = json!("q");
-            crate::request::parse(body.to_string().as_bytes())
+            freshet_query::request::parse(body.to_string().as_bytes())
                 .unwrap_or_else(|e| panic!("{name}: {}", e.0));
         }
     }

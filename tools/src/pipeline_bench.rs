@@ -1,4 +1,4 @@
-//! `freshet bench`: ingest a BEIR corpus through Kafka and the real pipeline, and report
+//! `freshet-tools bench-ingest`: ingest a BEIR corpus through Kafka and the real pipeline, and report
 //! end-to-end throughput against raw fastembed on the same texts in the same run, the cost of
 //! re-sending the unchanged corpus, and the cost of editing a fraction of the documents.
 //! Everything (topic, collection, index, embedding cache) is fresh and private to the run.
@@ -17,9 +17,9 @@ use freshet_operators::embed::{embed_input, Embedder};
 use freshet_tantivy::ChunkIndexReader;
 use serde_json::{json, Map, Value};
 
-use crate::config::Config;
 use crate::inspect;
-use crate::metrics::Metrics;
+use freshet_pipeline::config::Config;
+use freshet_pipeline::metrics::{self, Metrics};
 
 pub struct BenchArgs {
     pub corpus: PathBuf,
@@ -76,7 +76,7 @@ fn envelope(d: &Doc) -> (Vec<u8>, Option<Vec<u8>>) {
 
 fn counter(m: &Metrics, outcome: &str) -> u64 {
     m.embedding_texts
-        .get_or_create(&crate::metrics::Outcome {
+        .get_or_create(&metrics::Outcome {
             outcome: outcome.into(),
         })
         .get()
@@ -88,7 +88,7 @@ fn writes(m: &Metrics) -> u64 {
         .flat_map(|s| ["upsert", "delete"].map(|o| (s, o)))
         .map(|(s, o)| {
             m.sink_ops
-                .get_or_create(&crate::metrics::SinkOp {
+                .get_or_create(&metrics::SinkOp {
                     sink: (*s).into(),
                     op: o.into(),
                 })
@@ -152,14 +152,14 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let start = Instant::now();
     let handle = {
         let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
-        std::thread::spawn(move || crate::run::run(cfg, stop, metrics))
+        std::thread::spawn(move || freshet_pipeline::run::run(cfg, stop, metrics))
     };
     let limit = Duration::from_secs(3600);
     wait_caught_up(&cfg, &handle, limit)?;
     let first_s = start.elapsed().as_secs_f64();
     let chunks = metrics
         .chunks
-        .get_or_create(&crate::metrics::Outcome {
+        .get_or_create(&metrics::Outcome {
             outcome: "upsert".into(),
         })
         .get();

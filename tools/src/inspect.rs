@@ -1,4 +1,4 @@
-//! `freshet status` and `freshet search`: look at what the pipeline has indexed (both indexes),
+//! `freshet-tools status` and `freshet-tools search`: look at what the pipeline has indexed (both indexes),
 //! without the query node. Used by the local quick start and by operators.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use freshet_milvus::MilvusSink;
 use freshet_operators::embed::Embedder;
 use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
 
-use crate::config::Config;
+use freshet_pipeline::config::Config;
 
 /// Index state against the topic: what is durable, what is still to do.
 pub struct Status {

@@ -1,4 +1,4 @@
-//! `freshet bench-replicate`: builds a large benchmark index from an indexed corpus without
+//! `freshet-tools bench-replicate`: builds a large benchmark index from an indexed corpus without
 //! re-embedding it, for query-latency benchmarks at a scale this 2-core machine cannot embed
 //! (100k chunks would take ~2 h). Replica 0 of every chunk is the chunk itself; replica r > 0 is
 //! a copy in document `<doc id>~r<r>` with a new chunk id and its vector perturbed by seeded
@@ -15,7 +15,7 @@ use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::embed::{embed_input, Embedder};
 use freshet_tantivy::{ChunkIndexReader, ChunkIndexWriter, CommitPayload};
 
-use crate::config::Config;
+use freshet_pipeline::config::Config;
 
 pub struct ReplicateArgs {
     /// The indexed corpus to copy (a pipeline's tantivy index).

@@ -1,0 +1,261 @@
+//! freshet's settings, layered the same way for every binary: one TOML file (every setting
+//! optional), then `FRESHET_<SECTION>_<KEY>` environment variables on top
+//! (`FRESHET_KAFKA_BROKERS=host:9092`, `FRESHET_PIPELINE_WORKERS=4`). A variable's value is read
+//! as a TOML value (`4`, `true`, `["a","b"]`) and falls back to a plain string.
+//!
+//! Each binary lists its sections with the struct that reads each one ([`Sections::with`]); a
+//! variable is applied only when it names a field of such a struct, so the deploy scripts' own
+//! variables (`FRESHET_KAFKA_PORT`) are left alone.
+//!
+//! ```
+//! use serde::Deserialize;
+//!
+//! #[derive(Debug, Default, Deserialize)]
+//! #[serde(default, deny_unknown_fields)]
+//! struct Kafka { brokers: String, threads: Option<usize> }
+//!
+//! #[derive(Debug, Default, Deserialize)]
+//! #[serde(default, deny_unknown_fields)]
+//! struct Config { kafka: Kafka }
+//!
+//! let env = [("FRESHET_KAFKA_THREADS".to_string(), "3".to_string())];
+//! let sections = freshet_config::Sections::new().with::<Kafka>("kafka");
+//! let c: Config = freshet_config::load(None, &env, &sections).unwrap();
+//! assert_eq!(c.kafka.threads, Some(3));
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+/// What can go wrong reading settings.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML: {source}")]
+    Toml {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("config section [{0}] is not a table")]
+    NotATable(String),
+    #[error("invalid configuration (file or FRESHET_* environment): {0}")]
+    Invalid(toml::de::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// `$FRESHET_HOME`, or `$HOME/.freshet` when unset (`./.freshet` without a home either): where
+/// `deploy/install.sh` puts the tools, models, venvs and, by default, the indexes and caches.
+pub fn freshet_home() -> PathBuf {
+    match std::env::var_os("FRESHET_HOME") {
+        Some(h) if !h.is_empty() => PathBuf::from(h),
+        _ => std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join(".freshet"),
+    }
+}
+
+/// The sections a binary reads, each with the names of its settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sections(BTreeMap<&'static str, BTreeSet<&'static str>>);
+
+impl Sections {
+    pub fn new() -> Self {
+        Sections::default()
+    }
+
+    /// Adds section `name`, read by `T`: its settings are `T`'s field names, optional ones
+    /// included.
+    pub fn with<T: DeserializeOwned>(mut self, name: &'static str) -> Self {
+        let fields = serde_aux::serde_introspection::serde_introspect::<T>();
+        self.0.insert(name, fields.iter().copied().collect());
+        self
+    }
+
+    /// The settings of section `name`.
+    pub fn settings(&self, name: &str) -> Option<&BTreeSet<&'static str>> {
+        self.0.get(name)
+    }
+}
+
+/// The config file as a table (empty without a file).
+pub fn read_table(path: Option<&Path>) -> Result<toml::Table> {
+    let Some(p) = path else {
+        return Ok(toml::Table::new());
+    };
+    let text = std::fs::read_to_string(p).map_err(|source| Error::Read {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    text.parse::<toml::Table>().map_err(|source| Error::Toml {
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+/// Applies `FRESHET_<SECTION>_<KEY>=value` on top of `table` for the settings in `sections`.
+/// Variables that name no setting are left alone.
+pub fn apply_env(
+    table: &mut toml::Table,
+    env: &[(String, String)],
+    sections: &Sections,
+) -> Result<()> {
+    for (name, raw) in env {
+        let Some(rest) = name.strip_prefix("FRESHET_") else {
+            continue;
+        };
+        let rest = rest.to_ascii_lowercase();
+        // The longest section name that prefixes the variable wins.
+        let Some((section, keys)) = sections
+            .0
+            .iter()
+            .filter(|(s, _)| rest.starts_with(&format!("{s}_")))
+            .max_by_key(|(s, _)| s.len())
+        else {
+            continue;
+        };
+        let key = &rest[section.len() + 1..];
+        if !keys.contains(key) {
+            tracing::debug!(variable = %name, "not a configuration setting; ignored");
+            continue;
+        }
+        let entry = table
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let Some(section_table) = entry.as_table_mut() else {
+            return Err(Error::NotATable(section.to_string()));
+        };
+        section_table.insert(key.to_string(), parse_env_value(raw));
+    }
+    Ok(())
+}
+
+/// A variable's value as TOML (`4`, `true`, `["a"]`, `{a = 1}`), else as a plain string.
+pub fn parse_env_value(raw: &str) -> toml::Value {
+    match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// Reads `path` (if any), applies `env` for `sections`, and deserializes the result.
+pub fn load<T: DeserializeOwned>(
+    path: Option<&Path>,
+    env: &[(String, String)],
+    sections: &Sections,
+) -> Result<T> {
+    let mut table = read_table(path)?;
+    apply_env(&mut table, env, sections)?;
+    toml::Value::Table(table).try_into().map_err(Error::Invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Default, PartialEq, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct Kafka {
+        brokers: String,
+        properties: BTreeMap<String, String>,
+        threads: Option<usize>,
+    }
+
+    #[derive(Debug, Default, PartialEq, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct Query {
+        listen: String,
+        max_k: usize,
+    }
+
+    #[derive(Debug, Default, PartialEq, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct Config {
+        kafka: Kafka,
+        query: Query,
+    }
+
+    fn sections() -> Sections {
+        Sections::new()
+            .with::<Kafka>("kafka")
+            .with::<Query>("query")
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn settings_are_the_field_names_optional_ones_included() {
+        let s = sections();
+        let kafka: Vec<&str> = s.settings("kafka").unwrap().iter().copied().collect();
+        assert_eq!(kafka, ["brokers", "properties", "threads"]);
+        assert_eq!(s.settings("nope"), None);
+    }
+
+    #[test]
+    fn variables_override_the_file_as_toml_values_or_strings() {
+        let dir = std::env::temp_dir().join(format!("freshet-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f.toml");
+        std::fs::write(&file, "[kafka]\nbrokers = \"a:1\"\n[query]\nmax_k = 5\n").unwrap();
+        let c: Config = load(
+            Some(&file),
+            &env(&[
+                ("FRESHET_KAFKA_BROKERS", "b:2"),
+                ("FRESHET_KAFKA_THREADS", "3"),
+                ("FRESHET_KAFKA_PROPERTIES", "{\"acks\" = \"all\"}"),
+                ("FRESHET_QUERY_LISTEN", "0.0.0.0:80"),
+                // not settings: left alone
+                ("FRESHET_KAFKA_PORT", "9092"),
+                ("FRESHET_HOME", "/x"),
+                ("OTHER", "1"),
+            ]),
+            &sections(),
+        )
+        .unwrap();
+        assert_eq!(c.kafka.brokers, "b:2");
+        assert_eq!(c.kafka.threads, Some(3));
+        assert_eq!(c.kafka.properties["acks"], "all");
+        assert_eq!(c.query.listen, "0.0.0.0:80");
+        assert_eq!(c.query.max_k, 5, "the file's value stays");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_file_or_the_setting() {
+        let e = read_table(Some(Path::new("/nonexistent/freshet.toml"))).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/freshet.toml"), "{e}");
+        let e = load::<Config>(None, &env(&[("FRESHET_QUERY_MAX_K", "many")]), &sections())
+            .unwrap_err();
+        assert!(e.to_string().contains("max_k"), "{e}");
+        let mut t: toml::Table = "kafka = 3".parse().unwrap();
+        let e =
+            apply_env(&mut t, &env(&[("FRESHET_KAFKA_BROKERS", "x")]), &sections()).unwrap_err();
+        assert!(matches!(e, Error::NotATable(s) if s == "kafka"));
+    }
+
+    #[test]
+    fn home_is_freshet_home_or_dot_freshet() {
+        let h = freshet_home();
+        match std::env::var_os("FRESHET_HOME") {
+            Some(v) if !v.is_empty() => assert_eq!(h, PathBuf::from(v)),
+            _ => assert!(h.ends_with(".freshet")),
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! [`TantivyConfig`]: the `[tantivy]` section, read by the pipeline (which writes the index) and
+//! the query node (which reads it).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The tantivy index the pipeline writes and the query node reads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TantivyConfig {
+    /// Index directory. Default `$FRESHET_HOME/index/tantivy`.
+    pub path: PathBuf,
+    /// Writer memory budget in bytes (split over the threads, at least 15 MB each).
+    pub writer_heap_bytes: usize,
+    /// Indexing threads. Each commit writes one segment per thread that received documents,
+    /// at a fixed cost per segment; the pipeline commits a few chunks at a time, so one thread
+    /// is cheapest (see `ChunkIndexWriter::open_or_create_with_threads`). More help only bulk
+    /// loads whose chunks come from the embedding cache.
+    pub writer_threads: usize,
+}
+
+impl Default for TantivyConfig {
+    fn default() -> Self {
+        TantivyConfig {
+            path: freshet_config::freshet_home().join("index").join("tantivy"),
+            writer_heap_bytes: 64 * 1024 * 1024,
+            writer_threads: 1,
+        }
+    }
+}
