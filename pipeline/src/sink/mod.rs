@@ -68,6 +68,7 @@ pub fn sink<'s>(
     fatal: Fatal,
 ) -> Stream<'s, Time, Vec<()>> {
     let scope = input.scope();
+    let is_sink_worker = scope.index() == 0;
     input.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
         Exchange::new(|_m: &SinkMsg| 0u64),
         "Sink",
@@ -98,8 +99,12 @@ pub fn sink<'s>(
                     }
                 });
                 let Some(w) = writer.as_mut() else {
-                    // Only worker 0 has sinks, and all messages are routed to it.
-                    stash.clear();
+                    // Every message is routed to worker 0, which has the sinks. Worker 0 without
+                    // them (a failed start) keeps every capability, so that no epoch ever looks
+                    // durable and no offset is committed for what was never written.
+                    if !is_sink_worker {
+                        stash.clear();
+                    }
                     return;
                 };
                 if w.failed {
@@ -228,5 +233,46 @@ pub(crate) fn with_retries<T, E: std::fmt::Display>(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use timely::dataflow::operators::{Input, Probe};
+    use timely::dataflow::ProbeHandle;
+
+    use super::*;
+
+    /// Worker 0 without sinks never lets an epoch look durable: what it was sent stays
+    /// unwritten, so no offset may be committed for it.
+    #[test]
+    fn worker_0_without_sinks_holds_every_epoch() {
+        let fatal: Fatal = Arc::new(Mutex::new(None));
+        timely::execute_directly(move |worker| {
+            let probe = ProbeHandle::new();
+            let mut input = worker.dataflow::<Time, _, _>(|scope| {
+                let (input, stream) = scope.new_input::<Vec<SinkMsg>>();
+                sink(stream, None, fatal.clone()).probe_with(&probe);
+                input
+            });
+            input.send(SinkMsg::Progress {
+                next_offsets: BTreeMap::from([(0, 5)]),
+                timestamps_ms: vec![],
+                records: vec![],
+            });
+            input.advance_to(2);
+            for _ in 0..50 {
+                worker.step();
+            }
+            assert!(probe.less_equal(&1), "epoch 1 must not look durable");
+            input.close();
+            for _ in 0..50 {
+                worker.step();
+            }
+            assert!(!probe.done(), "not even after the input closes");
+            for id in worker.installed_dataflows() {
+                worker.drop_dataflow(id);
+            }
+        });
     }
 }

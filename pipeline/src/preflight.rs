@@ -1,0 +1,220 @@
+//! What `freshet run` checks and prepares before any worker starts: the tokenizer and the model
+//! (its id and dimension), the topics, the embedding cache and the dead-letter producer; on
+//! process 0 also the indexes: the offsets to resume from (the last tantivy commit), the indexed
+//! state the dataflow replays, and Milvus reconciled with tantivy. Anything missing or
+//! inconsistent fails here, before a record is read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
+use freshet_kafka::{admin, DlqProducer};
+use freshet_milvus::MilvusSink;
+use freshet_operators::chunk::{Chunk, ChunkKind, HfTokenCounter};
+use freshet_operators::embed::{embed_input, Embedder};
+use freshet_tantivy::ChunkIndexWriter;
+
+use crate::config::Config;
+use crate::dlq::DeadLetters;
+use crate::embedder::{ModelRef, SharedCache};
+use crate::metrics::Metrics;
+use crate::sink::Sinks;
+
+/// Everything the workers start from.
+pub struct Prepared {
+    pub tokens: HfTokenCounter,
+    /// The document topic's partitions.
+    pub partitions: Vec<i32>,
+    pub cache: SharedCache,
+    pub dlq: DeadLetters,
+    /// Process 0 only (it owns the sinks).
+    pub recovered: Option<Recovered>,
+}
+
+/// The indexed chunks by document, as the dataflow replays them after a restart.
+pub type IndexedState = Vec<(String, Vec<Chunk>)>;
+
+/// Process 0's state from the indexes.
+pub struct Recovered {
+    pub sinks: Sinks,
+    /// Next offset per partition, from the last tantivy commit (empty for a new index).
+    pub start_offsets: BTreeMap<i32, i64>,
+    /// The indexed chunks by document, replayed into the dataflow at the bootstrap time.
+    pub bootstrap: IndexedState,
+}
+
+/// Runs the checks and the recovery (see the module docs).
+pub fn preflight(config: &Config, metrics: &Metrics) -> Result<Prepared> {
+    let tokenizer_path = config.embedding.model_dir.join("tokenizer.json");
+    let tokens = HfTokenCounter::from_file(&tokenizer_path)
+        .map_err(|e| anyhow!("loading the tokenizer {}: {e}", tokenizer_path.display()))?;
+    // The model is loaded here once to fail fast and to learn its id and dimension.
+    let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
+    tracing::info!(model_id = %model.model_id(), dim = model.dim(), "embedding model loaded");
+
+    let kafka = &config.kafka;
+    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
+        .context("creating the document topic")?;
+    admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
+    let partitions = admin::partitions(kafka, &kafka.topic)
+        .context("reading the document topic's partitions")?;
+    let cache = open_cache(config)?;
+    let dlq = DeadLetters::new(
+        DlqProducer::new(kafka).context("creating the DLQ producer")?,
+        metrics.clone(),
+    );
+    let recovered = if config.pipeline.process_index == 0 {
+        Some(recover(config, &mut model, &cache, &dlq, metrics)?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        tokens,
+        partitions,
+        cache,
+        dlq,
+        recovered,
+    })
+}
+
+/// The process's embedding cache (processes other than 0 keep their own file beside it).
+fn open_cache(config: &Config) -> Result<SharedCache> {
+    let p = &config.pipeline;
+    let path = if p.process_index == 0 {
+        p.embedding_cache_path.clone()
+    } else {
+        p.embedding_cache_path
+            .with_extension(format!("p{}.log", p.process_index))
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let cache = DiskCache::open(&path)
+        .with_context(|| format!("opening the embedding cache {}", path.display()))?;
+    Ok(SharedCache(Arc::new(Mutex::new(cache))))
+}
+
+/// Opens both indexes, reads where the last commit left off, and makes Milvus agree with
+/// tantivy.
+fn recover(
+    config: &Config,
+    model: &mut FastEmbedder,
+    cache: &SharedCache,
+    dlq: &DeadLetters,
+    metrics: &Metrics,
+) -> Result<Recovered> {
+    let path = &config.tantivy.path;
+    std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+    let tantivy = ChunkIndexWriter::open_or_create_with_threads(
+        path,
+        config.tantivy.writer_heap_bytes,
+        config.tantivy.writer_threads,
+    )
+    .with_context(|| format!("opening the tantivy index {}", path.display()))?;
+    let mut start_offsets = BTreeMap::new();
+    if let Some(payload) = tantivy.last_payload()? {
+        start_offsets = payload
+            .offsets
+            .get(&config.kafka.topic)
+            .cloned()
+            .unwrap_or_default();
+        tracing::info!(epoch = payload.epoch, offsets = ?start_offsets, "resuming from the tantivy commit");
+    }
+    let mut by_doc: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
+    for c in tantivy.load_all().context("loading the indexed chunks")? {
+        by_doc.entry(c.doc_id.clone()).or_default().push(c);
+    }
+    for v in by_doc.values_mut() {
+        v.sort_by_key(|c| (c.kind, c.index));
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut milvus_cfg = config.milvus.clone();
+    milvus_cfg.dim = model.dim();
+    milvus_cfg.model_id = model.model_id().to_string();
+    let collection = milvus_cfg.collection.clone();
+    tracing::info!(%collection, "opening and loading the Milvus collection");
+    let started = Instant::now();
+    let milvus = runtime
+        .block_on(async {
+            let m = MilvusSink::connect(milvus_cfg).await?;
+            m.ensure_collection().await?;
+            Ok::<_, freshet_milvus::Error>(m)
+        })
+        .context("connecting to Milvus")?;
+    tracing::info!(%collection, elapsed = ?started.elapsed(), "the Milvus collection is loaded");
+
+    let leaves: Vec<&Chunk> = by_doc
+        .values()
+        .flatten()
+        .filter(|c| c.kind == ChunkKind::Leaf)
+        .collect();
+    let batch_size = config.embedding.batch_size;
+    reconcile(&runtime, &milvus, &leaves, model, cache.clone(), batch_size)
+        .context("reconciling Milvus with the tantivy index")?;
+    Ok(Recovered {
+        sinks: Sinks {
+            kafka: config.kafka.clone(),
+            dlq: dlq.clone(),
+            tantivy,
+            milvus,
+            runtime,
+            offsets: start_offsets.clone(),
+            metrics: metrics.clone(),
+        },
+        start_offsets,
+        bootstrap: by_doc.into_iter().collect(),
+    })
+}
+
+/// Makes Milvus hold exactly the leaf chunks that tantivy holds (after a crash between the two
+/// writes): deletes extra ids and re-inserts missing ones (vectors from the cache when possible).
+fn reconcile(
+    runtime: &tokio::runtime::Runtime,
+    milvus: &MilvusSink,
+    leaves: &[&Chunk],
+    model: &mut FastEmbedder,
+    cache: SharedCache,
+    batch_size: usize,
+) -> Result<()> {
+    let in_milvus: BTreeSet<String> = runtime
+        .block_on(milvus.list_chunk_ids())?
+        .into_iter()
+        .collect();
+    let in_tantivy: BTreeSet<&str> = leaves.iter().map(|c| c.chunk_id.as_str()).collect();
+    let extra: Vec<String> = in_milvus
+        .iter()
+        .filter(|id| !in_tantivy.contains(id.as_str()))
+        .cloned()
+        .collect();
+    let missing: Vec<&Chunk> = leaves
+        .iter()
+        .copied()
+        .filter(|c| !in_milvus.contains(&c.chunk_id))
+        .collect();
+    if extra.is_empty() && missing.is_empty() {
+        return Ok(());
+    }
+    tracing::warn!(
+        extra = extra.len(),
+        missing = missing.len(),
+        "Milvus differs from tantivy; reconciling"
+    );
+    if !extra.is_empty() {
+        runtime.block_on(milvus.delete(&extra))?;
+    }
+    let mut embedder = CachedEmbedder::new(ModelRef(model), cache, batch_size);
+    for batch in missing.chunks(256) {
+        let texts: Vec<String> = batch.iter().map(|c| embed_input(c)).collect();
+        let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+        let (vectors, _) = embedder.embed(&refs).map_err(|e| anyhow!("{e}"))?;
+        let rows: Vec<(Chunk, Vec<f32>)> =
+            batch.iter().map(|c| (*c).clone()).zip(vectors).collect();
+        runtime.block_on(milvus.upsert(&rows))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,354 @@
+//! One timely worker of `freshet run`: its partition reader and model, the dataflow it builds
+//! (chunk deltas → embed → sink), and the loop that feeds the dataflow one epoch per poll, holds
+//! back while too many of its epochs are not durable, commits the group offsets of durable
+//! epochs, and drains on stop. The dataflow closure only builds operators; the loops, the
+//! commits and shutdown are here.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use freshet_embedding::{CachedEmbedder, EmbeddingConfig, FastEmbedder};
+use freshet_kafka::{partitions_for_worker, KafkaConfig, PartitionReader};
+use freshet_operators::dataflow::{chunk_deltas, embed_deltas, DocUpdate, Time, BOOTSTRAP_TIME};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::{Concat, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
+
+use crate::config::PipelineConfig;
+use crate::dlq::DeadLetters;
+use crate::embedder::{SharedCache, WorkerEmbedder};
+use crate::metrics::Metrics;
+use crate::preflight::IndexedState;
+use crate::sink::{sink, Fatal, SinkMsg, Sinks};
+use crate::source::{Processing, Source};
+
+/// What every worker of the process shares.
+pub struct Shared {
+    pub pipeline: PipelineConfig,
+    pub kafka: KafkaConfig,
+    pub embedding: EmbeddingConfig,
+    /// The document topic's partitions.
+    pub partitions: Vec<i32>,
+    /// Next offset per partition from the last tantivy commit (process 0; others resume from
+    /// the group's offsets).
+    pub start_offsets: BTreeMap<i32, i64>,
+    pub cache: SharedCache,
+    pub dlq: DeadLetters,
+    pub processing: Arc<Processing>,
+    pub metrics: Metrics,
+    pub stop: Arc<AtomicBool>,
+    pub fatal: Fatal,
+    /// Process 0's sinks, taken by worker 0.
+    pub sinks: Mutex<Option<Sinks>>,
+    /// The indexed state, replayed by worker 0.
+    pub bootstrap: Mutex<Option<IndexedState>>,
+}
+
+impl Shared {
+    /// Records the first fatal error; every worker stops without committing further.
+    fn fail(&self, worker: usize, msg: String) {
+        tracing::error!(worker, "{msg}");
+        if let Ok(mut f) = self.fatal.lock() {
+            f.get_or_insert(msg);
+        }
+    }
+
+    fn is_fatal(&self) -> bool {
+        self.fatal.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+}
+
+/// The dataflow's inputs and the epoch they are at.
+struct Inputs {
+    docs: InputHandle<Time, CapacityContainerBuilder<Vec<DocUpdate>>>,
+    progress: InputHandle<Time, CapacityContainerBuilder<Vec<SinkMsg>>>,
+    epoch: Time,
+}
+
+impl Inputs {
+    fn advance(&mut self) {
+        self.epoch = next_epoch(self.epoch);
+        self.docs.advance_to(self.epoch);
+        self.progress.advance_to(self.epoch);
+    }
+}
+
+/// Runs one worker until the process is told to stop (then drains) or a fatal error.
+pub fn run_worker(worker: &mut Worker, shared: &Shared) {
+    let index = worker.index();
+    let mut source = open_source(shared, index, worker.peers());
+    let embedder = load_embedder(shared, index);
+    let sinks = if index == 0 {
+        let taken = shared.sinks.lock().ok().and_then(|mut s| s.take());
+        if taken.is_none() {
+            shared.fail(index, "worker 0 has no sinks to write to".into());
+        }
+        taken
+    } else {
+        None
+    };
+    let mut inputs = Inputs {
+        docs: InputHandle::new(),
+        progress: InputHandle::new(),
+        epoch: BOOTSTRAP_TIME,
+    };
+    let probe = ProbeHandle::new();
+    worker.dataflow::<Time, _, _>(|scope| {
+        let deltas = chunk_deltas(inputs.docs.to_stream(scope));
+        let msgs = embed_deltas(deltas, embedder)
+            .map(|r| SinkMsg::Record(Box::new(r)))
+            .concat(inputs.progress.to_stream(scope));
+        sink(msgs, sinks, shared.fatal.clone()).probe_with(&probe);
+    });
+    if index == 0 {
+        if let Some(docs) = shared.bootstrap.lock().ok().and_then(|mut b| b.take()) {
+            tracing::info!(
+                documents = docs.len(),
+                "replaying indexed state into the dataflow"
+            );
+            for (doc, chunks) in docs {
+                inputs.docs.send((doc, Some(chunks), BOOTSTRAP_TIME));
+            }
+        }
+    }
+    inputs.advance();
+    let mut pending = VecDeque::new();
+    feed(
+        worker,
+        shared,
+        &mut inputs,
+        &probe,
+        source.as_mut(),
+        &mut pending,
+    );
+    drain(
+        worker,
+        shared,
+        inputs,
+        &probe,
+        source.as_ref(),
+        &mut pending,
+    );
+}
+
+/// This worker's share of the partitions (`p % workers == index`), if any.
+fn open_source(shared: &Shared, index: usize, peers: usize) -> Option<Source> {
+    let mine = partitions_for_worker(&shared.partitions, index, peers);
+    if mine.is_empty() {
+        return None;
+    }
+    let start: BTreeMap<i32, i64> = shared
+        .start_offsets
+        .iter()
+        .filter(|(p, _)| mine.contains(p))
+        .map(|(p, o)| (*p, *o))
+        .collect();
+    let kafka = &shared.kafka;
+    match PartitionReader::new(kafka, &kafka.topic, &mine, &start) {
+        Ok(r) => Some(Source::new(
+            r,
+            shared.dlq.clone(),
+            shared.processing.clone(),
+            shared.metrics.clone(),
+        )),
+        Err(e) => {
+            shared.fail(
+                index,
+                format!("worker {index}: cannot read partitions {mine:?}: {e}"),
+            );
+            None
+        }
+    }
+}
+
+/// This worker's model behind the process's cache; the cores are shared among the workers
+/// unless `[embedding] threads` says otherwise.
+fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
+    let mut cfg = shared.embedding.clone();
+    if cfg.threads.is_none() {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        cfg.threads = Some((cores / shared.pipeline.workers.max(1)).max(1));
+    }
+    let model = match FastEmbedder::load(&cfg) {
+        Ok(m) => Some(CachedEmbedder::new(m, shared.cache.clone(), cfg.batch_size)),
+        Err(e) => {
+            shared.fail(
+                index,
+                format!("worker {index}: loading the embedding model: {e}"),
+            );
+            None
+        }
+    };
+    WorkerEmbedder::new(model, shared.metrics.clone())
+}
+
+/// Reads one epoch per poll until stopped: sends the updates and the read progress, holds back
+/// while `max_epochs_in_flight` of this worker's epochs are not durable, and commits the group
+/// offsets of the durable ones.
+fn feed(
+    worker: &mut Worker,
+    shared: &Shared,
+    inputs: &mut Inputs,
+    probe: &ProbeHandle<Time>,
+    mut source: Option<&mut Source>,
+    pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
+) {
+    let index = worker.index();
+    let p = &shared.pipeline;
+    let max_wait = Duration::from_millis(p.batch_max_wait_ms);
+    let mut in_flight: VecDeque<Time> = VecDeque::new();
+    let mut last_lag = Instant::now();
+    while !shared.stop.load(Ordering::SeqCst) && !shared.is_fatal() {
+        let mut read_any = false;
+        match source.as_deref_mut() {
+            Some(src) => match src.poll(p.batch_max_records, max_wait) {
+                Ok(batch) => {
+                    read_any = batch.records_read > 0;
+                    Metrics::observe_ages(&shared.metrics.source_to_read, &batch.timestamps_ms);
+                    for (id, update) in batch.updates {
+                        inputs.docs.send((id, update, inputs.epoch));
+                    }
+                    if !batch.next_offsets.is_empty() {
+                        pending.push_back((inputs.epoch, batch.next_offsets.clone()));
+                        inputs.progress.send(SinkMsg::Progress {
+                            next_offsets: batch.next_offsets,
+                            timestamps_ms: batch.timestamps_ms,
+                            records: batch.records,
+                        });
+                    }
+                }
+                Err(e) => {
+                    shared.fail(index, format!("worker {index}: {e:#}"));
+                    break;
+                }
+            },
+            None => std::thread::sleep(max_wait),
+        }
+        // Only epochs that carry records count against `max_epochs_in_flight`: an idle worker
+        // advances time every `batch_max_wait_ms` and its empty epochs cost nothing.
+        if read_any {
+            in_flight.push_back(inputs.epoch);
+        }
+        inputs.advance();
+        worker.step();
+        // Back-pressure: park (not spin) while too many of this worker's epochs are not
+        // durable yet, so the cores stay with the embedding model and the sink.
+        loop {
+            while in_flight.front().is_some_and(|e| !probe.less_equal(e)) {
+                in_flight.pop_front();
+            }
+            if in_flight.len() < p.max_epochs_in_flight as usize || shared.is_fatal() {
+                break;
+            }
+            worker.step_or_park(Some(Duration::from_millis(5)));
+        }
+        commit_durable(shared, probe, pending, source.as_deref(), index, false);
+        if last_lag.elapsed() > Duration::from_secs(5) {
+            last_lag = Instant::now();
+            if let Some(src) = source.as_deref() {
+                report_lag(src.reader(), &shared.metrics);
+            }
+        }
+    }
+}
+
+/// Closes the inputs and lets everything already read become durable (up to
+/// `shutdown_timeout_s`), then commits what is durable. After a fatal error or at the deadline,
+/// what is not durable stays uncommitted and is replayed after a restart.
+fn drain(
+    worker: &mut Worker,
+    shared: &Shared,
+    inputs: Inputs,
+    probe: &ProbeHandle<Time>,
+    source: Option<&Source>,
+    pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
+) {
+    let index = worker.index();
+    inputs.docs.close();
+    inputs.progress.close();
+    let deadline = Instant::now() + Duration::from_secs(shared.pipeline.shutdown_timeout_s);
+    while !probe.done() && !shared.is_fatal() && Instant::now() < deadline {
+        worker.step_or_park(Some(Duration::from_millis(5)));
+    }
+    commit_durable(shared, probe, pending, source, index, true);
+    if let Some(src) = source {
+        report_lag(src.reader(), &shared.metrics);
+    }
+    if !probe.done() {
+        tracing::warn!(
+            worker = index,
+            "stopping with epochs not durable; they will be replayed"
+        );
+        // Drop the dataflow so that the worker can exit.
+        for id in worker.installed_dataflows() {
+            worker.drop_dataflow(id);
+        }
+    }
+}
+
+/// The epoch after `prev`: the wall clock in milliseconds (at least `prev + 1`). Every worker
+/// stamps its batches with the same clock, so an epoch becomes complete as soon as every worker
+/// has read past that instant: a worker slowed down (worker 0 runs the sink) does not hold back
+/// the records another worker read at the same time behind a backlog of numbered epochs.
+fn next_epoch(prev: Time) -> Time {
+    (prev + 1).max(freshet_operators::clock::now_ms())
+}
+
+/// Commits the Kafka offsets of every epoch the probe reports durable: in the background while
+/// running (a round trip per epoch would hold up the worker), synchronously when stopping.
+/// Nothing after a fatal error: the probe may have moved on without a durable write.
+fn commit_durable(
+    shared: &Shared,
+    probe: &ProbeHandle<Time>,
+    pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
+    source: Option<&Source>,
+    index: usize,
+    sync: bool,
+) {
+    if shared.is_fatal() {
+        return;
+    }
+    let mut offsets = BTreeMap::new();
+    while let Some((e, _)) = pending.front() {
+        if probe.less_equal(e) {
+            break;
+        }
+        if let Some((_, o)) = pending.pop_front() {
+            offsets.extend(o);
+        }
+    }
+    let Some(src) = source.filter(|_| !offsets.is_empty()) else {
+        return;
+    };
+    // The index commit already holds these offsets; the group commit is where processes other
+    // than 0 resume, and what lag monitoring reads; a failure is logged, not fatal.
+    let result = if sync {
+        src.reader().commit(&offsets)
+    } else {
+        src.reader().commit_async(&offsets)
+    };
+    if let Err(e) = result {
+        tracing::warn!(worker = index, error = %e, "committing Kafka offsets failed");
+    }
+}
+
+fn report_lag(reader: &PartitionReader, metrics: &Metrics) {
+    let (Ok(high), Ok(committed)) = (reader.high_watermarks(), reader.committed()) else {
+        return;
+    };
+    for (p, h) in high {
+        let next = committed.get(&p).copied().unwrap_or(0).max(0);
+        metrics
+            .consumer_lag
+            .get_or_create(&crate::metrics::Partition {
+                partition: p.to_string(),
+            })
+            .set((h - next).max(0));
+    }
+}
