@@ -19,4 +19,5 @@ pub mod pathway;
 pub mod request;
 pub mod rerank;
 pub mod retrieve;
+mod routes;
 pub mod server;

@@ -139,7 +139,7 @@ impl Timer {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> RetrieveError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> RetrieveError {
     RetrieveError::Internal(e.to_string())
 }
 
@@ -172,178 +172,17 @@ impl Engine {
         })?;
         let freshness = self.indexes.freshness();
 
-        // Routes, in parallel.
-        let bm25 = async {
-            if !plan.mode.uses_bm25() {
-                return Ok((Vec::new(), 0.0));
-            }
-            let (reader, q, k, f) = (
-                reader.clone(),
-                plan.query.clone(),
-                plan.bm25_top_k,
-                plan.filter.clone(),
-            );
-            let s = Instant::now();
-            let hits = tokio::task::spawn_blocking(move || reader.search_bm25(&q, k, &f))
-                .await
-                .map_err(internal)?
-                .map_err(|e| match e {
-                    freshet_tantivy::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
-                    other => RetrieveError::Unavailable(format!("tantivy: {other}")),
-                })?;
-            Ok::<_, RetrieveError>((hits, s.elapsed().as_secs_f64()))
-        };
-        let vector = async {
-            if !plan.mode.uses_vector() {
-                return Ok((Vec::new(), 0.0, 0.0));
-            }
-            let milvus = self.indexes.milvus().ok_or_else(|| {
-                RetrieveError::Unavailable(
-                    self.indexes
-                        .status()
-                        .milvus
-                        .unwrap_or_else(|| "milvus not connected".into()),
-                )
-            })?;
-            let s = Instant::now();
-            let (pool, q) = (self.embedders.clone(), plan.query.clone());
-            let v = tokio::task::spawn_blocking(move || pool.embed_query(&q))
-                .await
-                .map_err(internal)?
-                .map_err(|e| RetrieveError::Internal(format!("embedding the query: {e}")))?;
-            let embed_s = s.elapsed().as_secs_f64();
-            let s = Instant::now();
-            let hits = milvus
-                .search_with(
-                    &v,
-                    plan.vector_top_k,
-                    &plan.filter,
-                    self.config.query.milvus_consistency.level(),
-                    self.config.query.vector_search_ef,
-                )
-                .await
-                .map_err(|e| match e {
-                    freshet_milvus::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
-                    other => {
-                        self.indexes.milvus_failed();
-                        RetrieveError::Unavailable(format!("milvus: {other}"))
-                    }
-                })?;
-            Ok::<_, RetrieveError>((hits, embed_s, s.elapsed().as_secs_f64()))
-        };
-        let (bm25, vector) = tokio::join!(bm25, vector);
-        let (bm25_hits, bm25_s) = bm25?;
-        let mut degraded = Vec::new();
-        let (vector_hits, embed_s, vector_s) = match vector {
-            // Hybrid without Milvus: BM25 alone is still an answer, if the caller accepts one.
-            Err(RetrieveError::Unavailable(reason))
-                if plan.mode == Mode::Hybrid && plan.allow_partial =>
-            {
-                tracing::warn!(%reason, "vector route unavailable: answering from BM25 alone");
-                degraded.push(Degraded {
-                    route: "vector",
-                    reason,
-                });
-                (Vec::new(), 0.0, 0.0)
-            }
-            other => other?,
-        };
-        for (stage, s) in [("bm25", bm25_s), ("embed", embed_s), ("vector", vector_s)] {
-            if s > 0.0 {
-                self.metrics.stage(stage, s);
-                t.timings.insert(stage, s * 1000.0);
+        let routes = self.search_routes(&plan, &reader).await?;
+        for (stage, secs) in routes.seconds {
+            if secs > 0.0 {
+                self.metrics.stage(stage, secs);
+                t.timings.insert(stage, secs * 1000.0);
             }
         }
-
-        // Chunk records for vector hits (BM25 hits come with theirs). A vector hit tantivy does
-        // not have yet (written to Milvus, tantivy commit pending) or any more is left out
-        // before fusion, so that ranks count only chunks that can be returned.
-        let s = Instant::now();
-        let mut records: HashMap<String, Chunk> = HashMap::new();
-        let bm25_list: Vec<(String, f32)> = bm25_hits
-            .into_iter()
-            .map(|(score, c)| {
-                let id = c.chunk_id.clone();
-                records.insert(id.clone(), c);
-                (id, score)
-            })
-            .collect();
-        let missing: Vec<String> = vector_hits
-            .iter()
-            .filter(|(id, _)| !records.contains_key(id))
-            .map(|(id, _)| id.clone())
-            .collect();
-        // Without parents or expansion only the first `max(k, rerank candidates)` fused
-        // candidates can be returned: the others are only checked for existence (term
-        // dictionary), their stored documents are not loaded (~20 us each at 107k chunks).
-        let lazy =
-            (!plan.parents && plan.expand.is_none()).then(|| plan.k.max(plan.rerank.unwrap_or(0)));
-        let present: HashSet<String> = if missing.is_empty() {
-            HashSet::new()
-        } else if lazy.is_some() {
-            read_index(&reader, move |r| {
-                r.existing(&missing)
-                    .map(|ids| ids.into_iter().map(str::to_owned).collect())
-            })
-            .await?
-        } else {
-            let got = read_index(&reader, move |r| r.get_many(&missing)).await?;
-            let ids = got.iter().map(|c| c.chunk_id.clone()).collect();
-            for c in got {
-                records.insert(c.chunk_id.clone(), c);
-            }
-            ids
-        };
-        let vector_list: Vec<(String, f32)> = vector_hits
-            .into_iter()
-            .filter(|(id, _)| records.contains_key(id) || present.contains(id))
-            .collect();
-        let mut fetch_s = s.elapsed().as_secs_f64();
-
-        let s = Instant::now();
-        let mut fused: Vec<Fused> = match plan.mode {
-            Mode::Hybrid => fuse(&bm25_list, &vector_list, plan.fusion),
-            Mode::Bm25 => single_route(&bm25_list, true),
-            Mode::Vector => single_route(&vector_list, false),
-        };
-        t.record("fusion", s);
-        if let Some(need) = lazy {
-            let s = Instant::now();
-            fused.truncate(need);
-            let unloaded: Vec<String> = fused
-                .iter()
-                .filter(|f| !records.contains_key(&f.chunk_id))
-                .map(|f| f.chunk_id.clone())
-                .collect();
-            if !unloaded.is_empty() {
-                // One deleted since the existence check is skipped below, and the answer has
-                // one result fewer: the same as if the request had come a moment later.
-                for c in read_index(&reader, move |r| r.get_many(&unloaded)).await? {
-                    records.insert(c.chunk_id.clone(), c);
-                }
-            }
-            fetch_s += s.elapsed().as_secs_f64();
-        }
-        t.record_secs("fetch", fetch_s);
-        let hybrid = plan.mode == Mode::Hybrid;
-        let mut cands: Vec<Candidate> = fused
-            .into_iter()
-            .filter_map(|f| {
-                let chunk = records.remove(&f.chunk_id)?;
-                Some(Candidate {
-                    passage: vec![chunk.clone()],
-                    chunk,
-                    score: f.fused.score,
-                    scores: Scores {
-                        bm25: f.bm25,
-                        vector: f.vector,
-                        fused: hybrid.then_some(f.fused),
-                        rerank: None,
-                    },
-                    children: Vec::new(),
-                })
-            })
-            .collect();
+        let degraded = routes.degraded;
+        let mut cands = self
+            .fetch_and_fuse(&plan, &reader, routes.bm25, routes.vector, &mut t)
+            .await?;
 
         if plan.parents {
             let s = Instant::now();
@@ -413,6 +252,107 @@ impl Engine {
             index: index_info(freshness),
             degraded,
         })
+    }
+
+    /// Chunk records for the route hits, then fusion: the candidates in fused order. A vector
+    /// hit tantivy does not have yet (written to Milvus, tantivy commit pending) or any more is
+    /// left out before fusion, so that ranks count only chunks that can be returned.
+    async fn fetch_and_fuse(
+        &self,
+        plan: &Plan,
+        reader: &Arc<freshet_tantivy::ChunkIndexReader>,
+        bm25_hits: Vec<(f32, Chunk)>,
+        vector_hits: Vec<(String, f32)>,
+        t: &mut Timer,
+    ) -> Result<Vec<Candidate>, RetrieveError> {
+        let s = Instant::now();
+        let mut records: HashMap<String, Chunk> = HashMap::new();
+        let bm25_list: Vec<(String, f32)> = bm25_hits
+            .into_iter()
+            .map(|(score, c)| {
+                let id = c.chunk_id.clone();
+                records.insert(id.clone(), c);
+                (id, score)
+            })
+            .collect();
+        let missing: Vec<String> = vector_hits
+            .iter()
+            .filter(|(id, _)| !records.contains_key(id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        // Without parents or expansion only the first `max(k, rerank candidates)` fused
+        // candidates can be returned: the others are only checked for existence (term
+        // dictionary), their stored documents are not loaded (~20 us each at 107k chunks).
+        let lazy =
+            (!plan.parents && plan.expand.is_none()).then(|| plan.k.max(plan.rerank.unwrap_or(0)));
+        let present: HashSet<String> = if missing.is_empty() {
+            HashSet::new()
+        } else if lazy.is_some() {
+            read_index(reader, move |r| {
+                r.existing(&missing)
+                    .map(|ids| ids.into_iter().map(str::to_owned).collect())
+            })
+            .await?
+        } else {
+            let got = read_index(reader, move |r| r.get_many(&missing)).await?;
+            let ids = got.iter().map(|c| c.chunk_id.clone()).collect();
+            for c in got {
+                records.insert(c.chunk_id.clone(), c);
+            }
+            ids
+        };
+        let vector_list: Vec<(String, f32)> = vector_hits
+            .into_iter()
+            .filter(|(id, _)| records.contains_key(id) || present.contains(id))
+            .collect();
+        let mut fetch_s = s.elapsed().as_secs_f64();
+
+        let s = Instant::now();
+        let mut fused: Vec<Fused> = match plan.mode {
+            Mode::Hybrid => fuse(&bm25_list, &vector_list, plan.fusion),
+            Mode::Bm25 => single_route(&bm25_list, true),
+            Mode::Vector => single_route(&vector_list, false),
+        };
+        t.record("fusion", s);
+        if let Some(need) = lazy {
+            let s = Instant::now();
+            fused.truncate(need);
+            let unloaded: Vec<String> = fused
+                .iter()
+                .filter(|f| !records.contains_key(&f.chunk_id))
+                .map(|f| f.chunk_id.clone())
+                .collect();
+            if !unloaded.is_empty() {
+                // One deleted since the existence check is skipped below, and the answer has
+                // one result fewer: the same as if the request had come a moment later.
+                for c in read_index(reader, move |r| r.get_many(&unloaded)).await? {
+                    records.insert(c.chunk_id.clone(), c);
+                }
+            }
+            fetch_s += s.elapsed().as_secs_f64();
+        }
+        t.record_secs("fetch", fetch_s);
+        let hybrid = plan.mode == Mode::Hybrid;
+        let cands: Vec<Candidate> = fused
+            .into_iter()
+            .filter_map(|f| {
+                let chunk = records.remove(&f.chunk_id)?;
+                Some(Candidate {
+                    passage: vec![chunk.clone()],
+                    chunk,
+                    score: f.fused.score,
+                    scores: Scores {
+                        bm25: f.bm25,
+                        vector: f.vector,
+                        fused: hybrid.then_some(f.fused),
+                        rerank: None,
+                    },
+                    children: Vec::new(),
+                })
+            })
+            .collect();
+
+        Ok(cands)
     }
 
     /// Replaces children by their parents, ranked by the best child.

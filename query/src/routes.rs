@@ -1,0 +1,115 @@
+//! The two retrieval routes of one request, run in parallel, each with the request's filter
+//! inside its search: BM25 over tantivy and the vector route (embed the query, search Milvus).
+//! Their failures map to the HTTP answer: a filter an index rejects is a 400, an index that is
+//! down a 503, except that a hybrid request may answer from BM25 alone (`allow_partial`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use freshet_operators::chunk::Chunk;
+use freshet_tantivy::ChunkIndexReader;
+
+use crate::request::{Mode, Plan};
+use crate::retrieve::{internal, Degraded, Engine, RetrieveError};
+
+/// What the routes found, how long each stage took, and the routes left out.
+pub(crate) struct RouteHits {
+    /// BM25 hits with their chunk records, best first.
+    pub bm25: Vec<(f32, Chunk)>,
+    /// Vector hits (chunk id, similarity), best first.
+    pub vector: Vec<(String, f32)>,
+    /// Seconds of the `bm25`, `embed` and `vector` stages (0 for a route not run).
+    pub seconds: [(&'static str, f64); 3],
+    pub degraded: Vec<Degraded>,
+}
+
+impl Engine {
+    /// Runs the routes `plan.mode` asks for, in parallel.
+    pub(crate) async fn search_routes(
+        &self,
+        plan: &Plan,
+        reader: &Arc<ChunkIndexReader>,
+    ) -> Result<RouteHits, RetrieveError> {
+        let bm25 = async {
+            if !plan.mode.uses_bm25() {
+                return Ok((Vec::new(), 0.0));
+            }
+            let (reader, q, k, f) = (
+                reader.clone(),
+                plan.query.clone(),
+                plan.bm25_top_k,
+                plan.filter.clone(),
+            );
+            let s = Instant::now();
+            let hits = tokio::task::spawn_blocking(move || reader.search_bm25(&q, k, &f))
+                .await
+                .map_err(internal)?
+                .map_err(|e| match e {
+                    freshet_tantivy::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
+                    other => RetrieveError::Unavailable(format!("tantivy: {other}")),
+                })?;
+            Ok::<_, RetrieveError>((hits, s.elapsed().as_secs_f64()))
+        };
+        let vector = async {
+            if !plan.mode.uses_vector() {
+                return Ok((Vec::new(), 0.0, 0.0));
+            }
+            let milvus = self.indexes.milvus().ok_or_else(|| {
+                RetrieveError::Unavailable(
+                    self.indexes
+                        .status()
+                        .milvus
+                        .unwrap_or_else(|| "milvus not connected".into()),
+                )
+            })?;
+            let s = Instant::now();
+            let (pool, q) = (self.embedders.clone(), plan.query.clone());
+            let v = tokio::task::spawn_blocking(move || pool.embed_query(&q))
+                .await
+                .map_err(internal)?
+                .map_err(|e| RetrieveError::Internal(format!("embedding the query: {e}")))?;
+            let embed_s = s.elapsed().as_secs_f64();
+            let s = Instant::now();
+            let hits = milvus
+                .search_with(
+                    &v,
+                    plan.vector_top_k,
+                    &plan.filter,
+                    self.config.query.milvus_consistency.level(),
+                    self.config.query.vector_search_ef,
+                )
+                .await
+                .map_err(|e| match e {
+                    freshet_milvus::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
+                    other => {
+                        self.indexes.milvus_failed();
+                        RetrieveError::Unavailable(format!("milvus: {other}"))
+                    }
+                })?;
+            Ok::<_, RetrieveError>((hits, embed_s, s.elapsed().as_secs_f64()))
+        };
+        let (bm25, vector) = tokio::join!(bm25, vector);
+        let (bm25_hits, bm25_s) = bm25?;
+        let mut degraded = Vec::new();
+        let (vector_hits, embed_s, vector_s) = match vector {
+            // Hybrid without Milvus: BM25 alone is still an answer, if the caller accepts one.
+            Err(RetrieveError::Unavailable(reason))
+                if plan.mode == Mode::Hybrid && plan.allow_partial =>
+            {
+                tracing::warn!(%reason, "vector route unavailable: answering from BM25 alone");
+                degraded.push(Degraded {
+                    route: "vector",
+                    reason,
+                });
+                (Vec::new(), 0.0, 0.0)
+            }
+            other => other?,
+        };
+        Ok(RouteHits {
+            bm25: bm25_hits,
+            vector: vector_hits,
+            seconds: [("bm25", bm25_s), ("embed", embed_s), ("vector", vector_s)],
+            degraded,
+        })
+    }
+}
