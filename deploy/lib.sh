@@ -101,6 +101,35 @@ wait_for_tcp() {
     return 1
 }
 
+# wait_for_ready URL TIMEOUT_SECONDS [PID]: wait until GET URL answers 200 (a /readyz
+# endpoint), logging what the service says it waits for every 10 s. Gives up early when PID
+# dies. Uses bash's /dev/tcp (no curl needed); URL is http://HOST:PORT/PATH.
+wait_for_ready() {
+    local url=$1 timeout_s=$2 pid=${3:-}
+    local rest=${url#http://}
+    local hostport=${rest%%/*} path="/${rest#*/}"
+    local host=${hostport%:*} port=${hostport##*:}
+    local deadline=$((SECONDS + timeout_s)) next_log=$((SECONDS + 10)) answer=""
+    while ((SECONDS < deadline)); do
+        # shellcheck disable=SC2016
+        answer=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1
+            printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$3" "$1" >&3; cat <&3' \
+            _ "$host" "$port" "$path" 2>/dev/null || true)
+        if [[ "$answer" == "HTTP/1."*" 200 "* ]]; then
+            return 0
+        fi
+        if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+            return 2
+        fi
+        if ((SECONDS >= next_log)); then
+            log "waiting for $url: ${answer##*$'\n'}"
+            next_log=$((SECONDS + 10))
+        fi
+        sleep 0.5
+    done
+    return 1
+}
+
 # ---------------------------------------------------------------------------
 # /proc helpers. /proc/PID/stat is "pid (comm) state ppid pgrp session ...";
 # comm may contain spaces and parentheses, so split after the last ')'.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Start `freshet run` in the background (pid file, log under $FRESHET_RUN_DIR) and wait until its
-# /metrics endpoint answers. The binary: $FRESHET_BIN, else target/{debug,release}/freshet.
+# Start `freshet run` in the background (pid file, log under $FRESHET_RUN_DIR) and wait until it
+# is ready (GET /readyz: the Milvus collection is loaded and every worker reads its partitions;
+# loading a large collection after a Milvus restart can take a minute or more). The binary:
+# $FRESHET_BIN, else target/{debug,release}/freshet.
 #   FRESHET_CONFIG=path.toml and FRESHET_<SECTION>_<KEY> settings pass through.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -12,7 +14,7 @@ BIN="${FRESHET_BIN:-$root/target/${FRESHET_PROFILE:-debug}/freshet}"
 PIDFILE="$FRESHET_RUN_DIR/pids/pipeline.pid"
 LOGFILE="$FRESHET_RUN_DIR/logs/pipeline.log"
 LISTEN="${FRESHET_METRICS_LISTEN:-127.0.0.1:9464}"
-TIMEOUT="${FRESHET_PIPELINE_START_TIMEOUT:-60}"
+TIMEOUT="${FRESHET_PIPELINE_START_TIMEOUT:-300}"
 
 if pidfile_running "$PIDFILE" freshet; then
     log "pipeline already running (pid $PIDFILE_PID); log: $LOGFILE"
@@ -32,6 +34,6 @@ if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRES
     export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576", "fetch.wait.max.ms" = "50"}'
 fi
 start_daemon pipeline "$PIDFILE" "$LOGFILE" "$root" "$BIN" run
-wait_for_tcp "${LISTEN%:*}" "${LISTEN##*:}" "$TIMEOUT" "$DAEMON_PID" ||
-    die_with_log "$LOGFILE" "the pipeline did not come up within ${TIMEOUT}s"
-log "pipeline up: metrics on http://$LISTEN/metrics"
+wait_for_ready "http://$LISTEN/readyz" "$TIMEOUT" "$DAEMON_PID" ||
+    die_with_log "$LOGFILE" "the pipeline was not ready within ${TIMEOUT}s (http://$LISTEN/readyz)"
+log "pipeline ready: http://$LISTEN/metrics, /healthz, /readyz"

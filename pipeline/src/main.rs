@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use freshet_pipeline::config::Config;
+use freshet_pipeline::endpoint::{self, Readiness};
 use freshet_pipeline::metrics::Metrics;
 
 #[derive(Parser)]
@@ -69,11 +70,12 @@ fn real_main() -> Result<()> {
                     .context("installing signal handlers")?;
             }
             let metrics = Metrics::new();
+            let ready = Readiness::new();
             if !config.metrics.listen.is_empty() {
-                let addr = metrics.serve(&config.metrics.listen)?;
-                tracing::info!(%addr, "serving /metrics");
+                let addr = endpoint::serve(&config.metrics.listen, metrics.clone(), ready.clone())?;
+                tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
             }
-            freshet_pipeline::run::run(config, stop.clone(), metrics)?;
+            freshet_pipeline::run::run(config, stop.clone(), metrics, ready)?;
             if stop.load(Ordering::SeqCst) {
                 tracing::info!("stopped cleanly");
             }

@@ -1,8 +1,6 @@
-//! The pipeline's Prometheus metrics (names and meanings: `pipeline/METRICS.md`) and the tiny
-//! HTTP endpoint that serves them.
+//! The pipeline's Prometheus metrics (names and meanings: `pipeline/METRICS.md`); served by
+//! [`crate::endpoint`].
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -219,44 +217,6 @@ impl Metrics {
             out.clear();
         }
         out
-    }
-
-    /// Serves `GET /metrics` (and `/healthz`) on `listen` in a background thread.
-    pub fn serve(&self, listen: &str) -> anyhow::Result<std::net::SocketAddr> {
-        let listener = TcpListener::bind(listen)
-            .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {listen}: {e}"))?;
-        let addr = listener.local_addr()?;
-        let metrics = self.clone();
-        std::thread::Builder::new().name("metrics-http".into()).spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut line = String::new();
-                let mut reader = BufReader::new(match stream.try_clone() {
-                    Ok(s) => s,
-                    Err(_) => continue,
-                });
-                if reader.read_line(&mut line).is_err() {
-                    continue;
-                }
-                // Drain the request headers.
-                let mut header = String::new();
-                while reader.read_line(&mut header).map(|n| n > 2).unwrap_or(false) {
-                    header.clear();
-                }
-                let path = line.split_whitespace().nth(1).unwrap_or("/");
-                let (status, ctype, body) = match path {
-                    "/metrics" => ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode()),
-                    "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                    _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-                };
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-        })?;
-        Ok(addr)
     }
 }
 

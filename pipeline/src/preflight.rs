@@ -19,6 +19,7 @@ use freshet_tantivy::ChunkIndexWriter;
 use crate::config::Config;
 use crate::dlq::DeadLetters;
 use crate::embedder::{ModelRef, SharedCache};
+use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::sink::Sinks;
 
@@ -46,7 +47,8 @@ pub struct Recovered {
 }
 
 /// Runs the checks and the recovery (see the module docs).
-pub fn preflight(config: &Config, metrics: &Metrics) -> Result<Prepared> {
+pub fn preflight(config: &Config, metrics: &Metrics, ready: &Readiness) -> Result<Prepared> {
+    ready.step("loading the tokenizer and the embedding model");
     let tokenizer_path = config.embedding.model_dir.join("tokenizer.json");
     let tokens = HfTokenCounter::from_file(&tokenizer_path)
         .map_err(|e| anyhow!("loading the tokenizer {}: {e}", tokenizer_path.display()))?;
@@ -55,6 +57,7 @@ pub fn preflight(config: &Config, metrics: &Metrics) -> Result<Prepared> {
     tracing::info!(model_id = %model.model_id(), dim = model.dim(), "embedding model loaded");
 
     let kafka = &config.kafka;
+    ready.step(format!("checking the topics on {}", kafka.brokers));
     admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
         .context("creating the document topic")?;
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
@@ -66,7 +69,7 @@ pub fn preflight(config: &Config, metrics: &Metrics) -> Result<Prepared> {
         metrics.clone(),
     );
     let recovered = if config.pipeline.process_index == 0 {
-        Some(recover(config, &mut model, &cache, &dlq, metrics)?)
+        Some(recover(config, &mut model, &cache, &dlq, metrics, ready)?)
     } else {
         None
     };
@@ -104,8 +107,10 @@ fn recover(
     cache: &SharedCache,
     dlq: &DeadLetters,
     metrics: &Metrics,
+    ready: &Readiness,
 ) -> Result<Recovered> {
     let path = &config.tantivy.path;
+    ready.step(format!("opening the tantivy index {}", path.display()));
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
     let tantivy = ChunkIndexWriter::open_or_create_with_threads(
         path,
@@ -137,7 +142,10 @@ fn recover(
     milvus_cfg.dim = model.dim();
     milvus_cfg.model_id = model.model_id().to_string();
     let collection = milvus_cfg.collection.clone();
-    tracing::info!(%collection, "opening and loading the Milvus collection");
+    ready.step(format!(
+        "opening and loading the Milvus collection {collection} at {}",
+        milvus_cfg.url
+    ));
     let started = Instant::now();
     let milvus = runtime
         .block_on(async {
@@ -154,6 +162,7 @@ fn recover(
         .filter(|c| c.kind == ChunkKind::Leaf)
         .collect();
     let batch_size = config.embedding.batch_size;
+    ready.step("reconciling Milvus with the tantivy index");
     reconcile(&runtime, &milvus, &leaves, model, cache.clone(), batch_size)
         .context("reconciling Milvus with the tantivy index")?;
     Ok(Recovered {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{anyhow, bail, Result};
 
 use crate::config::Config;
+use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::preflight::preflight;
 use crate::sink::Fatal;
@@ -15,8 +16,19 @@ use crate::source::Processing;
 use crate::worker::{run_worker, Shared};
 
 /// Runs until `stop` is set (then drains and commits) or a fatal error.
-pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()> {
-    let prepared = preflight(&config, &metrics)?;
+pub fn run(
+    config: Config,
+    stop: Arc<AtomicBool>,
+    metrics: Metrics,
+    ready: Readiness,
+) -> Result<()> {
+    let prepared = match preflight(&config, &metrics, &ready) {
+        Ok(p) => p,
+        Err(e) => {
+            ready.failed(format!("{e:#}"));
+            return Err(e);
+        }
+    };
     let (sinks, start_offsets, bootstrap) = match prepared.recovered {
         Some(r) => (Some(r.sinks), r.start_offsets, Some(r.bootstrap)),
         None => (None, Default::default(), None),
@@ -40,13 +52,16 @@ pub fn run(config: Config, stop: Arc<AtomicBool>, metrics: Metrics) -> Result<()
         fatal: fatal.clone(),
         sinks: Mutex::new(sinks),
         bootstrap: Mutex::new(bootstrap),
+        ready: ready.clone(),
     });
+    ready.workers_starting(config.pipeline.workers);
     let guards = timely::execute(timely_config(&config), move |worker| {
         run_worker(worker, &shared)
     })
     .map_err(|e| anyhow!("starting timely workers: {e}"))?;
     drop(guards);
     if let Some(msg) = fatal.lock().map_err(|_| anyhow!("lock"))?.take() {
+        ready.failed(msg.clone());
         bail!("pipeline stopped: {msg}");
     }
     Ok(())

@@ -21,6 +21,7 @@ use timely::worker::Worker;
 use crate::config::PipelineConfig;
 use crate::dlq::DeadLetters;
 use crate::embedder::{SharedCache, WorkerEmbedder};
+use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::preflight::IndexedState;
 use crate::sink::{sink, Fatal, SinkMsg, Sinks};
@@ -46,6 +47,7 @@ pub struct Shared {
     pub sinks: Mutex<Option<Sinks>>,
     /// The indexed state, replayed by worker 0.
     pub bootstrap: Mutex<Option<IndexedState>>,
+    pub ready: Readiness,
 }
 
 impl Shared {
@@ -81,6 +83,7 @@ impl Inputs {
 pub fn run_worker(worker: &mut Worker, shared: &Shared) {
     let index = worker.index();
     let mut source = open_source(shared, index, worker.peers());
+    shared.ready.worker_reading();
     let embedder = load_embedder(shared, index);
     let sinks = if index == 0 {
         let taken = shared.sinks.lock().ok().and_then(|mut s| s.take());
@@ -270,6 +273,9 @@ fn drain(
     pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
 ) {
     let index = worker.index();
+    if shared.stop.load(Ordering::SeqCst) {
+        shared.ready.stopping();
+    }
     inputs.docs.close();
     inputs.progress.close();
     let deadline = Instant::now() + Duration::from_secs(shared.pipeline.shutdown_timeout_s);

@@ -462,6 +462,13 @@ impl Case {
         Ok(out)
     }
 
+    /// `GET` one of the pipeline's endpoint paths (`/readyz`, `/healthz`): status and body.
+    pub fn endpoint(&self, path: &str) -> Result<(u16, String)> {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let r = query::request(&addr, "GET", path, &[], b"")?;
+        Ok((r.status, r.body))
+    }
+
     pub fn metric(&self, name: &str) -> Result<f64> {
         Ok(self.metrics()?.get(name).copied().unwrap_or(0.0))
     }

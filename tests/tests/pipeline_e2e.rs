@@ -141,6 +141,12 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
         distinct.len(),
         "each distinct leaf text is embedded once"
     );
+    // A running pipeline that has indexed is ready, and says so.
+    assert_eq!(
+        case.endpoint("/readyz")?,
+        (200, r#"{"ready":true}"#.to_string())
+    );
+    assert_eq!(case.endpoint("/healthz")?.0, 200);
     // Stage histograms: every record read and made durable, at least one write per sink and
     // one embedding batch.
     let produced = log.len() as f64;

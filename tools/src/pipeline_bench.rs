@@ -152,7 +152,9 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let start = Instant::now();
     let handle = {
         let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
-        std::thread::spawn(move || freshet_pipeline::run::run(cfg, stop, metrics))
+        std::thread::spawn(move || {
+            freshet_pipeline::run::run(cfg, stop, metrics, Default::default())
+        })
     };
     let limit = Duration::from_secs(3600);
     wait_caught_up(&cfg, &handle, limit)?;

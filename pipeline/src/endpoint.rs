@@ -1,0 +1,241 @@
+//! The pipeline's HTTP endpoint (`[metrics] listen`): `GET /metrics` (Prometheus text,
+//! `pipeline/METRICS.md`), `GET /healthz` (the process is up) and `GET /readyz` (200 once the
+//! Milvus collection is loaded and every worker of the process reads its partitions; 503 with
+//! what it is waiting for, for instance while Milvus loads a large collection after a restart).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::metrics::Metrics;
+
+/// Where the pipeline is on its way to reading records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Preflight, with what it is doing.
+    Starting(String),
+    /// Workers are starting: how many of how many read their partitions.
+    Workers {
+        reading: usize,
+        of: usize,
+    },
+    Running,
+    Stopping,
+    Failed(String),
+}
+
+#[derive(Debug)]
+struct Current {
+    phase: Phase,
+    since: Instant,
+}
+
+/// The pipeline's readiness, shared by the run and the endpoint; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Readiness(Arc<Mutex<Current>>);
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness::new()
+    }
+}
+
+impl Readiness {
+    pub fn new() -> Self {
+        Readiness(Arc::new(Mutex::new(Current {
+            phase: Phase::Starting("starting".into()),
+            since: Instant::now(),
+        })))
+    }
+
+    fn set(&self, phase: Phase) {
+        if let Ok(mut s) = self.0.lock() {
+            if s.phase != phase {
+                s.phase = phase;
+                s.since = Instant::now();
+            }
+        }
+    }
+
+    /// A preflight step (`"loading the Milvus collection docs"`); logged too.
+    pub fn step(&self, what: impl Into<String>) {
+        let what = what.into();
+        tracing::info!("{what}");
+        self.set(Phase::Starting(what));
+    }
+
+    /// `workers` workers of this process are about to open their readers.
+    pub fn workers_starting(&self, workers: usize) {
+        self.set(Phase::Workers {
+            reading: 0,
+            of: workers,
+        });
+    }
+
+    /// One more worker reads its partitions (or has none); the last one makes the pipeline
+    /// ready.
+    pub fn worker_reading(&self) {
+        let Ok(mut s) = self.0.lock() else { return };
+        if let Phase::Workers { reading, of } = s.phase {
+            s.phase = if reading + 1 >= of {
+                Phase::Running
+            } else {
+                Phase::Workers {
+                    reading: reading + 1,
+                    of,
+                }
+            };
+            s.since = Instant::now();
+        }
+    }
+
+    pub fn stopping(&self) {
+        self.set(Phase::Stopping);
+    }
+
+    pub fn failed(&self, why: impl Into<String>) {
+        self.set(Phase::Failed(why.into()));
+    }
+
+    /// `Ok` when ready, else what the pipeline is waiting for (and for how long).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let Ok(s) = self.0.lock() else {
+            return Err("readiness state poisoned".into());
+        };
+        let secs = s.since.elapsed().as_secs();
+        match &s.phase {
+            Phase::Running => Ok(()),
+            Phase::Starting(what) => Err(format!("{what} ({secs} s)")),
+            Phase::Workers { reading, of } => Err(format!(
+                "{reading} of {of} workers read their partitions ({secs} s)"
+            )),
+            Phase::Stopping => Err("stopping".into()),
+            Phase::Failed(why) => Err(format!("failed: {why}")),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    metrics: Metrics,
+    ready: Readiness,
+}
+
+/// Serves the endpoint on `listen` from a thread of its own; returns the bound address.
+pub fn serve(listen: &str, metrics: Metrics, ready: Readiness) -> Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind(listen)
+        .with_context(|| format!("cannot listen for metrics on {listen}"))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(Shared { metrics, ready });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("freshet-endpoint".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => {
+                        if let Err(e) = axum::serve(l, app).await {
+                            tracing::error!(error = %e, "the metrics endpoint stopped");
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "the metrics endpoint cannot start"),
+                }
+            })
+        })?;
+    Ok(addr)
+}
+
+async fn metrics_text(State(s): State<Shared>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
+}
+
+async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
+    match s.ready.check() {
+        Ok(()) => (StatusCode::OK, Json(json!({"ready": true}))),
+        Err(waiting_for) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "waiting_for": waiting_for})),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out[9..12].parse().unwrap();
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+        (status, body)
+    }
+
+    #[test]
+    fn readiness_follows_the_start_and_the_stop() {
+        let r = Readiness::new();
+        r.step("loading the Milvus collection c");
+        assert!(r
+            .check()
+            .unwrap_err()
+            .contains("loading the Milvus collection c"));
+        r.workers_starting(2);
+        r.worker_reading();
+        assert!(r.check().unwrap_err().contains("1 of 2 workers"));
+        r.worker_reading();
+        assert_eq!(r.check(), Ok(()));
+        r.stopping();
+        assert_eq!(r.check(), Err("stopping".into()));
+        r.failed("milvus down");
+        assert!(r.check().unwrap_err().contains("milvus down"));
+    }
+
+    #[test]
+    fn the_endpoint_serves_metrics_health_and_readiness() {
+        let metrics = Metrics::new();
+        metrics.commits.inc();
+        let ready = Readiness::new();
+        ready.step("opening the tantivy index");
+        let addr = serve("127.0.0.1:0", metrics, ready.clone()).unwrap();
+        let (status, body) = get(addr, "/metrics");
+        assert_eq!(status, 200);
+        assert!(body.contains("freshet_pipeline_commits_total 1"), "{body}");
+        assert_eq!(get(addr, "/healthz"), (200, "ok\n".into()));
+        let (status, body) = get(addr, "/readyz");
+        assert_eq!(status, 503);
+        assert!(body.contains("opening the tantivy index"), "{body}");
+        ready.workers_starting(1);
+        ready.worker_reading();
+        assert_eq!(get(addr, "/readyz"), (200, r#"{"ready":true}"#.into()));
+        assert_eq!(get(addr, "/nope").0, 404);
+    }
+}
