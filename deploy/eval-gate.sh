@@ -12,17 +12,19 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root="$(dirname "$FRESHET_DEPLOY_DIR")"
-# The dataset lives next to the checkout (../shared/datasets/scifact); a clone elsewhere (CI)
-# finds the workspace's copy.
+# The dataset: $FRESHET_EVAL_DATASET, else shared/datasets/scifact beside the checkout or beside
+# one of its parent folders (../shared/datasets/scifact for a checkout next to shared/).
 dataset="${FRESHET_EVAL_DATASET:-}"
 if [[ -z "$dataset" ]]; then
-    for d in "$root/../shared/datasets/scifact" "/work/shared/datasets/scifact"; do
-        if [[ -f "$d/corpus.jsonl" ]]; then dataset="$d"; break; fi
+    dir="$root"
+    while [[ "$dir" != / && -z "$dataset" ]]; do
+        dir="$(dirname "$dir")"
+        [[ -f "$dir/shared/datasets/scifact/corpus.jsonl" ]] && dataset="$dir/shared/datasets/scifact"
     done
 fi
 baseline="$root/tests/eval/scifact-baseline.json"
 [[ -n "$dataset" && -f "$dataset/corpus.jsonl" ]] ||
-    die "no BEIR SciFact dataset found (looked in $root/../shared/datasets/scifact and /work/shared/datasets/scifact); set FRESHET_EVAL_DATASET"
+    die "no BEIR SciFact dataset found (looked for shared/datasets/scifact beside $root and its parent folders); set FRESHET_EVAL_DATASET"
 
 run="$FRESHET_RUN_DIR/eval"
 rm -rf "$run"

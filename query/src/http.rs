@@ -70,6 +70,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
     let limit = engine.config.query.max_body_bytes;
     Router::new()
         .route("/v1/retrieve", post(retrieve))
+        .route("/v1/index", get(index_state))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))
         .route(
             "/pathway/v1/statistics",
@@ -251,6 +252,45 @@ async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMa
         "last_indexed": f.visible_at_ms / 1000,
     }))
     .into_response()
+}
+
+/// The pipeline commit this node serves: its Kafka offsets (per topic and partition, the next
+/// offset to read), so that a client can tell whether the records it published are searchable.
+async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&engine, &headers) {
+        return e.into_response();
+    }
+    let Some(reader) = engine.indexes.tantivy() else {
+        let reason = engine.indexes.status().tantivy.unwrap_or_default();
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
+            .into_response();
+    };
+    let f = engine.indexes.freshness();
+    let payload = tokio::task::spawn_blocking(move || {
+        let chunks = reader.count();
+        reader.last_payload().map(|p| (p, chunks))
+    })
+    .await;
+    match payload {
+        Ok(Ok((payload, chunks))) => {
+            let offsets = payload.map(|p| p.offsets).unwrap_or_default();
+            Json(json!({
+                "epoch": f.epoch,
+                "committed_at_ms": f.committed_at_ms,
+                "offsets": offsets,
+                "chunks": chunks,
+            }))
+            .into_response()
+        }
+        Ok(Err(e)) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("tantivy: {e}"),
+        )
+        .into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            .into_response(),
+    }
 }
 
 async fn healthz() -> Response {

@@ -141,6 +141,18 @@ pub fn document() -> Value {
                     "503": err_resp("Unavailable")
                 }
             }},
+            "/v1/index": {"get": {
+                "summary": "The pipeline commit this node serves: Kafka offsets per topic and partition (the next offset to read), epoch, commit time, chunk count",
+                "security": [{"bearer": []}, {"apiKey": []}],
+                "responses": {
+                    "200": {"description": "Index state", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "chunks": {"type": "integer"},
+                        "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
+                    }}}}},
+                    "401": err_resp("Missing or wrong API key"),
+                    "503": err_resp("The index is not open")
+                }
+            }},
             "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
             "/readyz": {"get": {"summary": "Both indexes reachable", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OpenMetrics text"}}}},

@@ -41,6 +41,7 @@ fn publish_update_delete_through_every_route() -> Result<()> {
     let r = node.post("/v1/retrieve", &json!({"query": "lava"}))?;
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()?["error"]["code"], "unavailable");
+    assert_eq!(node.get("/v1/index")?.status, 503);
 
     case.start_pipeline()?;
     let docs = [
@@ -64,6 +65,16 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         )?;
         assert!(!ids.is_empty(), "{mode}");
     }
+    // The node says which commit it serves: the offsets of the pipeline's last commit.
+    let served = node.get("/v1/index")?.json()?;
+    let committed = freshet_tantivy::ChunkIndexReader::open(case.tantivy_path())?
+        .last_payload()?
+        .expect("a commit");
+    let topic = &case.kafka.topic;
+    for (p, next) in &committed.offsets[topic] {
+        assert_eq!(served["offsets"][topic][p.to_string()], *next, "{served}");
+    }
+    assert!(served["chunks"].as_u64().unwrap_or(0) >= 4, "{served}");
     // Chinese text is searched with the Chinese analyzer (jieba words, not character runs).
     let ids = node.doc_ids(&json!({"query": "春节吃饺子", "mode": "bm25", "k": 3}))?;
     assert_eq!(ids, ["dumpling"]);

@@ -1,5 +1,7 @@
 //! `freshet-tools eval`: retrieval quality through the real system. Publishes a BEIR corpus to
-//! the document topic (the normal contract), waits until the pipeline has made it durable, runs
+//! the document topic (the normal contract), waits until the query node serves an index that
+//! holds every record of the topic (`GET /v1/index`: the node's own commit, wherever the
+//! pipeline keeps it; an index that has not caught up is never reported on), runs
 //! every query through the query node's HTTP API in each configuration, and reports nDCG@10,
 //! Recall@10, Recall@100 and MRR@10 per configuration (table and JSON). With a baseline it is
 //! the CI quality gate.
@@ -18,6 +20,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use beir::Dataset;
+use freshet_pipeline::config::Config as PipelineConfig;
 use metrics::{doc_ranking, Scores};
 
 /// Options of one evaluation run.
@@ -175,60 +178,130 @@ impl Progress {
     }
 }
 
-/// Publishes the corpus and waits until the pipeline has made every record durable.
-fn publish_and_wait(args: &EvalArgs, dataset: &Dataset) -> Result<()> {
-    use crate::inspect;
+/// Publishes the corpus to the pipeline's topic; returns the topic and its high watermarks
+/// afterwards.
+fn publish(args: &EvalArgs, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i64>)> {
     use freshet_kafka::source::{publish_jsonl, Mapping};
     use freshet_kafka::{admin, DocumentProducer};
-    use freshet_pipeline::config::Config as PipelineConfig;
 
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let kafka = &config.kafka;
-    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
-        .context("creating the document topic")?;
-    let producer = DocumentProducer::new(kafka).context("creating the producer")?;
-    let report = publish_jsonl(
-        &dataset.corpus_path,
-        &producer,
-        &kafka.topic,
-        &Mapping::default(),
-    )
-    .with_context(|| format!("publishing {}", dataset.corpus_path.display()))?;
-    eprintln!(
-        "published {} documents to {} ({} skipped)",
-        report.upserts,
-        kafka.topic,
-        report.bad.len()
-    );
-    eprintln!(
-        "waiting for the pipeline to make them durable in {} (set [tantivy] path / \
-         FRESHET_TANTIVY_PATH as the pipeline has it)",
-        config.tantivy.path.display()
-    );
-    let high = inspect::high_watermarks(kafka, "eval")?;
+    if args.publish {
+        admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
+            .context("creating the document topic")?;
+        let producer = DocumentProducer::new(kafka).context("creating the producer")?;
+        let report = publish_jsonl(
+            &dataset.corpus_path,
+            &producer,
+            &kafka.topic,
+            &Mapping::default(),
+        )
+        .with_context(|| format!("publishing {}", dataset.corpus_path.display()))?;
+        eprintln!(
+            "published {} documents to {} ({} skipped)",
+            report.upserts,
+            kafka.topic,
+            report.bad.len()
+        );
+    }
+    let high = crate::inspect::high_watermarks(kafka, "eval")?;
+    Ok((kafka.topic.clone(), high))
+}
+
+/// The offsets of `topic` in the commit the query node serves (`GET /v1/index`).
+async fn served_offsets(
+    client: &reqwest::Client,
+    args: &EvalArgs,
+    topic: &str,
+) -> Result<BTreeMap<i32, i64>> {
+    let url = format!("{}/v1/index", args.url.trim_end_matches('/'));
+    let mut req = client.get(&url);
+    if let Some(k) = &args.api_key {
+        req = req.bearer_auth(k);
+    }
+    let r = req.send().await.with_context(|| format!("GET {url}"))?;
+    let status = r.status();
+    let body: Value = r.json().await.with_context(|| format!("GET {url}"))?;
+    if !status.is_success() {
+        bail!("GET {url}: {status} {body}");
+    }
+    offsets_of(&body, topic)
+}
+
+/// `topic`'s offsets in a `GET /v1/index` answer (none yet: an empty map).
+fn offsets_of(body: &Value, topic: &str) -> Result<BTreeMap<i32, i64>> {
+    let offsets = &body["offsets"];
+    let Some(mine) = offsets.get(topic).and_then(Value::as_object) else {
+        let topics: Vec<&String> = offsets
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
+        if topics.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        bail!(
+            "the index the query node serves holds offsets of {topics:?}, not of {topic}: \
+             the evaluation publishes to the pipeline's topic, so give it the pipeline's \
+             configuration (--config or FRESHET_KAFKA_TOPIC)"
+        );
+    };
+    Ok(mine
+        .iter()
+        .filter_map(|(p, o)| Some((p.parse().ok()?, o.as_i64()?)))
+        .collect())
+}
+
+/// Waits until the index the query node serves holds every record of the topic (its high
+/// watermarks `high`), showing progress; with `--no-publish`, refuses at once an index that has
+/// not caught up, so that no report is made on a partial index.
+async fn wait_caught_up(
+    client: &reqwest::Client,
+    args: &EvalArgs,
+    topic: &str,
+    high: &BTreeMap<i32, i64>,
+) -> Result<()> {
     let total: i64 = high.values().sum();
+    let done_of = |served: &BTreeMap<i32, i64>| -> i64 {
+        high.iter()
+            .map(|(p, h)| served.get(p).copied().unwrap_or(0).min(*h))
+            .sum()
+    };
+    if !args.publish {
+        let served = served_offsets(client, args, topic).await?;
+        if !crate::inspect::covers(&served, high) {
+            bail!(
+                "the index the query node serves has {} of the {total} records of {topic}: it \
+                 has not caught up, so its figures would be wrong; wait for the pipeline, or \
+                 publish with the evaluation (no --no-publish)",
+                done_of(&served)
+            );
+        }
+        return Ok(());
+    }
+    eprintln!(
+        "waiting until the query node at {} serves every record of {topic}",
+        args.url
+    );
     let mut bar = Progress::new("ingest", total.max(0) as u64);
     let deadline = Instant::now() + args.wait;
     loop {
-        let durable = inspect::durable_offsets(&config.tantivy.path, &kafka.topic);
-        let done: i64 = high
-            .iter()
-            .map(|(p, h)| durable.get(p).copied().unwrap_or(0).min(*h))
-            .sum();
+        let served = served_offsets(client, args, topic).await?;
+        let done = done_of(&served);
         bar.set(done.max(0) as u64);
-        if inspect::covers(&durable, &high) {
+        if crate::inspect::covers(&served, high) {
             bar.finish(done.max(0) as u64);
             return Ok(());
         }
         if Instant::now() > deadline {
             eprintln!();
             bail!(
-                "the pipeline did not index the corpus within {:?} ({done}/{total} records \
-                 durable); is `freshet run` running with the same configuration?",
+                "the query node's index did not catch up with {topic} within {:?} \
+                 ({done}/{total} records); is `freshet run` running with the same \
+                 configuration, and the node serving its index?",
                 args.wait
             );
         }
-        std::thread::sleep(Duration::from_millis(500));
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -240,15 +313,14 @@ pub fn run(args: EvalArgs) -> Result<(Report, bool)> {
         .iter()
         .map(|c| parse_config(c))
         .collect::<Result<_>>()?;
-    if args.publish {
-        publish_and_wait(&args, &dataset)?;
-    }
+    let (topic, high) = publish(&args, &dataset)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;
+    runtime.block_on(wait_caught_up(&client, &args, &topic, &high))?;
     let mut report = Report {
         dataset: args.dataset.display().to_string(),
         split: args.split.clone(),
@@ -418,6 +490,21 @@ fn gate(report: &Report, baseline: &PathBuf, names: &[String], tolerance: f64) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_offsets_are_read_per_topic_and_a_wrong_topic_is_named() {
+        let body = json!({"epoch": 3, "offsets": {"docs": {"0": 12, "1": 7}}, "chunks": 40});
+        assert_eq!(
+            offsets_of(&body, "docs").unwrap(),
+            BTreeMap::from([(0, 12), (1, 7)])
+        );
+        let e = offsets_of(&body, "other").unwrap_err().to_string();
+        assert!(e.contains("\"docs\"") && e.contains("other"), "{e}");
+        // a new index without a commit yet: nothing served
+        assert!(offsets_of(&json!({"offsets": {}}), "docs")
+            .unwrap()
+            .is_empty());
+    }
 
     #[test]
     fn config_lists_split_outside_json() {
