@@ -21,8 +21,7 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     let embedders = Arc::new(EmbedderPool::load(&config, metrics.clone())?);
     let counter = HfTokenCounter::from_file(config.embedding.model_dir.join("tokenizer.json"))
         .context("loading the model tokenizer (for context packing)")?;
-    let reranker =
-        Reranker::from_config(&config.query, config.embedding.resolved_ort_dylib_path())?;
+    let reranker = Reranker::from_config(&config.query, config.embedding.ort_dylib_path.clone())?;
     let indexes = Indexes::new(metrics.clone());
     indexes.spawn_tantivy_reloader(
         config.tantivy.path.clone(),

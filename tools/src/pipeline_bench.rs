@@ -97,17 +97,23 @@ fn writes(m: &Metrics) -> u64 {
         .sum()
 }
 
-/// Waits until the tantivy commit covers every record on the topic.
-fn wait_caught_up(
-    cfg: &Config,
-    running: &std::thread::JoinHandle<Result<()>>,
-    timeout: Duration,
-) -> Result<()> {
+/// The pipeline, run in a thread of this process.
+type Pipeline = std::thread::JoinHandle<Result<()>>;
+
+/// Waits until the tantivy commit covers every record on the topic; if the pipeline stops,
+/// says why.
+fn wait_caught_up(cfg: &Config, running: &mut Option<Pipeline>, timeout: Duration) -> Result<()> {
     let high = inspect::high_watermarks(&cfg.kafka, "bench-probe")?;
     let deadline = Instant::now() + timeout;
     loop {
-        if running.is_finished() {
-            bail!("the pipeline stopped during the benchmark");
+        if running.as_ref().is_none_or(|r| r.is_finished()) {
+            let why = match running.take().map(|r| r.join()) {
+                Some(Ok(Err(e))) => format!("{e:#}"),
+                Some(Ok(Ok(()))) => "it returned".into(),
+                Some(Err(_)) => "its thread panicked".into(),
+                None => "it was not running".into(),
+            };
+            bail!("the pipeline stopped during the benchmark: {why}");
         }
         if inspect::covers(
             &inspect::durable_offsets(&cfg.tantivy.path, &cfg.kafka.topic),
@@ -150,14 +156,14 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let metrics = Metrics::new();
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
-    let handle = {
+    let mut handle = Some({
         let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
         std::thread::spawn(move || {
             freshet_pipeline::run::run(cfg, stop, metrics, Default::default())
         })
-    };
+    });
     let limit = Duration::from_secs(3600);
-    wait_caught_up(&cfg, &handle, limit)?;
+    wait_caught_up(&cfg, &mut handle, limit)?;
     let first_s = start.elapsed().as_secs_f64();
     let chunks = metrics
         .chunks
@@ -172,7 +178,7 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let (e0, w0) = (counter(&metrics, "embedded"), writes(&metrics));
     let t = Instant::now();
     producer.send_many(&cfg.kafka.topic, docs.iter().map(envelope))?;
-    wait_caught_up(&cfg, &handle, limit)?;
+    wait_caught_up(&cfg, &mut handle, limit)?;
     let resend_s = t.elapsed().as_secs_f64();
     let (resend_embedded, resend_writes) =
         (counter(&metrics, "embedded") - e0, writes(&metrics) - w0);
@@ -191,14 +197,15 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let (e1, w1) = (counter(&metrics, "embedded"), writes(&metrics));
     let t = Instant::now();
     producer.send_many(&cfg.kafka.topic, edited.iter().map(envelope))?;
-    wait_caught_up(&cfg, &handle, limit)?;
+    wait_caught_up(&cfg, &mut handle, limit)?;
     let edit_s = t.elapsed().as_secs_f64();
     let (edit_embedded, edit_writes) = (counter(&metrics, "embedded") - e1, writes(&metrics) - w1);
 
     stop.store(true, Ordering::SeqCst);
-    handle
-        .join()
-        .map_err(|_| anyhow!("pipeline thread panicked"))??;
+    if let Some(h) = handle {
+        h.join()
+            .map_err(|_| anyhow!("pipeline thread panicked"))??;
+    }
 
     // Raw fastembed on exactly the texts the pipeline embedded, all cores, same batch size.
     let reader = ChunkIndexReader::open(&cfg.tantivy.path)?;

@@ -89,18 +89,59 @@ impl EmbeddingConfig {
         Ok(())
     }
 
-    /// The runtime library path: `ort_dylib_path`, else `$ORT_DYLIB_PATH`.
-    pub fn resolved_ort_dylib_path(&self) -> Option<PathBuf> {
-        ort_path_or_env(self.ort_dylib_path.as_deref())
+    /// The runtime library: see [`find_ort_library`].
+    pub fn resolved_ort_dylib_path(&self) -> std::result::Result<PathBuf, String> {
+        find_ort_library(self.ort_dylib_path.as_deref())
     }
 }
 
-/// `explicit`, else `$ORT_DYLIB_PATH` (shared by the embedder and the reranker).
-pub(crate) fn ort_path_or_env(explicit: Option<&Path>) -> Option<PathBuf> {
-    explicit.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os("ORT_DYLIB_PATH")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
+/// The ONNX Runtime library: `explicit` (`ort_dylib_path`), else `$ORT_DYLIB_PATH`, else the one
+/// `deploy/install.sh` puts in the local install's Python venv
+/// (`$FRESHET_HOME/venv/lib/python3.*/site-packages/onnxruntime/capi/libonnxruntime.so.*`, the
+/// newest). `Err` says where it looked. Shared by the embedder and the reranker.
+pub fn find_ort_library(explicit: Option<&Path>) -> std::result::Result<PathBuf, String> {
+    let env = std::env::var_os("ORT_DYLIB_PATH");
+    find_ort_library_in(explicit, env.as_deref(), &freshet_config::freshet_home())
+}
+
+/// [`find_ort_library`] with the variable's value and the install's home given.
+fn find_ort_library_in(
+    explicit: Option<&Path>,
+    env: Option<&std::ffi::OsStr>,
+    home: &Path,
+) -> std::result::Result<PathBuf, String> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = env.filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let lib = home.join("venv").join("lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path().join("site-packages/onnxruntime/capi"))
+        .flat_map(|capi| std::fs::read_dir(capi).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so."))
+        })
+        .collect();
+    found.sort_by_key(|p| {
+        p.file_name()
+            .and_then(|n| crate::embedder::ort_version_from_file_name(&n.to_string_lossy()))
+    });
+    found.pop().ok_or_else(|| {
+        format!(
+            "no ONNX Runtime library: [embedding] ort_dylib_path and ORT_DYLIB_PATH are unset, and \
+             there is none under {}/python3.*/site-packages/onnxruntime/capi/ (deploy/install.sh \
+             puts onnxruntime==1.31.1 there; or set ORT_DYLIB_PATH to a \
+             libonnxruntime.so.1.31.1)",
+            lib.display()
+        )
     })
 }
 
@@ -204,6 +245,39 @@ mod tests {
         .validate()
         .is_err());
         assert!(EmbeddingConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn the_runtime_library_is_found_in_the_local_install() {
+        let home = tempfile::tempdir().unwrap();
+        let e = find_ort_library_in(None, None, home.path()).unwrap_err();
+        assert!(
+            e.contains("ORT_DYLIB_PATH") && e.contains(&home.path().display().to_string()),
+            "{e}"
+        );
+        let capi = home
+            .path()
+            .join("venv/lib/python3.11/site-packages/onnxruntime/capi");
+        std::fs::create_dir_all(&capi).unwrap();
+        for v in ["1.9.0", "1.31.1", "1.20.0"] {
+            std::fs::write(capi.join(format!("libonnxruntime.so.{v}")), b"").unwrap();
+        }
+        std::fs::write(capi.join("other.so"), b"").unwrap();
+        assert_eq!(
+            find_ort_library_in(None, None, home.path()),
+            Ok(capi.join("libonnxruntime.so.1.31.1")),
+            "the newest"
+        );
+        let env = std::ffi::OsStr::new("/env/libonnxruntime.so.1.31.1");
+        assert_eq!(
+            find_ort_library_in(None, Some(env), home.path()),
+            Ok(PathBuf::from(env))
+        );
+        let explicit = Path::new("/explicit/lib.so");
+        assert_eq!(
+            find_ort_library_in(Some(explicit), Some(env), home.path()),
+            Ok(explicit.to_path_buf())
+        );
     }
 
     #[test]

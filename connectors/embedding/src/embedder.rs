@@ -370,15 +370,8 @@ pub(crate) fn tokenizer_max_length(dir: &Path, tokenizer_config: &[u8]) -> Resul
 }
 
 /// Checks the runtime library path on the file system only (ONNX Runtime is not touched).
-pub(crate) fn check_ort_library(path: Option<PathBuf>) -> Result<PathBuf> {
-    let path = path.ok_or_else(|| {
-        Error::OrtLibrary(
-            "no library configured: set ORT_DYLIB_PATH (or ort_dylib_path) to \
-             libonnxruntime.so.1.31.1, e.g. $FRESHET_HOME/venv/lib/python3.11/site-packages/\
-             onnxruntime/capi/libonnxruntime.so.1.31.1"
-                .into(),
-        )
-    })?;
+pub(crate) fn check_ort_library(path: std::result::Result<PathBuf, String>) -> Result<PathBuf> {
+    let path = path.map_err(Error::OrtLibrary)?;
     let bad = |what: String| Error::OrtLibrary(format!("{}: {what}", path.display()));
     let meta = std::fs::metadata(&path).map_err(|e| bad(format!("cannot access it ({e})")))?;
     if !meta.is_file() {
@@ -415,7 +408,7 @@ pub(crate) fn check_ort_library(path: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// `libonnxruntime.so.1.31.1` -> (1, 31); `libonnxruntime.1.31.1.dylib` -> (1, 31).
-fn ort_version_from_file_name(name: &str) -> Option<(u32, u32)> {
+pub(crate) fn ort_version_from_file_name(name: &str) -> Option<(u32, u32)> {
     let rest = name.strip_prefix("libonnxruntime")?;
     let rest = rest
         .strip_prefix(".so.")
@@ -479,24 +472,26 @@ mod tests {
 
     #[test]
     fn ort_path_is_checked_without_loading_it() {
-        let e = check_ort_library(None).unwrap_err().to_string();
-        assert!(e.contains("ORT_DYLIB_PATH"), "{e}");
+        let e = check_ort_library(Err("no library: looked in X".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("looked in X"), "{e}");
         let dir = tempfile::tempdir().unwrap();
-        let e = check_ort_library(Some(dir.path().join("libonnxruntime.so.1.31.1")))
+        let e = check_ort_library(Ok(dir.path().join("libonnxruntime.so.1.31.1")))
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot access"), "{e}");
-        let e = check_ort_library(Some(dir.path().to_path_buf()))
+        let e = check_ort_library(Ok(dir.path().to_path_buf()))
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a regular file"), "{e}");
         let old = dir.path().join("libonnxruntime.so.1.16.3");
         std::fs::write(&old, b"\x7fELF....").unwrap();
-        let e = check_ort_library(Some(old)).unwrap_err().to_string();
+        let e = check_ort_library(Ok(old)).unwrap_err().to_string();
         assert!(e.contains("1.16 is not supported"), "{e}");
         let text = dir.path().join("libonnxruntime.so.1.31.1");
         std::fs::write(&text, b"not a library").unwrap();
-        let e = check_ort_library(Some(text)).unwrap_err().to_string();
+        let e = check_ort_library(Ok(text)).unwrap_err().to_string();
         assert!(e.contains("not a shared library"), "{e}");
     }
 

@@ -36,7 +36,7 @@ mod rerank;
 
 pub use cache::DiskCache;
 pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
-pub use config::{EmbeddingConfig, ModelMeta, DEFAULT_MODEL_DIR_NAME};
+pub use config::{find_ort_library, EmbeddingConfig, ModelMeta, DEFAULT_MODEL_DIR_NAME};
 pub use embedder::{FastEmbedder, MIN_ORT_MINOR};
 pub use error::{Error, Result};
 pub use rerank::{FastReranker, RerankerConfig};

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use fastembed::{RerankInitOptionsUserDefined, TextRerank, UserDefinedRerankingModel};
 use serde::{Deserialize, Serialize};
 
-use crate::config::ort_path_or_env;
+use crate::config::find_ort_library;
 use crate::embedder::{
     check_ort_library, init_ort, load_guarded, read_model_dir, tokenizer_max_length,
 };
@@ -69,7 +69,7 @@ impl FastReranker {
                 "reranker batch_size and max_length must be at least 1".into(),
             ));
         }
-        let ort_path = check_ort_library(ort_path_or_env(config.ort_dylib_path.as_deref()))?;
+        let ort_path = check_ort_library(find_ort_library(config.ort_dylib_path.as_deref()))?;
         let dir = &config.model_dir;
         let files = read_model_dir(dir, &[])?;
         let max_length = config
