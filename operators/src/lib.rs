@@ -31,3 +31,5 @@ pub mod prepare;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;

@@ -100,13 +100,15 @@ pub fn excludes_all_stored(f: &ChunkFilter) -> bool {
             .is_some_and(|k| !k.contains(&ChunkKind::Leaf))
 }
 
-/// `metadata["key"] == <literal>` for a JSON value given as text.
+/// `metadata["key"]` equal to a JSON value given as text, or an array holding it:
+/// `metadata["key"] == v or json_contains(metadata["key"], v)` (to be parenthesised by the
+/// caller), as tantivy's JSON index (which
+/// indexes every array element) and `ChunkFilter::matches` mean it. `==` alone compares a whole
+/// array; `json_contains` alone looks only into arrays (both Milvus 2.3.5 and milvus-lite).
 fn metadata_eq_expr(key: &str, json_value: &str) -> Result<String> {
-    Ok(format!(
-        "{F_METADATA}[{}] == {}",
-        quote(key),
-        metadata_literal(key, json_value)?
-    ))
+    let field = format!("{F_METADATA}[{}]", quote(key));
+    let v = metadata_literal(key, json_value)?;
+    Ok(format!("{field} == {v} or json_contains({field}, {v})"))
 }
 
 /// `metadata["key"]` equal to any of the JSON values given as text: equalities joined by `or`
@@ -193,6 +195,11 @@ mod tests {
         assert_eq!(quote_list::<&str>(&[]), "[]");
     }
 
+    /// What `metadata_eq_expr` writes for `key` and a literal.
+    fn eq(key: &str, v: &str) -> String {
+        format!("metadata[{key}] == {v} or json_contains(metadata[{key}], {v})")
+    }
+
     #[test]
     fn filter_exprs() {
         assert_eq!(filter_expr(&ChunkFilter::none()).unwrap(), "");
@@ -220,7 +227,14 @@ mod tests {
                     .kinds([ChunkKind::Leaf])
             )
             .unwrap(),
-            r#"(acl_public == true or array_contains_any(acl, ["g\"1"])) and (metadata["la\"ng"] == "e\"n") and (metadata["year"] == 2020) and (metadata["score"] == 0.5) and (metadata["big"] == 1000.0) and (metadata["draft"] == false)"#
+            format!(
+                r#"(acl_public == true or array_contains_any(acl, ["g\"1"])) and ({}) and ({}) and ({}) and ({}) and ({})"#,
+                eq(r#""la\"ng""#, r#""e\"n""#),
+                eq(r#""year""#, "2020"),
+                eq(r#""score""#, "0.5"),
+                eq(r#""big""#, "1000.0"),
+                eq(r#""draft""#, "false"),
+            )
         );
         assert_eq!(
             filter_expr(
@@ -229,14 +243,26 @@ mod tests {
                     .metadata_in("lang", [r#""en""#, r#""fr""#])
             )
             .unwrap(),
-            r#"(metadata["a"] == 1) and ((metadata["lang"] == "en" or metadata["lang"] == "fr"))"#
+            format!(
+                r#"({}) and (({} or {}))"#,
+                eq(r#""a""#, "1"),
+                eq(r#""lang""#, r#""en""#),
+                eq(r#""lang""#, r#""fr""#)
+            )
         );
         assert_eq!(
             filter_expr(
                 &ChunkFilter::none().metadata_in("k", [r#""a""#, "1", "true", "2.5", "1e3"])
             )
             .unwrap(),
-            r#"((metadata["k"] == "a" or metadata["k"] == 1) or (metadata["k"] == true or (metadata["k"] == 2.5 or metadata["k"] == 1000.0)))"#
+            format!(
+                "(({} or {}) or ({} or ({} or {})))",
+                eq(r#""k""#, r#""a""#),
+                eq(r#""k""#, "1"),
+                eq(r#""k""#, "true"),
+                eq(r#""k""#, "2.5"),
+                eq(r#""k""#, "1000.0")
+            )
         );
         let many: Vec<String> = (0..256).map(|i| i.to_string()).collect();
         let e = filter_expr(&ChunkFilter::none().metadata_in("k", many)).unwrap();
@@ -251,8 +277,12 @@ mod tests {
                 Some(*d)
             })
             .max();
-        assert_eq!(depth, Some(8));
-        assert_eq!(e.matches(" or ").count(), 255);
+        assert_eq!(
+            depth,
+            Some(9),
+            "8 levels of `or` plus json_contains' own parentheses"
+        );
+        assert_eq!(e.matches(" or ").count(), 255 + 256);
         assert!(filter_expr(&ChunkFilter::none().metadata_in("k", ["en"])).is_err());
         assert!(ChunkFilter::none()
             .metadata_in("k", Vec::<String>::new())

@@ -1,7 +1,8 @@
 //! Live tests against a running Milvus (2.3.5 standalone or milvus-lite 3.2.2).
 //!
-//! Set FRESHET_MILVUS_URL (e.g. `http://127.0.0.1:19530`) to run them; without it every test
-//! prints a loud SKIPPED line and passes. Each test uses its own collection
+//! Built with the `live` feature only; under it they need FRESHET_MILVUS_URL (e.g.
+//! `http://127.0.0.1:19530`; deploy/test.sh starts Milvus and sets it) and fail without it.
+//! Each test uses its own collection
 //! (`freshet_t_<test>_<pid>`) and drops it at the start and the end.
 
 use std::collections::BTreeSet;
@@ -12,26 +13,13 @@ use freshet_operators::chunk::{Chunk, ChunkKind};
 
 const DIM: usize = 384;
 
-fn url() -> Option<String> {
-    match std::env::var("FRESHET_MILVUS_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            // Straight to the stderr handle: libtest captures eprintln! of passing tests.
-            static ONCE: std::sync::Once = std::sync::Once::new();
-            ONCE.call_once(|| {
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n**************************************************************\n\
-                     * SKIPPED: FRESHET_MILVUS_URL is not set; the milvus live    *\n\
-                     * tests did not run. Start Milvus (deploy/start-milvus.sh)   *\n\
-                     * and set FRESHET_MILVUS_URL=http://127.0.0.1:19530          *\n\
-                     **************************************************************\n"
-                );
-            });
-            None
-        }
-    }
+fn url() -> String {
+    std::env::var("FRESHET_MILVUS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            panic!("FRESHET_MILVUS_URL is not set: deploy/test.sh starts Milvus and sets it")
+        })
 }
 
 fn cfg(url: &str, test: &str) -> MilvusConfig {
@@ -98,7 +86,7 @@ fn ids_of(hits: &[(String, f32)]) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn ensure_is_idempotent_and_checks_dim_and_model() {
-    let Some(url) = url() else { return };
+    let url = url();
     let c = cfg(&url, "ensure");
     let s = fresh_sink(c.clone()).await;
     // Again, on the same and on a new connection.
@@ -154,7 +142,7 @@ async fn ensure_is_idempotent_and_checks_dim_and_model() {
 async fn an_older_layout_is_refused_with_what_to_do() {
     use freshet_milvus::schema;
     use milvus::v2::prelude::CreateCollectionRequest;
-    let Some(url) = url() else { return };
+    let url = url();
     let c = cfg(&url, "layout");
     let s = MilvusSink::connect(c.clone()).await.unwrap();
     s.drop_collection().await.unwrap();
@@ -192,7 +180,7 @@ async fn an_older_layout_is_refused_with_what_to_do() {
 
 #[tokio::test]
 async fn upsert_get_search_replace_delete_flush_list() {
-    let Some(url) = url() else { return };
+    let url = url();
     let c = MilvusConfig {
         max_batch_rows: 7, // exercise batching
         ..cfg(&url, "crud")
@@ -302,7 +290,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
 
 #[tokio::test]
 async fn filters_inside_milvus() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = fresh_sink(cfg(&url, "filters")).await;
     let hostile = "q\"uo'te \\ back\nnl\ttab\0nul é🎉 \" or 1==1 or \"";
     let mk = |i: u64, doc: &str, acl: &[&str], meta: &str, kind: ChunkKind| {
@@ -432,7 +420,7 @@ async fn filters_inside_milvus() {
 
 #[tokio::test]
 async fn list_ids_paginates_across_segments() {
-    let Some(url) = url() else { return };
+    let url = url();
     let c = MilvusConfig {
         page_size: 100,
         max_batch_rows: 300,
@@ -466,7 +454,7 @@ async fn list_ids_paginates_across_segments() {
 #[tokio::test]
 #[ignore = "slow; run with --ignored"]
 async fn bulk_default_sizes() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = fresh_sink(cfg(&url, "bulk")).await;
     let n = 20_000u64;
     let t = std::time::Instant::now();
@@ -514,7 +502,7 @@ async fn bulk_default_sizes() {
 /// whose source is longer (this crate's checks know only the layout's limits).
 #[tokio::test]
 async fn refused_rows_are_isolated_and_the_rest_is_written() {
-    let Some(url) = url() else { return };
+    let url = url();
     let mut urls = vec![url];
     urls.extend(std::env::var("FRESHET_MILVUS_LITE_URL").ok());
     for url in urls {
