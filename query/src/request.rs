@@ -189,105 +189,18 @@ impl RetrieveRequest {
         };
         filter.principals = Some(check_principals(self.principals.unwrap_or_default())?);
 
-        let f = self.fusion.unwrap_or(FusionRequest {
-            method: None,
-            rrf_k: None,
-            bm25_weight: None,
-            vector_weight: None,
-        });
-        let fusion = FusionParams {
-            method: f.method.unwrap_or(cfg.fusion),
-            rrf_k: f.rrf_k.unwrap_or(cfg.rrf_k),
-            bm25_weight: f.bm25_weight.unwrap_or(cfg.bm25_weight),
-            vector_weight: f.vector_weight.unwrap_or(cfg.vector_weight),
-        };
-        if !(fusion.rrf_k.is_finite() && (0.0..=10_000.0).contains(&fusion.rrf_k)) {
-            bad!("fusion.rrf_k must be between 0 and 10000");
-        }
-        for (n, w) in [
-            ("bm25_weight", fusion.bm25_weight),
-            ("vector_weight", fusion.vector_weight),
-        ] {
-            if !(w.is_finite() && (0.0..=1000.0).contains(&w)) {
-                bad!("fusion.{n} must be between 0 and 1000");
-            }
-        }
+        let fusion = fusion_params(self.fusion, cfg)?;
 
-        let rerank = match self.rerank {
-            None if cfg.rerank_by_default && reranker_available => Some(cfg.rerank_candidates),
-            None | Some(RerankRequest::Flag(false)) => None,
-            Some(RerankRequest::Flag(true)) => Some(cfg.rerank_candidates),
-            Some(RerankRequest::Options { candidates }) => {
-                let c = candidates.unwrap_or(cfg.rerank_candidates);
-                if c == 0 || c > cfg.max_rerank_candidates {
-                    bad!(
-                        "rerank.candidates must be between 1 and {}, got {c}",
-                        cfg.max_rerank_candidates
-                    );
-                }
-                Some(c)
-            }
-        };
-        if rerank.is_some() && !reranker_available {
-            bad!("rerank was requested but this server has no reranker configured (query.rerank_backend)");
-        }
+        let rerank = rerank_candidates(self.rerank, cfg, reranker_available)?;
 
-        let expand = match self.expand {
-            None | Some(ExpandRequest::Flag(false)) => None,
-            Some(ExpandRequest::Flag(true)) => Some(ExpandOptions::default()),
-            Some(ExpandRequest::Options(o)) => Some(o),
-        };
-        let expand = match expand {
-            None => None,
-            Some(o) => {
-                let window = o.window.unwrap_or(cfg.expand_window);
-                if window == 0 || window > cfg.max_expand_window {
-                    bad!(
-                        "expand.window must be between 1 and {}, got {window}",
-                        cfg.max_expand_window
-                    );
-                }
-                let top_m = o.top_m.unwrap_or(cfg.expand_top_m);
-                if top_m == 0 || top_m > cfg.max_k {
-                    bad!(
-                        "expand.top_m must be between 1 and {}, got {top_m}",
-                        cfg.max_k
-                    );
-                }
-                if let Some(t) = o.min_vector_score {
-                    if !(t.is_finite() && (-1.0..=1.0).contains(&t)) {
-                        bad!("expand.min_vector_score must be between -1 and 1");
-                    }
-                }
-                Some(ExpandPlan {
-                    top_m,
-                    window,
-                    min_vector_score: o.min_vector_score,
-                })
-            }
-        };
+        let expand = expand_plan(self.expand, cfg)?;
         let parents = self.parents.unwrap_or(false);
         if parents && expand.is_some() {
             bad!("parents and expand cannot be combined: a parent already is the child's context");
         }
         // Only leaves are searched; parents are context returned for their children.
         filter.kinds = Some(vec![ChunkKind::Leaf]);
-        let pack = match self.pack {
-            None => None,
-            Some(p) => {
-                if p.budget_tokens == 0 || p.budget_tokens > cfg.max_pack_tokens {
-                    bad!(
-                        "pack.budget_tokens must be between 1 and {}, got {}",
-                        cfg.max_pack_tokens,
-                        p.budget_tokens
-                    );
-                }
-                Some((
-                    p.budget_tokens,
-                    p.order.unwrap_or(PackOrder::RelevanceFirst),
-                ))
-            }
-        };
+        let pack = pack_plan(self.pack, cfg)?;
         Ok(Plan {
             query,
             k,
@@ -303,6 +216,130 @@ impl RetrieveRequest {
             allow_partial: self.allow_partial.unwrap_or(cfg.allow_partial),
         })
     }
+}
+
+/// The fusion of the request, the node's defaults filling what it leaves out.
+fn fusion_params(
+    request: Option<FusionRequest>,
+    cfg: &QueryConfig,
+) -> Result<FusionParams, BadRequest> {
+    let f = request.unwrap_or(FusionRequest {
+        method: None,
+        rrf_k: None,
+        bm25_weight: None,
+        vector_weight: None,
+    });
+    let fusion = FusionParams {
+        method: f.method.unwrap_or(cfg.fusion),
+        rrf_k: f.rrf_k.unwrap_or(cfg.rrf_k),
+        bm25_weight: f.bm25_weight.unwrap_or(cfg.bm25_weight),
+        vector_weight: f.vector_weight.unwrap_or(cfg.vector_weight),
+    };
+    if !(fusion.rrf_k.is_finite() && (0.0..=10_000.0).contains(&fusion.rrf_k)) {
+        bad!("fusion.rrf_k must be between 0 and 10000");
+    }
+    for (n, w) in [
+        ("bm25_weight", fusion.bm25_weight),
+        ("vector_weight", fusion.vector_weight),
+    ] {
+        if !(w.is_finite() && (0.0..=1000.0).contains(&w)) {
+            bad!("fusion.{n} must be between 0 and 1000");
+        }
+    }
+    Ok(fusion)
+}
+
+/// How many candidates to rerank, if any.
+fn rerank_candidates(
+    request: Option<RerankRequest>,
+    cfg: &QueryConfig,
+    reranker_available: bool,
+) -> Result<Option<usize>, BadRequest> {
+    let rerank = match request {
+        None if cfg.rerank_by_default && reranker_available => Some(cfg.rerank_candidates),
+        None | Some(RerankRequest::Flag(false)) => None,
+        Some(RerankRequest::Flag(true)) => Some(cfg.rerank_candidates),
+        Some(RerankRequest::Options { candidates }) => {
+            let c = candidates.unwrap_or(cfg.rerank_candidates);
+            if c == 0 || c > cfg.max_rerank_candidates {
+                bad!(
+                    "rerank.candidates must be between 1 and {}, got {c}",
+                    cfg.max_rerank_candidates
+                );
+            }
+            Some(c)
+        }
+    };
+    if rerank.is_some() && !reranker_available {
+        bad!("rerank was requested but this server has no reranker configured (query.rerank_backend)");
+    }
+    Ok(rerank)
+}
+
+/// Context expansion, checked against the node's limits.
+fn expand_plan(
+    request: Option<ExpandRequest>,
+    cfg: &QueryConfig,
+) -> Result<Option<ExpandPlan>, BadRequest> {
+    let expand = match request {
+        None | Some(ExpandRequest::Flag(false)) => None,
+        Some(ExpandRequest::Flag(true)) => Some(ExpandOptions::default()),
+        Some(ExpandRequest::Options(o)) => Some(o),
+    };
+    let expand = match expand {
+        None => None,
+        Some(o) => {
+            let window = o.window.unwrap_or(cfg.expand_window);
+            if window == 0 || window > cfg.max_expand_window {
+                bad!(
+                    "expand.window must be between 1 and {}, got {window}",
+                    cfg.max_expand_window
+                );
+            }
+            let top_m = o.top_m.unwrap_or(cfg.expand_top_m);
+            if top_m == 0 || top_m > cfg.max_k {
+                bad!(
+                    "expand.top_m must be between 1 and {}, got {top_m}",
+                    cfg.max_k
+                );
+            }
+            if let Some(t) = o.min_vector_score {
+                if !(t.is_finite() && (-1.0..=1.0).contains(&t)) {
+                    bad!("expand.min_vector_score must be between -1 and 1");
+                }
+            }
+            Some(ExpandPlan {
+                top_m,
+                window,
+                min_vector_score: o.min_vector_score,
+            })
+        }
+    };
+    Ok(expand)
+}
+
+/// Packing: the token budget and the order.
+fn pack_plan(
+    request: Option<PackRequest>,
+    cfg: &QueryConfig,
+) -> Result<Option<(usize, PackOrder)>, BadRequest> {
+    let pack = match request {
+        None => None,
+        Some(p) => {
+            if p.budget_tokens == 0 || p.budget_tokens > cfg.max_pack_tokens {
+                bad!(
+                    "pack.budget_tokens must be between 1 and {}, got {}",
+                    cfg.max_pack_tokens,
+                    p.budget_tokens
+                );
+            }
+            Some((
+                p.budget_tokens,
+                p.order.unwrap_or(PackOrder::RelevanceFirst),
+            ))
+        }
+    };
+    Ok(pack)
 }
 
 fn check_principals(p: Vec<String>) -> Result<Vec<String>, BadRequest> {

@@ -97,6 +97,51 @@ fn writes(m: &Metrics) -> u64 {
         .sum()
 }
 
+/// A copy of `config` with its own topic, collection, index and embedding cache (in a new
+/// temporary directory, returned too), so that the benchmark starts from nothing.
+fn fresh_config(config: &Config) -> Result<(Config, PathBuf)> {
+    let tag = format!(
+        "{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs()
+    );
+    let dir = std::env::temp_dir().join(format!("freshet-bench-{tag}"));
+    std::fs::create_dir_all(&dir)?;
+    let mut cfg = config.clone();
+    cfg.kafka.topic = format!("bench.{tag}");
+    cfg.kafka.dlq_topic = format!("bench.{tag}.dlq");
+    cfg.kafka.group_id = format!("bench-{tag}");
+    cfg.milvus.collection = format!("bench_{tag}");
+    cfg.tantivy.path = dir.join("tantivy");
+    cfg.pipeline.embedding_cache_path = dir.join("cache.log");
+    cfg.metrics.listen = String::new();
+    Ok((cfg, dir))
+}
+
+/// Raw fastembed on exactly the texts the pipeline embedded (all cores, the same batch size):
+/// how many texts, and the seconds it took.
+fn raw_fastembed(cfg: &Config) -> Result<(usize, f64)> {
+    let reader = ChunkIndexReader::open(&cfg.tantivy.path)?;
+    let mut texts: Vec<String> = reader
+        .load_all()?
+        .iter()
+        .filter(|c| c.kind == ChunkKind::Leaf)
+        .map(embed_input)
+        .collect();
+    texts.sort();
+    texts.dedup();
+    let mut ecfg = cfg.embedding.clone();
+    ecfg.threads = None;
+    let mut model = FastEmbedder::load(&ecfg)?;
+    let t = Instant::now();
+    for batch in texts.chunks(cfg.embedding.batch_size.max(1)) {
+        let refs: Vec<&str> = batch.iter().map(|s| s.as_str()).collect();
+        model.embed_passages(&refs)?;
+    }
+    Ok((texts.len(), t.elapsed().as_secs_f64()))
+}
+
 /// The pipeline, run in a thread of this process.
 type Pipeline = std::thread::JoinHandle<Result<()>>;
 
@@ -130,22 +175,7 @@ fn wait_caught_up(cfg: &Config, running: &mut Option<Pipeline>, timeout: Duratio
 
 pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let docs = load_corpus(&args.corpus, args.limit)?;
-    let tag = format!(
-        "{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs()
-    );
-    let dir = std::env::temp_dir().join(format!("freshet-bench-{tag}"));
-    std::fs::create_dir_all(&dir)?;
-    let mut cfg = config.clone();
-    cfg.kafka.topic = format!("bench.{tag}");
-    cfg.kafka.dlq_topic = format!("bench.{tag}.dlq");
-    cfg.kafka.group_id = format!("bench-{tag}");
-    cfg.milvus.collection = format!("bench_{tag}");
-    cfg.tantivy.path = dir.join("tantivy");
-    cfg.pipeline.embedding_cache_path = dir.join("cache.log");
-    cfg.metrics.listen = String::new();
+    let (cfg, dir) = fresh_config(config)?;
     admin::ensure_topic(&cfg.kafka, &cfg.kafka.topic, cfg.pipeline.topic_partitions)?;
     let producer = DocumentProducer::new(&cfg.kafka)?;
     let t = Instant::now();
@@ -207,32 +237,10 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
             .map_err(|_| anyhow!("pipeline thread panicked"))??;
     }
 
-    // Raw fastembed on exactly the texts the pipeline embedded, all cores, same batch size.
-    let reader = ChunkIndexReader::open(&cfg.tantivy.path)?;
-    let texts: Vec<String> = {
-        let mut t: Vec<String> = reader
-            .load_all()?
-            .iter()
-            .filter(|c| c.kind == ChunkKind::Leaf)
-            .map(embed_input)
-            .collect();
-        t.sort();
-        t.dedup();
-        t
-    };
-    let mut ecfg = cfg.embedding.clone();
-    ecfg.threads = None;
-    let mut model = FastEmbedder::load(&ecfg)?;
-    let t = Instant::now();
-    for batch in texts.chunks(cfg.embedding.batch_size.max(1)) {
-        let refs: Vec<&str> = batch.iter().map(|s| s.as_str()).collect();
-        model.embed_passages(&refs)?;
-    }
-    let raw_s = t.elapsed().as_secs_f64();
-
+    let (raw_texts, raw_s) = raw_fastembed(&cfg)?;
     let n = docs.len() as f64;
     let pipeline_cps = chunks as f64 / first_s;
-    let raw_cps = texts.len() as f64 / raw_s;
+    let raw_cps = raw_texts as f64 / raw_s;
     let report = json!({
         "corpus": args.corpus.display().to_string(),
         "documents": docs.len(),

@@ -9,12 +9,15 @@
 //!   that shows it or a newer version of its document. Reported: produce → visible in BM25, in
 //!   vectors, and in both, p50/p99 (resolution: `poll_ms` plus one request).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use freshet_kafka::DocumentProducer;
+use freshet_pipeline::config::Config as PipelineConfig;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -276,12 +279,19 @@ async fn visible_seqs(
         .unwrap_or_default())
 }
 
-pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
-    use freshet_kafka::DocumentProducer;
-    use freshet_pipeline::config::Config as PipelineConfig;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
+/// What a freshness run has produced and seen, shared by the producer and the route pollers.
+struct Tracker {
+    /// seq → produce instant.
+    produced: Mutex<Vec<Option<Instant>>>,
+    /// Per route, seq → first instant it (or a newer version) was seen.
+    seen: Mutex<[Vec<Option<Instant>>; 2]>,
+    /// The producer has sent every update.
+    done: AtomicBool,
+    run_id: u32,
+    documents: usize,
+}
 
+pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
     if !(args.rate > 0.0 && args.seconds > 0.0) {
         bail!("--rate and --seconds must be positive");
     }
@@ -290,103 +300,132 @@ pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
     }
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let producer = Arc::new(DocumentProducer::new(&config.kafka)?);
-    let topic = config.kafka.topic.clone();
     let client = client(4)?;
-    let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
     let total = (args.rate * args.seconds).round() as usize;
     // Unique per run (milliseconds since the epoch, modulo 2^32): the filter and the texts use it.
     let run_id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u32)
         .unwrap_or_else(|_| std::process::id());
-    let doc_of = |seq: usize| format!("freshness-{run_id}-{}", seq % args.documents);
-    // seq → produce instant; per route, seq → first instant it (or a newer version) was seen.
-    let produced: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
-    let seen: Arc<Mutex<[Vec<Option<Instant>>; 2]>> =
-        Arc::new(Mutex::new([vec![None; total], vec![None; total]]));
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-
+    let tracker = Arc::new(Tracker {
+        produced: Mutex::new(vec![None; total]),
+        seen: Mutex::new([vec![None; total], vec![None; total]]),
+        done: AtomicBool::new(false),
+        run_id,
+        documents: args.documents,
+    });
     // One poller per route: every poll_ms, which version of each document is visible.
     let mut pollers = tokio::task::JoinSet::new();
     for (route, mode) in ["bm25", "vector"].into_iter().enumerate() {
-        let (client, url, key) = (client.clone(), url.clone(), args.api_key.clone());
-        let (produced, seen, done) = (produced.clone(), seen.clone(), done.clone());
-        let poll = Duration::from_millis(args.poll_ms.max(1));
-        let documents = args.documents;
-        pollers.spawn(async move {
-            let mut newest: HashMap<String, u64> = HashMap::new();
-            loop {
-                let finished = done.load(Ordering::SeqCst);
-                let now = Instant::now();
-                if let Ok(v) =
-                    visible_seqs(&client, &url, key.as_deref(), mode, run_id, documents).await
-                {
-                    let produced = produced.lock().map(|p| p.clone()).unwrap_or_default();
-                    let mut seen = seen.lock().expect("seen lock");
-                    for (doc, seq) in v {
-                        let prev = newest.get(&doc).copied();
-                        if prev.is_some_and(|p| p >= seq) {
-                            continue;
-                        }
-                        newest.insert(doc.clone(), seq);
-                        // Every update of this document up to `seq` is now visible (a newer
-                        // version supersedes older ones).
-                        let from = prev.map(|p| p as usize + 1).unwrap_or(0);
-                        for s in (from..=seq as usize)
-                            .filter(|s| s % documents == seq as usize % documents)
-                        {
-                            if s < seen[route].len()
-                                && seen[route][s].is_none()
-                                && produced[s].is_some()
-                            {
-                                seen[route][s] = Some(now);
-                            }
-                        }
-                    }
-                }
-                if finished {
-                    let all_seen = seen
-                        .lock()
-                        .map(|s| s[route].iter().all(Option::is_some))
-                        .unwrap_or(false);
-                    // The last updates get 30 s to show up.
-                    let last = produced
-                        .lock()
-                        .ok()
-                        .and_then(|p| p.iter().flatten().max().copied());
-                    if all_seen || last.is_some_and(|t| t.elapsed() > Duration::from_secs(30)) {
-                        break;
-                    }
-                }
-                tokio::time::sleep(poll).await;
-            }
-        });
+        let (client, tracker) = (client.clone(), tracker.clone());
+        let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
+        let (key, poll) = (
+            args.api_key.clone(),
+            Duration::from_millis(args.poll_ms.max(1)),
+        );
+        pollers
+            .spawn(async move { poll_route(client, url, key, route, mode, poll, tracker).await });
     }
+    produce_updates(&args, total, &producer, &config.kafka.topic, &tracker).await?;
+    tracker.done.store(true, Ordering::SeqCst);
+    while let Some(r) = pollers.join_next().await {
+        r?;
+    }
+    report(&args, total, &tracker)
+}
 
+/// Sends `total` updates at `args.rate` per second, cycling through the documents, and notes
+/// when each was produced.
+async fn produce_updates(
+    args: &FreshnessArgs,
+    total: usize,
+    producer: &Arc<DocumentProducer>,
+    topic: &str,
+    tracker: &Tracker,
+) -> Result<()> {
     let started = Instant::now();
     for seq in 0..total {
         let due = started + Duration::from_secs_f64(seq as f64 / args.rate);
         tokio::time::sleep_until(due.into()).await;
-        let id = doc_of(seq);
+        let run_id = tracker.run_id;
+        let id = format!("freshness-{run_id}-{}", seq % tracker.documents);
         let value = json!({"op": "upsert", "id": id, "title": "Freshness probe",
             "text": update_text(run_id, seq), "content_type": "text/plain", "source": "bench://freshness",
             "metadata": {"bench_seq": seq, "bench_run": run_id}});
         let bytes = serde_json::to_vec(&value)?;
         let t0 = Instant::now();
-        if let Ok(mut p) = produced.lock() {
+        if let Ok(mut p) = tracker.produced.lock() {
             p[seq] = Some(t0);
         }
-        let (producer, topic) = (producer.clone(), topic.clone());
+        let (producer, topic) = (producer.clone(), topic.to_owned());
         tokio::task::spawn_blocking(move || producer.send(&topic, id.as_bytes(), Some(&bytes)))
             .await?
             .map_err(|e| anyhow!("producing: {e}"))?;
     }
-    done.store(true, Ordering::SeqCst);
-    while let Some(r) = pollers.join_next().await {
-        r?;
+    Ok(())
+}
+
+/// Polls one route until every update is seen there (or the last one is 30 s old), noting when
+/// each update (or a newer version of its document) first became visible.
+async fn poll_route(
+    client: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    route: usize,
+    mode: &'static str,
+    poll: Duration,
+    t: Arc<Tracker>,
+) {
+    let documents = t.documents;
+    let mut newest: HashMap<String, u64> = HashMap::new();
+    loop {
+        let finished = t.done.load(Ordering::SeqCst);
+        let now = Instant::now();
+        if let Ok(v) = visible_seqs(&client, &url, key.as_deref(), mode, t.run_id, documents).await
+        {
+            let produced = t.produced.lock().map(|p| p.clone()).unwrap_or_default();
+            let mut seen = t.seen.lock().expect("seen lock");
+            for (doc, seq) in v {
+                let prev = newest.get(&doc).copied();
+                if prev.is_some_and(|p| p >= seq) {
+                    continue;
+                }
+                newest.insert(doc.clone(), seq);
+                // Every update of this document up to `seq` is now visible (a newer version
+                // supersedes older ones).
+                let from = prev.map(|p| p as usize + 1).unwrap_or(0);
+                for s in (from..=seq as usize).filter(|s| s % documents == seq as usize % documents)
+                {
+                    if s < seen[route].len() && seen[route][s].is_none() && produced[s].is_some() {
+                        seen[route][s] = Some(now);
+                    }
+                }
+            }
+        }
+        if finished {
+            let all_seen = t
+                .seen
+                .lock()
+                .map(|s| s[route].iter().all(Option::is_some))
+                .unwrap_or(false);
+            // The last updates get 30 s to show up.
+            let last = t
+                .produced
+                .lock()
+                .ok()
+                .and_then(|p| p.iter().flatten().max().copied());
+            if all_seen || last.is_some_and(|t| t.elapsed() > Duration::from_secs(30)) {
+                break;
+            }
+        }
+        tokio::time::sleep(poll).await;
     }
-    let produced = produced.lock().map_err(|_| anyhow!("lock"))?.clone();
-    let seen = seen.lock().map_err(|_| anyhow!("lock"))?.clone();
+}
+
+/// Produce-to-visible times per route and for both, in milliseconds.
+fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessReport> {
+    let produced = t.produced.lock().map_err(|_| anyhow!("lock"))?.clone();
+    let seen = t.seen.lock().map_err(|_| anyhow!("lock"))?.clone();
     let ms = |t: Instant, p: Instant| t.saturating_duration_since(p).as_secs_f64() * 1000.0;
     let (mut bm25, mut vector, mut both, mut missing) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for s in 0..total {
