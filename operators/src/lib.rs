@@ -28,6 +28,7 @@ pub mod hash;
 pub mod ingest;
 pub mod limits;
 pub mod prepare;
+pub mod title;
 
 #[cfg(test)]
 mod fuzz_tests;

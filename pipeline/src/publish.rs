@@ -1,11 +1,11 @@
-//! `freshet publish`: the file source connectors (JSONL of envelopes or BEIR lines, or a
-//! directory of documents) publishing to the document topic.
+//! `freshet publish`: the file sources of `freshet-sources` (JSONL of envelopes or BEIR lines,
+//! or a directory of documents) publishing to the configured document topic.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use freshet_kafka::source::{publish_dir, publish_jsonl, Mapping};
 use freshet_kafka::{admin, DocumentProducer};
+use freshet_sources::{publish_dir, publish_jsonl, Mapping};
 
 use crate::config::Config;
 
@@ -23,7 +23,7 @@ pub fn publish(config: &Config, jsonl: Option<PathBuf>, dir: Option<PathBuf>) ->
         _ => bail!("give exactly one of --jsonl FILE or --dir DIR"),
     };
     for bad in &report.bad {
-        eprintln!("skipped: {bad:?}");
+        eprintln!("skipped: {bad}");
     }
     println!(
         "published {} records ({} upserts, {} deletes) to {}; {} inputs skipped",

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_embedding::FastEmbedder;
-use freshet_kafka::source::upsert_envelope;
 use freshet_kafka::{admin, DocumentProducer};
 use freshet_operators::chunk::ChunkKind;
+use freshet_operators::document::{Change, ContentType, Document};
 use freshet_operators::embed::{embed_input, Embedder};
+use freshet_operators::envelope::encode;
 use freshet_tantivy::ChunkIndexReader;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::inspect;
 use freshet_pipeline::config::Config;
@@ -62,16 +63,16 @@ fn load_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<Doc>> {
 }
 
 fn envelope(d: &Doc) -> (Vec<u8>, Option<Vec<u8>>) {
-    let v = upsert_envelope(
-        &d.id,
-        &d.title,
-        &d.text,
-        "text/plain",
-        "bench",
-        Map::new(),
-        &[],
-    );
-    (d.id.as_bytes().to_vec(), Some(v))
+    let doc = Document {
+        id: d.id.clone(),
+        title: d.title.clone(),
+        text: d.text.clone(),
+        content_type: ContentType::PlainText,
+        source: "bench".into(),
+        metadata: Default::default(),
+        acl: Vec::new(),
+    };
+    (d.id.as_bytes().to_vec(), Some(encode(&Change::Upsert(doc))))
 }
 
 fn counter(m: &Metrics, outcome: &str) -> u64 {

@@ -12,9 +12,8 @@
 //!   lag metrics.
 //! * [`DlqProducer`]: sends a failed record, unchanged, to the dead-letter topic with headers
 //!   describing the failure, and waits until it is durable.
-//! * [`DocumentProducer`]: publishes keyed documents (one at a time or many in flight).
-//! * [`source`]: source connectors that publish JSONL files (document envelopes or BEIR corpora)
-//!   and directories of Markdown/HTML/text files using the document contract.
+//! * [`DocumentProducer`]: publishes keyed documents (one at a time or many in flight). What
+//!   the documents are built from (files, JSONL) is `freshet-sources`' business.
 //!
 //! All calls are blocking; none needs an async runtime. librdkafka's own log lines and client
 //! errors are forwarded to `tracing` (target `librdkafka`).
@@ -48,7 +47,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -57,7 +55,6 @@ pub mod admin;
 mod client;
 mod consumer;
 mod producer;
-pub mod source;
 
 pub use consumer::PartitionReader;
 pub use producer::{DlqProducer, DocumentProducer, Failure};
@@ -117,13 +114,6 @@ pub enum Error {
     /// The caller passed something this crate cannot act on.
     #[error("kafka: invalid argument: {0}")]
     InvalidArgument(String),
-    /// Reading a source file or directory failed.
-    #[error("i/o error on {path}: {source}", path = .path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Result alias of this crate.

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use freshet_kafka::source::{publish_jsonl, Mapping};
 use freshet_kafka::{
     admin, dlq_headers, partitions_for_worker, DlqProducer, DocumentProducer, Failure, KafkaConfig,
     PartitionReader, Record,
@@ -373,58 +372,6 @@ fn dlq_carries_original_record_and_headers() {
         t.header(dlq_headers::SOURCE_OFFSET),
         Some(Some(&b"1235"[..]))
     );
-}
-
-#[test]
-fn publish_small_beir_file() {
-    let cfg = live_config("beir");
-    admin::ensure_topic(&cfg, &cfg.topic, 2).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("scifact.jsonl");
-    std::fs::write(
-        &path,
-        concat!(
-            r#"{"_id":"4983","title":"Microstructural development","text":"Alterations of the architecture.","metadata":{}}"#,
-            "\n",
-            r#"{"_id":"5836","title":"Induction of myelodysplasia","text":"Myelodysplastic syndromes (MDS)","metadata":{"url":"x"}}"#,
-            "\n",
-            "this is not json\n",
-            "\n",
-            r#"{"op":"delete","id":"4983"}"#,
-            "\n",
-        ),
-    )
-    .unwrap();
-    let producer = DocumentProducer::new(&cfg).unwrap();
-    let report = publish_jsonl(&path, &producer, &cfg.topic, &Mapping::default()).unwrap();
-    assert_eq!(report.published, 3);
-    assert_eq!(report.upserts, 2);
-    assert_eq!(report.deletes, 1);
-    assert_eq!(report.bad.len(), 1);
-    assert_eq!(report.bad[0].line, Some(3));
-
-    let mut reader = PartitionReader::new(&cfg, &cfg.topic, &[0, 1], &BTreeMap::new()).unwrap();
-    let got = read_n(&mut reader, 3, Duration::from_secs(30));
-    assert_eq!(got.len(), 3);
-    let docs: Vec<serde_json::Value> = got
-        .iter()
-        .map(|r| serde_json::from_slice(r.value.as_ref().unwrap()).unwrap())
-        .collect();
-    let d = docs.iter().find(|d| d["id"] == "5836").unwrap();
-    assert_eq!(d["op"], "upsert");
-    assert_eq!(d["title"], "Induction of myelodysplasia");
-    assert_eq!(d["content_type"], "text/plain");
-    assert_eq!(d["source"], "beir:scifact");
-    assert_eq!(d["metadata"]["url"], "x");
-    assert_eq!(d["acl"], serde_json::json!([]));
-    // Upsert and delete of one id share a partition, in order.
-    let of_4983: Vec<&Record> = got
-        .iter()
-        .filter(|r| r.key.as_deref() == Some(&b"4983"[..]))
-        .collect();
-    assert_eq!(of_4983.len(), 2);
-    assert_eq!(of_4983[0].partition, of_4983[1].partition);
-    assert!(of_4983[0].offset < of_4983[1].offset);
 }
 
 #[test]

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use freshet_kafka::source::{publish_dir, Mapping};
 use freshet_kafka::{
     admin, dlq_headers, DlqProducer, DocumentProducer, KafkaConfig, PartitionReader, Record,
 };
@@ -80,7 +79,7 @@ fn produce_read_commit_resume_on_mock() {
 }
 
 #[test]
-fn dlq_and_publish_dir_on_mock() {
+fn dlq_on_mock() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic("documents", 1, 1).unwrap();
     cluster.create_topic("documents.dlq", 1, 1).unwrap();
@@ -112,21 +111,4 @@ fn dlq_and_publish_dir_on_mock() {
         Some(Some(&b"boom"[..]))
     );
     assert_eq!(got[0].header("h"), Some(Some(&b"1"[..])));
-
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.md"), "# A\ntext").unwrap();
-    std::fs::write(dir.path().join("b.htm"), "<title>B</title>").unwrap();
-    std::fs::write(dir.path().join("c.txt"), [0xc3, 0x28]).unwrap();
-    let producer = DocumentProducer::new(&cfg).unwrap();
-    let report = publish_dir(dir.path(), &producer, "documents", &Mapping::default()).unwrap();
-    assert_eq!(report.published, 2);
-    assert_eq!(report.bad.len(), 1);
-    assert!(report.bad[0].path.ends_with("c.txt"));
-    let mut r = PartitionReader::new(&cfg, "documents", &[0], &BTreeMap::new()).unwrap();
-    let got = read_n(&mut r, 2);
-    let keys: Vec<&[u8]> = got.iter().map(|r| r.key.as_deref().unwrap()).collect();
-    assert_eq!(keys, [&b"a.md"[..], &b"b.htm"[..]]);
-    let doc: serde_json::Value = serde_json::from_slice(got[0].value.as_ref().unwrap()).unwrap();
-    assert_eq!(doc["title"], "A");
-    assert_eq!(doc["source"], "file://a.md");
 }

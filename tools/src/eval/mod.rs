@@ -181,8 +181,8 @@ impl Progress {
 /// Publishes the corpus to the pipeline's topic; returns the topic and its high watermarks
 /// afterwards.
 fn publish(args: &EvalArgs, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i64>)> {
-    use freshet_kafka::source::{publish_jsonl, Mapping};
     use freshet_kafka::{admin, DocumentProducer};
+    use freshet_sources::{publish_jsonl, Mapping};
 
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let kafka = &config.kafka;

@@ -1,0 +1,188 @@
+//! A directory of files as documents: each supported file an upsert keyed by its path relative
+//! to the directory, its content type from the extension and its title from its own text.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use freshet_kafka::DocumentProducer;
+use freshet_operators::document::{Change, ContentType, Document};
+use freshet_operators::envelope::encode;
+use freshet_operators::title::title_of;
+
+use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
+use crate::{Error, Result};
+
+/// Publishes every `.md`, `.markdown`, `.txt`, `.html` and `.htm` file under `dir` (recursively,
+/// skipping hidden entries and symlinked directories, in path order) as an upsert:
+/// id = path relative to `dir` with `/` separators, content type from the extension, title =
+/// first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem, source =
+/// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`.
+/// A file that cannot be read as UTF-8 text is reported in [`PublishReport::bad`] and skipped.
+pub fn publish_dir(
+    dir: &Path,
+    producer: &DocumentProducer,
+    topic: &str,
+    mapping: &Mapping,
+) -> Result<PublishReport> {
+    let files = list_files(dir)?;
+    let mut publisher = Publisher::new(producer, topic, mapping.batch_size);
+    let mut bad = Vec::new();
+    for path in files {
+        match file_document(dir, &path, mapping) {
+            Ok(out) => publisher.add(out)?,
+            Err(reason) => {
+                tracing::warn!(path = %path.display(), %reason, "skipping file");
+                bad.push(BadInput {
+                    path,
+                    line: None,
+                    reason,
+                });
+            }
+        }
+    }
+    let mut report = publisher.finish()?;
+    report.bad = bad;
+    tracing::info!(
+        dir = %dir.display(), topic, published = report.published,
+        bad = report.bad.len(), "published directory"
+    );
+    Ok(report)
+}
+
+/// The content type freshet gives a file, from its extension; `None` for files it skips.
+pub fn content_type_for(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    match ext.as_str() {
+        "md" | "markdown" => Some("text/markdown"),
+        "txt" => Some("text/plain"),
+        "html" | "htm" => Some("text/html"),
+        _ => None,
+    }
+}
+
+/// The supported files under `root`, sorted.
+fn list_files(root: &Path) -> Result<Vec<PathBuf>> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let entry = entry.map_err(io_err(&dir))?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let ft = entry.file_type().map_err(io_err(&path))?;
+            if ft.is_dir() {
+                stack.push(path);
+            } else if (ft.is_file() || (ft.is_symlink() && path.is_file()))
+                && content_type_for(&path).is_some()
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Builds the upsert for the file `path` under `root`.
+pub fn file_document(
+    root: &Path,
+    path: &Path,
+    mapping: &Mapping,
+) -> std::result::Result<Outgoing, String> {
+    let content_type =
+        content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| "file is not under the directory".to_string())?;
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        let s = c
+            .as_os_str()
+            .to_str()
+            .ok_or_else(|| "path is not UTF-8".to_string())?;
+        parts.push(s);
+    }
+    let rel_id = parts.join("/");
+    let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {}", e.utf8_error()))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(&rel_id)
+        .to_string();
+    let content_type = ContentType::parse(content_type).unwrap_or_default();
+    let title = title_of(content_type, text).unwrap_or(stem);
+    let source = mapping
+        .source
+        .clone()
+        .unwrap_or_else(|| format!("file://{rel_id}"));
+    let path = freshet_operators::envelope::canonical_json(&rel_id.clone().into());
+    let doc = Document {
+        id: rel_id.clone(),
+        title,
+        text: text.to_owned(),
+        content_type,
+        source,
+        metadata: [("path".to_string(), path)].into(),
+        acl: mapping.acl(),
+    };
+    Ok(Outgoing {
+        id: rel_id,
+        value: Some(encode(&Change::Upsert(doc))),
+        is_delete: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    fn parse(v: &Option<Vec<u8>>) -> Value {
+        serde_json::from_slice(v.as_ref().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn files_become_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::create_dir_all(root.join(".git")).unwrap();
+        fs::write(root.join("sub/a.md"), "# Alpha\n\nbody").unwrap();
+        fs::write(root.join("b.HTML"), "<title>Beta</title><p>x</p>").unwrap();
+        fs::write(root.join("c.txt"), "just text").unwrap();
+        fs::write(root.join("d.pdf"), "skip").unwrap();
+        fs::write(root.join(".git/x.md"), "# hidden").unwrap();
+        fs::write(root.join("bad.txt"), [0xff, 0xfe, 0x00]).unwrap();
+        let files = list_files(root).unwrap();
+        let rels: Vec<String> = files
+            .iter()
+            .map(|p| p.strip_prefix(root).unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(rels, ["b.HTML", "bad.txt", "c.txt", "sub/a.md"]);
+        let m = Mapping::default();
+        let a = file_document(root, &root.join("sub/a.md"), &m).unwrap();
+        assert_eq!(a.id, "sub/a.md");
+        assert_eq!(
+            parse(&a.value),
+            json!({"op":"upsert","id":"sub/a.md","title":"Alpha","text":"# Alpha\n\nbody",
+                   "content_type":"text/markdown","source":"file://sub/a.md",
+                   "metadata":{"path":"sub/a.md"},"acl":[]})
+        );
+        let b = file_document(root, &root.join("b.HTML"), &m).unwrap();
+        assert_eq!(parse(&b.value)["title"], "Beta");
+        assert_eq!(parse(&b.value)["content_type"], "text/html");
+        let c = file_document(root, &root.join("c.txt"), &m).unwrap();
+        assert_eq!(parse(&c.value)["title"], "c");
+        assert_eq!(parse(&c.value)["content_type"], "text/plain");
+        assert!(file_document(root, &root.join("bad.txt"), &m).is_err());
+    }
+}

@@ -1,0 +1,265 @@
+//! JSONL input: each line a document envelope (passed on as it is) or a BEIR corpus line
+//! (`{"_id","title","text","metadata"}`, made an upsert).
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use freshet_kafka::DocumentProducer;
+use freshet_operators::document::{Change, ContentType, Document};
+use freshet_operators::envelope::{canonical_json, encode};
+use serde_json::{Map, Value};
+
+use crate::publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport, Publisher};
+use crate::{Error, Result};
+
+/// Publishes every line of the JSONL file `path` to `topic`.
+///
+/// A line is a document envelope (passed on as it is, keyed by its `id`) or a BEIR corpus line
+/// (`{"_id","title","text","metadata"}`), which becomes an upsert with content type
+/// `text/plain` and source `beir:<file stem>` (or [`Mapping::source`]). Blank lines are
+/// ignored; a line that is neither is reported in [`PublishReport::bad`] and skipped.
+pub fn publish_jsonl(
+    path: &Path,
+    producer: &DocumentProducer,
+    topic: &str,
+    mapping: &Mapping,
+) -> Result<PublishReport> {
+    let io_err = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = fs::File::open(path).map_err(io_err)?;
+    let mut reader = BufReader::new(file);
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let beir_source = mapping
+        .source
+        .clone()
+        .unwrap_or_else(|| format!("beir:{stem}"));
+
+    let mut publisher = Publisher::new(producer, topic, mapping.batch_size);
+    let mut bad = Vec::new();
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(io_err)? == 0 {
+            break;
+        }
+        line_no += 1;
+        let bytes = if line_no == 1 {
+            buf.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&buf)
+        } else {
+            &buf[..]
+        };
+        let line = match std::str::from_utf8(bytes) {
+            Ok(l) => l.trim(),
+            Err(e) => {
+                bad.push(BadInput {
+                    path: path.to_path_buf(),
+                    line: Some(line_no),
+                    reason: format!("not UTF-8: {e}"),
+                });
+                continue;
+            }
+        };
+        if line.is_empty() {
+            continue;
+        }
+        match map_jsonl_line(line, mapping, &beir_source) {
+            Ok(out) => publisher.add(out)?,
+            Err(reason) => {
+                tracing::warn!(path = %path.display(), line = line_no, %reason, "skipping bad line");
+                bad.push(BadInput {
+                    path: path.to_path_buf(),
+                    line: Some(line_no),
+                    reason,
+                });
+            }
+        }
+    }
+    let mut report = publisher.finish()?;
+    report.bad = bad;
+    tracing::info!(
+        path = %path.display(), topic, published = report.published,
+        bad = report.bad.len(), "published jsonl"
+    );
+    Ok(report)
+}
+
+/// Maps one JSONL line (without its newline) to a record. `beir_source` is the `source` given
+/// to BEIR documents.
+pub fn map_jsonl_line(
+    line: &str,
+    mapping: &Mapping,
+    beir_source: &str,
+) -> std::result::Result<Outgoing, String> {
+    let value: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let Value::Object(obj) = value else {
+        return Err("not a JSON object".to_string());
+    };
+    let format = match mapping.format {
+        JsonlFormat::Auto if obj.contains_key("op") => JsonlFormat::Envelope,
+        JsonlFormat::Auto if obj.contains_key("_id") => JsonlFormat::Beir,
+        JsonlFormat::Auto => {
+            return Err(
+                "neither a document envelope (no \"op\") nor a BEIR corpus line (no \"_id\")"
+                    .to_string(),
+            )
+        }
+        f => f,
+    };
+    match format {
+        JsonlFormat::Beir => beir_line(obj, mapping, beir_source),
+        _ => envelope_line(obj),
+    }
+}
+
+fn envelope_line(obj: Map<String, Value>) -> std::result::Result<Outgoing, String> {
+    let is_delete = match obj.get("op") {
+        Some(Value::String(op)) if op == "upsert" => false,
+        Some(Value::String(op)) if op == "delete" => true,
+        Some(other) => return Err(format!("unknown op {other}")),
+        None => return Err("envelope without \"op\"".to_string()),
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(id)) if !id.is_empty() => id.clone(),
+        Some(Value::String(_)) => return Err("empty \"id\"".to_string()),
+        Some(_) => return Err("\"id\" is not a string".to_string()),
+        None => return Err("envelope without \"id\"".to_string()),
+    };
+    let value = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
+    Ok(Outgoing {
+        id,
+        value: Some(value),
+        is_delete,
+    })
+}
+
+fn beir_line(
+    mut obj: Map<String, Value>,
+    mapping: &Mapping,
+    source: &str,
+) -> std::result::Result<Outgoing, String> {
+    let id = match obj.remove("_id") {
+        Some(Value::String(id)) if !id.is_empty() => id,
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(_)) => return Err("empty \"_id\"".to_string()),
+        Some(_) => return Err("\"_id\" is neither a string nor a number".to_string()),
+        None => return Err("BEIR line without \"_id\"".to_string()),
+    };
+    let title = match obj.remove("title") {
+        Some(Value::String(t)) => t,
+        None | Some(Value::Null) => String::new(),
+        Some(_) => return Err("\"title\" is not a string".to_string()),
+    };
+    let text = match obj.remove("text") {
+        Some(Value::String(t)) => t,
+        Some(_) => return Err("\"text\" is not a string".to_string()),
+        None => return Err("BEIR line without \"text\"".to_string()),
+    };
+    let metadata = match obj.remove("metadata") {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => return Err("\"metadata\" is not an object".to_string()),
+    };
+    let doc = Document {
+        id: id.clone(),
+        title,
+        text,
+        content_type: ContentType::PlainText,
+        source: source.to_owned(),
+        metadata: metadata
+            .into_iter()
+            .map(|(k, v)| (k, canonical_json(&v)))
+            .collect(),
+        acl: mapping.acl(),
+    };
+    Ok(Outgoing {
+        id,
+        value: Some(encode(&Change::Upsert(doc))),
+        is_delete: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(v: &Option<Vec<u8>>) -> Value {
+        serde_json::from_slice(v.as_ref().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn beir_line_becomes_upsert() {
+        let m = Mapping {
+            acl: vec!["group:eng".into()],
+            ..Mapping::default()
+        };
+        let out = map_jsonl_line(
+            r#"{"_id":"d1","title":"T \"q\"","text":"hello\nworld","metadata":{"url":"u"}}"#,
+            &m,
+            "beir:corpus",
+        )
+        .unwrap();
+        assert_eq!(out.id, "d1");
+        assert!(!out.is_delete);
+        assert_eq!(
+            parse(&out.value),
+            json!({"op":"upsert","id":"d1","title":"T \"q\"","text":"hello\nworld",
+                   "content_type":"text/plain","source":"beir:corpus",
+                   "metadata":{"url":"u"},"acl":["group:eng"]})
+        );
+        // Numeric id, no title/metadata.
+        let out = map_jsonl_line(r#"{"_id":7,"text":"x"}"#, &m, "s").unwrap();
+        assert_eq!(out.id, "7");
+        assert_eq!(parse(&out.value)["title"], "");
+        assert_eq!(parse(&out.value)["metadata"], json!({}));
+    }
+
+    #[test]
+    fn envelopes_pass_through() {
+        let m = Mapping::default();
+        let up = r#"{"op":"upsert","id":"a","title":"t","text":"x","content_type":"text/html","source":"s","metadata":{},"acl":[]}"#;
+        let out = map_jsonl_line(up, &m, "ignored").unwrap();
+        assert_eq!(out.id, "a");
+        assert_eq!(
+            parse(&out.value),
+            serde_json::from_str::<Value>(up).unwrap()
+        );
+        let out = map_jsonl_line(r#"{"op":"delete","id":"a"}"#, &m, "").unwrap();
+        assert!(out.is_delete);
+        assert_eq!(parse(&out.value), json!({"op":"delete","id":"a"}));
+    }
+
+    #[test]
+    fn bad_lines_are_errors_not_panics() {
+        let m = Mapping::default();
+        for bad in [
+            "{",
+            "[]",
+            "42",
+            r#"{"title":"x"}"#,
+            r#"{"op":"merge","id":"a"}"#,
+            r#"{"op":"upsert"}"#,
+            r#"{"op":"upsert","id":""}"#,
+            r#"{"op":"upsert","id":5}"#,
+            r#"{"_id":"a"}"#,
+            r#"{"_id":"a","text":1}"#,
+            r#"{"_id":"a","text":"t","metadata":[1]}"#,
+            r#"{"_id":[],"text":"t"}"#,
+        ] {
+            assert!(map_jsonl_line(bad, &m, "s").is_err(), "{bad}");
+        }
+        let strict = Mapping {
+            format: JsonlFormat::Beir,
+            ..Mapping::default()
+        };
+        assert!(map_jsonl_line(r#"{"op":"delete","id":"a"}"#, &strict, "s").is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! freshet sources: where documents come from before the document topic, turned into records of
+//! the document contract (`freshet_operators::envelope`) and published with the Kafka
+//! connector's producer.
+//!
+//! * [`publish_jsonl`]: a JSONL file whose lines are document envelopes or BEIR corpus lines.
+//! * [`publish_dir`]: a directory tree of `.md`/`.markdown`/`.txt`/`.html`/`.htm` files, each a
+//!   document keyed by its relative path, titled by its own text
+//!   (`freshet_operators::title`).
+//!
+//! These sources build envelopes; they check them no further than keying the record needs (`op`
+//! and `id`): decoding and validation are the operators' job, and a bad envelope ends in the
+//! dead-letter topic there. A line or file that cannot be turned into a record is reported in
+//! [`PublishReport::bad`] and skipped; I/O errors on the input itself and delivery failures are
+//! errors.
+
+mod files;
+mod jsonl;
+mod publish;
+
+pub use files::{content_type_for, file_document, publish_dir};
+pub use jsonl::{map_jsonl_line, publish_jsonl};
+pub use publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport};
+
+use std::path::PathBuf;
+
+/// What can go wrong publishing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Kafka(#[from] freshet_kafka::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,144 @@
+//! How records are built and sent: what input maps to ([`Mapping`]), what a publish did
+//! ([`PublishReport`], the inputs skipped as [`BadInput`]), and the batching producer every
+//! source shares.
+
+use std::path::PathBuf;
+
+use freshet_kafka::DocumentProducer;
+
+use crate::Result;
+
+/// Which kind of JSONL line to expect.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JsonlFormat {
+    /// Per line: an object with `op` is an envelope, an object with `_id` is a BEIR line.
+    #[default]
+    Auto,
+    /// Every line is a document envelope.
+    Envelope,
+    /// Every line is a BEIR corpus line (`{"_id","title","text","metadata"}`).
+    Beir,
+}
+
+/// How input is turned into documents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// The expected kind of JSONL line (ignored by [`publish_dir`]).
+    pub format: JsonlFormat,
+    /// `source` of built documents; default `beir:<file stem>` for BEIR lines and
+    /// `file://<relative path>` for files. Envelopes are never changed.
+    pub source: Option<String>,
+    /// `acl` of built documents (BEIR lines and files); empty = visible to everyone.
+    pub acl: Vec<String>,
+    /// How many records are produced in flight at a time.
+    pub batch_size: usize,
+}
+
+impl Mapping {
+    /// [`Mapping::acl`] as documents carry it: sorted, each principal once.
+    pub fn acl(&self) -> Vec<String> {
+        let mut acl = self.acl.clone();
+        acl.sort();
+        acl.dedup();
+        acl
+    }
+}
+
+impl Default for Mapping {
+    fn default() -> Self {
+        Mapping {
+            format: JsonlFormat::Auto,
+            source: None,
+            acl: Vec::new(),
+            batch_size: 1000,
+        }
+    }
+}
+
+/// What a publish call did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishReport {
+    /// Records written (upserts + deletes).
+    pub published: usize,
+    pub upserts: usize,
+    pub deletes: usize,
+    /// Inputs skipped, in input order.
+    pub bad: Vec<BadInput>,
+}
+
+/// An input line or file that was skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadInput {
+    pub path: PathBuf,
+    /// 1-based line number for JSONL input; `None` for a whole file.
+    pub line: Option<usize>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(n) => write!(f, "{}:{n}: {}", self.path.display(), self.reason),
+            None => write!(f, "{}: {}", self.path.display(), self.reason),
+        }
+    }
+}
+
+/// A record ready to be produced: key = document id, value = envelope (or `None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    pub id: String,
+    pub value: Option<Vec<u8>>,
+    pub is_delete: bool,
+}
+
+/// Collects outgoing records and produces them in batches.
+pub(crate) struct Publisher<'a> {
+    producer: &'a DocumentProducer,
+    topic: &'a str,
+    batch_size: usize,
+    pending: Vec<Outgoing>,
+    report: PublishReport,
+}
+
+impl<'a> Publisher<'a> {
+    pub(crate) fn new(producer: &'a DocumentProducer, topic: &'a str, batch_size: usize) -> Self {
+        Publisher {
+            producer,
+            topic,
+            batch_size: batch_size.max(1),
+            pending: Vec::new(),
+            report: PublishReport::default(),
+        }
+    }
+
+    pub(crate) fn add(&mut self, out: Outgoing) -> Result<()> {
+        self.pending.push(out);
+        if self.pending.len() >= self.batch_size {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let deletes = batch.iter().filter(|o| o.is_delete).count();
+        let n = batch.len();
+        self.producer.send_many(
+            self.topic,
+            batch.into_iter().map(|o| (o.id.into_bytes(), o.value)),
+        )?;
+        self.report.published += n;
+        self.report.deletes += deletes;
+        self.report.upserts += n - deletes;
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Result<PublishReport> {
+        self.flush()?;
+        Ok(self.report)
+    }
+}
