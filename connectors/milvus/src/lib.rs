@@ -19,9 +19,13 @@
 //!
 //! The SDK's client telemetry (on by default) is switched off in [`MilvusSink::connect`].
 
+mod collection;
+mod columns;
 mod config;
 mod error;
 pub mod expr;
+mod health;
+mod read;
 pub mod schema;
 mod sink;
 mod write;
@@ -29,6 +33,8 @@ mod write;
 pub use config::MilvusConfig;
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};
+pub use health::ServerHealth;
 pub use milvus::v2::prelude::ConsistencyLevel;
-pub use sink::{MilvusSink, ServerHealth, DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};
+pub use read::{DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};
+pub use sink::MilvusSink;
 pub use write::RefusedRow;

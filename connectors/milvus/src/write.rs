@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 
 use freshet_operators::chunk::{Chunk, ChunkKind};
-use milvus::v2::prelude::{DeleteRequest, FieldData, InsertRequest};
+use milvus::v2::prelude::{DeleteRequest, FieldData, FlushRequest, InsertRequest};
+
+use crate::columns::{metadata_value, row_bytes};
 
 use crate::error::{Error, Result};
 use crate::expr::ids_expr;
@@ -275,25 +277,17 @@ impl MilvusSink {
         }
         Ok(())
     }
-}
 
-/// The metadata JSON object of a chunk (Milvus 2.3 JSON fields must hold objects).
-fn metadata_value(c: &Chunk) -> serde_json::Value {
-    match serde_json::from_str::<serde_json::Value>(&c.metadata_json) {
-        Ok(v @ serde_json::Value::Object(_)) => v,
-        _ => {
-            tracing::warn!(chunk_id = %c.chunk_id, "metadata_json is not a JSON object; storing {{}} in milvus");
-            serde_json::Value::Object(Default::default())
-        }
+    /// Seals and persists everything written so far (waits up to `timeout`).
+    pub async fn flush(&self) -> Result<()> {
+        self.client
+            .flush(
+                FlushRequest::builder()
+                    .collection_names([self.coll()])
+                    .wait_flushed_ms(self.timeout_ms())
+                    .build()?,
+            )
+            .await?;
+        Ok(())
     }
-}
-
-pub(crate) fn row_bytes(c: &Chunk, dim: usize) -> usize {
-    dim * 4
-        + c.chunk_id.len()
-        + c.doc_id.len()
-        + c.source.len()
-        + c.metadata_json.len()
-        + c.acl.iter().map(|a| a.len() + 8).sum::<usize>()
-        + 64
 }
