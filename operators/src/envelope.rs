@@ -42,6 +42,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::document::{Change, ContentType, Document};
+use crate::json::canonical_json;
 use crate::limits::{check_document, check_size, LimitError, RecordLimits};
 
 /// Which part of the record an error is about.
@@ -235,51 +236,9 @@ fn decode_object(
         }
         Some(other) => return Err(wrong_type("metadata", "an object", &other)),
     }
-    let mut acl = Vec::new();
-    match obj.remove("acl") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) => {
-            for (i, item) in items.into_iter().enumerate() {
-                match item {
-                    Value::String(s) if !s.is_empty() => acl.push(s),
-                    Value::String(_) => {
-                        return Err(DecodeError::InvalidField {
-                            field: format!("acl[{i}]"),
-                            reason: "empty principal".into(),
-                        })
-                    }
-                    other => return Err(wrong_type(&format!("acl[{i}]"), "a string", &other)),
-                }
-            }
-            acl.sort();
-            acl.dedup();
-        }
-        Some(other) => return Err(wrong_type("acl", "an array of strings", &other)),
-    }
+    let acl = acl_field(obj.remove("acl"))?;
 
-    // Unknown fields: own name if free, else `_envelope.<name>` (+ a counter if needed).
-    let mut unknown: Vec<(String, Value)> = obj.into_iter().collect();
-    unknown.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut displaced = Vec::new();
-    for (k, v) in unknown {
-        match metadata.entry(k) {
-            std::collections::btree_map::Entry::Occupied(e) => displaced.push((e.key().clone(), v)),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(canonical_json(&v));
-            }
-        }
-    }
-    for (k, v) in displaced {
-        let base = format!("_envelope.{k}");
-        let mut name = base.clone();
-        let mut n = 2u64;
-        while metadata.contains_key(&name) {
-            name = format!("{base}.{n}");
-            n += 1;
-        }
-        metadata.insert(name, canonical_json(&v));
-    }
-
+    keep_unknown_fields(obj, &mut metadata);
     let doc = Document {
         id,
         title,
@@ -291,53 +250,6 @@ fn decode_object(
     };
     check_document(&doc, limits)?;
     Ok(Change::Upsert(doc))
-}
-
-/// Canonical JSON text of a value: no whitespace, object keys sorted (by bytes), strings and
-/// numbers as `serde_json` writes them. Independent of serde_json's `preserve_order` feature.
-pub fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(v, &mut out);
-    out
-}
-
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_string(k, out);
-                out.push(':');
-                write_canonical(v, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(s) => write_json_string(s, out),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Null => out.push_str("null"),
-    }
-}
-
-/// Appends `s` as a JSON string literal.
-pub(crate) fn write_json_string(s: &str, out: &mut String) {
-    // Serialising a &str cannot fail.
-    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
 }
 
 fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
@@ -380,6 +292,62 @@ fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
+    }
+}
+
+/// `acl`: an array of non-empty strings (absent or null: public), sorted and de-duplicated.
+fn acl_field(value: Option<Value>) -> Result<Vec<String>, DecodeError> {
+    let mut acl = Vec::new();
+    match value {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.into_iter().enumerate() {
+                match item {
+                    Value::String(s) if !s.is_empty() => acl.push(s),
+                    Value::String(_) => {
+                        return Err(DecodeError::InvalidField {
+                            field: format!("acl[{i}]"),
+                            reason: "empty principal".into(),
+                        })
+                    }
+                    other => return Err(wrong_type(&format!("acl[{i}]"), "a string", &other)),
+                }
+            }
+            acl.sort();
+            acl.dedup();
+        }
+        Some(other) => return Err(wrong_type("acl", "an array of strings", &other)),
+    }
+
+    Ok(acl)
+}
+
+/// Keeps the fields the contract does not know in `metadata` (see the module docs).
+fn keep_unknown_fields(
+    obj: serde_json::Map<String, Value>,
+    metadata: &mut BTreeMap<String, String>,
+) {
+    // Own name if free, else `_envelope.<name>` (+ a counter if needed).
+    let mut unknown: Vec<(String, Value)> = obj.into_iter().collect();
+    unknown.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut displaced = Vec::new();
+    for (k, v) in unknown {
+        match metadata.entry(k) {
+            std::collections::btree_map::Entry::Occupied(e) => displaced.push((e.key().clone(), v)),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(canonical_json(&v));
+            }
+        }
+    }
+    for (k, v) in displaced {
+        let base = format!("_envelope.{k}");
+        let mut name = base.clone();
+        let mut n = 2u64;
+        while metadata.contains_key(&name) {
+            name = format!("{base}.{n}");
+            n += 1;
+        }
+        metadata.insert(name, canonical_json(&v));
     }
 }
 
@@ -773,19 +741,6 @@ mod tests {
         assert_eq!(d.metadata["_envelope.lang.2"], "\"de\"");
         assert_eq!(d.metadata["x"], "1");
         assert_eq!(d.metadata.len(), 4);
-    }
-
-    #[test]
-    fn canonical_json_escapes_and_sorts() {
-        let v: Value =
-            serde_json::from_str(r#"{"b":"a\"b\n\u0001","a":[1,-2,3e2],"é":{}}"#).unwrap();
-        assert_eq!(
-            canonical_json(&v),
-            r#"{"a":[1,-2,300.0],"b":"a\"b\n\u0001","é":{}}"#
-        );
-        // the canonical text parses back to the same value
-        let back: Value = serde_json::from_str(&canonical_json(&v)).unwrap();
-        assert_eq!(back, v);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod envelope;
 pub mod filter;
 pub mod hash;
 pub mod ingest;
+pub mod json;
 pub mod limits;
 pub mod prepare;
 pub mod title;

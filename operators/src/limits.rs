@@ -181,7 +181,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::envelope::canonical_json;
+    use crate::json::canonical_json;
 
     fn doc() -> Document {
         Document {

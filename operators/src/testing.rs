@@ -109,7 +109,7 @@ pub fn random_chunks(rng: &mut Rng, n: usize) -> Vec<Chunk> {
                 kind,
                 index: i as u32,
                 source: (*rng.pick(&SOURCES)).to_owned(),
-                metadata_json: crate::envelope::canonical_json(&object),
+                metadata_json: crate::json::canonical_json(&object),
                 acl: {
                     let mut acl = rng.subset(&PRINCIPALS.map(String::from));
                     acl.sort();

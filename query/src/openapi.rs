@@ -4,14 +4,8 @@
 
 use serde_json::{json, Value};
 
+/// The OpenAPI document: the routes ([`paths`]) and their schemas ([`components`]).
 pub fn document() -> Value {
-    let stage = json!({
-        "type": ["object", "null"],
-        "properties": {"rank": {"type": "integer"}, "score": {"type": "number"}}
-    });
-    let error = json!({"$ref": "#/components/schemas/Error"});
-    let err_resp =
-        |d: &str| json!({"description": d, "content": {"application/json": {"schema": error}}});
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -19,145 +13,164 @@ pub fn document() -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Hybrid retrieval (BM25 + vectors) over the indexes the freshet pipeline keeps fresh."
         },
-        "components": {
-            "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer"},
-                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+        "components": components(),
+        "paths": paths(),
+    })
+}
+
+/// A response with the error body.
+fn err_resp(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+/// Security schemes and the request, response and error schemas.
+fn components() -> Value {
+    let stage = json!({
+        "type": ["object", "null"],
+        "properties": {"rank": {"type": "integer"}, "score": {"type": "number"}}
+    });
+    json!({
+        "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+        },
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "properties": {"error": {"type": "object", "properties": {
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "internal"]},
+                    "message": {"type": "string"}
+                }}}
             },
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "properties": {"error": {"type": "object", "properties": {
-                        "code": {"type": "string", "enum": ["bad_request", "unauthorized", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "internal"]},
-                        "message": {"type": "string"}
+            "RetrieveRequest": {
+                "type": "object",
+                "required": ["query"],
+                "additionalProperties": false,
+                "properties": {
+                    "query": {"type": "string", "description": "Searched as plain text: no query syntax."},
+                    "k": {"type": "integer", "minimum": 1, "description": "Results wanted (default query.default_k, at most query.max_k)."},
+                    "mode": {"type": "string", "enum": ["hybrid", "bm25", "vector"], "default": "hybrid"},
+                    "filter": {
+                        "type": "object",
+                        "description": "Metadata conditions, all must hold, applied inside both searches: {\"key\": scalar} | {\"key\": {\"eq\": scalar}} | {\"key\": {\"in\": [scalars]}}.",
+                        "additionalProperties": true
+                    },
+                    "principals": {"type": "array", "items": {"type": "string"}, "description": "Caller's ACL principals; a chunk is visible if its document's acl is empty or intersects them. Omitted: public documents only."},
+                    "bm25_top_k": {"type": "integer", "minimum": 1, "description": "BM25 candidates (default query.route_top_k = 50)."},
+                    "vector_top_k": {"type": "integer", "minimum": 1, "description": "Vector candidates (default 50)."},
+                    "fusion": {"type": "object", "additionalProperties": false, "properties": {
+                        "method": {"type": "string", "enum": ["rrf", "weighted"]},
+                        "rrf_k": {"type": "number", "default": 60},
+                        "bm25_weight": {"type": "number"},
+                        "vector_weight": {"type": "number"}
+                    }},
+                    "rerank": {"oneOf": [{"type": "boolean"}, {"type": "object", "properties": {"candidates": {"type": "integer", "minimum": 1}}}], "description": "Cross-encoder rerank of the top fused candidates."},
+                    "expand": {"oneOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": false, "properties": {
+                        "top_m": {"type": "integer", "minimum": 1},
+                        "window": {"type": "integer", "minimum": 1, "maximum": 2},
+                        "min_vector_score": {"type": "number", "description": "Expand only results at least this similar (cosine)."}
+                    }}], "description": "Add ±window neighbouring chunks of the same section to the top M results and merge contiguous spans."},
+                    "parents": {"type": "boolean", "description": "Parent-child indexes: return the parents of the matching children."},
+                    "pack": {"type": "object", "required": ["budget_tokens"], "additionalProperties": false, "properties": {
+                        "budget_tokens": {"type": "integer", "minimum": 1},
+                        "order": {"type": "string", "enum": ["relevance_first", "edges_first"]}
+                    }, "description": "Pack whole results into a cited context within a token budget (model tokenizer)."},
+                    "allow_partial": {"type": "boolean", "description": "Hybrid only: if the vector route is unavailable (Milvus down), answer from BM25 alone and list it under `degraded` instead of a 503. Default: the server's `allow_partial` (true)."}
+                }
+            },
+            "Hit": {
+                "type": "object",
+                "properties": {
+                    "rank": {"type": "integer"},
+                    "chunk_id": {"type": "string"},
+                    "doc_id": {"type": "string"},
+                    "kind": {"type": "string", "enum": ["leaf", "parent"]},
+                    "parent_id": {"type": ["string", "null"]},
+                    "title": {"type": "string"},
+                    "source": {"type": "string"},
+                    "section": {"type": "array", "items": {"type": "string"}},
+                    "chunk_index": {"type": "integer"},
+                    "char_start": {"type": "integer"},
+                    "char_end": {"type": "integer"},
+                    "text": {"type": "string"},
+                    "metadata": {"type": "object"},
+                    "score": {"type": "number"},
+                    "scores": {"type": "object", "properties": {"bm25": stage, "vector": stage, "fused": stage, "rerank": stage}},
+                    "passage_chunk_ids": {"type": "array", "items": {"type": "string"}},
+                    "matched_children": {"type": "array", "items": {"type": "string"}}
+                }
+            },
+            "RetrieveResponse": {
+                "type": "object",
+                "properties": {
+                    "results": {"type": "array", "items": {"$ref": "#/components/schemas/Hit"}},
+                    "context": {"type": "string"},
+                    "citations": {"type": "array", "items": {"type": "object", "properties": {
+                        "number": {"type": "integer"}, "doc_id": {"type": "string"}, "title": {"type": "string"},
+                        "source": {"type": "string"}, "result_index": {"type": "integer"}, "tokens": {"type": "integer"}
+                    }}},
+                    "context_tokens": {"type": "integer"},
+                    "mode": {"type": "string"},
+                    "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
+                    "index": {"type": "object", "properties": {
+                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
+                    }},
+                    "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why.", "items": {"type": "object", "properties": {
+                        "route": {"type": "string", "enum": ["vector"]}, "reason": {"type": "string"}
                     }}}
-                },
-                "RetrieveRequest": {
-                    "type": "object",
-                    "required": ["query"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "query": {"type": "string", "description": "Searched as plain text: no query syntax."},
-                        "k": {"type": "integer", "minimum": 1, "description": "Results wanted (default query.default_k, at most query.max_k)."},
-                        "mode": {"type": "string", "enum": ["hybrid", "bm25", "vector"], "default": "hybrid"},
-                        "filter": {
-                            "type": "object",
-                            "description": "Metadata conditions, all must hold, applied inside both searches: {\"key\": scalar} | {\"key\": {\"eq\": scalar}} | {\"key\": {\"in\": [scalars]}}.",
-                            "additionalProperties": true
-                        },
-                        "principals": {"type": "array", "items": {"type": "string"}, "description": "Caller's ACL principals; a chunk is visible if its document's acl is empty or intersects them. Omitted: public documents only."},
-                        "bm25_top_k": {"type": "integer", "minimum": 1, "description": "BM25 candidates (default query.route_top_k = 50)."},
-                        "vector_top_k": {"type": "integer", "minimum": 1, "description": "Vector candidates (default 50)."},
-                        "fusion": {"type": "object", "additionalProperties": false, "properties": {
-                            "method": {"type": "string", "enum": ["rrf", "weighted"]},
-                            "rrf_k": {"type": "number", "default": 60},
-                            "bm25_weight": {"type": "number"},
-                            "vector_weight": {"type": "number"}
-                        }},
-                        "rerank": {"oneOf": [{"type": "boolean"}, {"type": "object", "properties": {"candidates": {"type": "integer", "minimum": 1}}}], "description": "Cross-encoder rerank of the top fused candidates."},
-                        "expand": {"oneOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": false, "properties": {
-                            "top_m": {"type": "integer", "minimum": 1},
-                            "window": {"type": "integer", "minimum": 1, "maximum": 2},
-                            "min_vector_score": {"type": "number", "description": "Expand only results at least this similar (cosine)."}
-                        }}], "description": "Add ±window neighbouring chunks of the same section to the top M results and merge contiguous spans."},
-                        "parents": {"type": "boolean", "description": "Parent-child indexes: return the parents of the matching children."},
-                        "pack": {"type": "object", "required": ["budget_tokens"], "additionalProperties": false, "properties": {
-                            "budget_tokens": {"type": "integer", "minimum": 1},
-                            "order": {"type": "string", "enum": ["relevance_first", "edges_first"]}
-                        }, "description": "Pack whole results into a cited context within a token budget (model tokenizer)."},
-                        "allow_partial": {"type": "boolean", "description": "Hybrid only: if the vector route is unavailable (Milvus down), answer from BM25 alone and list it under `degraded` instead of a 503. Default: the server's `allow_partial` (true)."}
-                    }
-                },
-                "Hit": {
-                    "type": "object",
-                    "properties": {
-                        "rank": {"type": "integer"},
-                        "chunk_id": {"type": "string"},
-                        "doc_id": {"type": "string"},
-                        "kind": {"type": "string", "enum": ["leaf", "parent"]},
-                        "parent_id": {"type": ["string", "null"]},
-                        "title": {"type": "string"},
-                        "source": {"type": "string"},
-                        "section": {"type": "array", "items": {"type": "string"}},
-                        "chunk_index": {"type": "integer"},
-                        "char_start": {"type": "integer"},
-                        "char_end": {"type": "integer"},
-                        "text": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "score": {"type": "number"},
-                        "scores": {"type": "object", "properties": {"bm25": stage, "vector": stage, "fused": stage, "rerank": stage}},
-                        "passage_chunk_ids": {"type": "array", "items": {"type": "string"}},
-                        "matched_children": {"type": "array", "items": {"type": "string"}}
-                    }
-                },
-                "RetrieveResponse": {
-                    "type": "object",
-                    "properties": {
-                        "results": {"type": "array", "items": {"$ref": "#/components/schemas/Hit"}},
-                        "context": {"type": "string"},
-                        "citations": {"type": "array", "items": {"type": "object", "properties": {
-                            "number": {"type": "integer"}, "doc_id": {"type": "string"}, "title": {"type": "string"},
-                            "source": {"type": "string"}, "result_index": {"type": "integer"}, "tokens": {"type": "integer"}
-                        }}},
-                        "context_tokens": {"type": "integer"},
-                        "mode": {"type": "string"},
-                        "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
-                        "index": {"type": "object", "properties": {
-                            "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
-                        }},
-                        "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why.", "items": {"type": "object", "properties": {
-                            "route": {"type": "string", "enum": ["vector"]}, "reason": {"type": "string"}
-                        }}}
-                    }
                 }
             }
-        },
-        "paths": {
-            "/v1/retrieve": {"post": {
-                "summary": "Retrieve context for a query",
-                "security": [{"bearer": []}, {"apiKey": []}],
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveRequest"}}}},
-                "responses": {
-                    "200": {"description": "Results", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveResponse"}}}},
-                    "400": err_resp("Invalid request"),
-                    "401": err_resp("Missing or wrong API key"),
-                    "413": err_resp("Body too large"),
-                    "503": err_resp("An index or the reranker is unavailable, or the request timed out")
-                }
-            }},
-            "/pathway/v1/retrieve": {"post": {
-                "summary": "Pathway DocumentStore-compatible retrieve",
-                "security": [{"bearer": []}, {"apiKey": []}],
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["query"], "properties": {
-                    "query": {"type": "string"}, "k": {"type": "integer"},
-                    "metadata_filter": {"type": ["string", "null"], "description": "JMESPath subset: key == 'v', key == `json`, contains(key, 'v'), joined by &&"},
-                    "filepath_globpattern": {"type": ["string", "null"]}
-                }}}}},
-                "responses": {
-                    "200": {"description": "[{text, metadata, dist}]", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object", "properties": {
-                        "text": {"type": "string"}, "metadata": {"type": "object"}, "dist": {"type": "number"}
-                    }}}}}},
-                    "400": err_resp("Invalid request"),
-                    "503": err_resp("Unavailable")
-                }
-            }},
-            "/v1/index": {"get": {
-                "summary": "The pipeline commit this node serves: Kafka offsets per topic and partition (the next offset to read), epoch, commit time, chunk count",
-                "security": [{"bearer": []}, {"apiKey": []}],
-                "responses": {
-                    "200": {"description": "Index state", "content": {"application/json": {"schema": {"type": "object", "properties": {
-                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "chunks": {"type": "integer"},
-                        "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
-                    }}}}},
-                    "401": err_resp("Missing or wrong API key"),
-                    "503": err_resp("The index is not open")
-                }
-            }},
-            "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
-            "/readyz": {"get": {"summary": "Both indexes reachable", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OpenMetrics text"}}}},
-            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
         }
+    })
+}
+
+/// Every route.
+fn paths() -> Value {
+    json!({
+        "/v1/retrieve": {"post": {
+            "summary": "Retrieve context for a query",
+            "security": [{"bearer": []}, {"apiKey": []}],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveRequest"}}}},
+            "responses": {
+                "200": {"description": "Results", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveResponse"}}}},
+                "400": err_resp("Invalid request"),
+                "401": err_resp("Missing or wrong API key"),
+                "413": err_resp("Body too large"),
+                "503": err_resp("An index or the reranker is unavailable, or the request timed out")
+            }
+        }},
+        "/pathway/v1/retrieve": {"post": {
+            "summary": "Pathway DocumentStore-compatible retrieve",
+            "security": [{"bearer": []}, {"apiKey": []}],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["query"], "properties": {
+                "query": {"type": "string"}, "k": {"type": "integer"},
+                "metadata_filter": {"type": ["string", "null"], "description": "JMESPath subset: key == 'v', key == `json`, contains(key, 'v'), joined by &&"},
+                "filepath_globpattern": {"type": ["string", "null"]}
+            }}}}},
+            "responses": {
+                "200": {"description": "[{text, metadata, dist}]", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object", "properties": {
+                    "text": {"type": "string"}, "metadata": {"type": "object"}, "dist": {"type": "number"}
+                }}}}}},
+                "400": err_resp("Invalid request"),
+                "503": err_resp("Unavailable")
+            }
+        }},
+        "/v1/index": {"get": {
+            "summary": "The pipeline commit this node serves: Kafka offsets per topic and partition (the next offset to read), epoch, commit time, chunk count",
+            "security": [{"bearer": []}, {"apiKey": []}],
+            "responses": {
+                "200": {"description": "Index state", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "chunks": {"type": "integer"},
+                    "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
+                }}}}},
+                "401": err_resp("Missing or wrong API key"),
+                "503": err_resp("The index is not open")
+            }
+        }},
+        "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
+        "/readyz": {"get": {"summary": "Both indexes reachable", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OpenMetrics text"}}}},
+        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
     })
 }
 

@@ -123,7 +123,7 @@ pub fn file_document(
         .source
         .clone()
         .unwrap_or_else(|| format!("file://{rel_id}"));
-    let path = freshet_operators::envelope::canonical_json(&rel_id.clone().into());
+    let path = freshet_operators::json::canonical_json(&rel_id.clone().into());
     let doc = Document {
         id: rel_id.clone(),
         title,

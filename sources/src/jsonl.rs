@@ -7,7 +7,8 @@ use std::path::Path;
 
 use freshet_kafka::DocumentProducer;
 use freshet_operators::document::{Change, ContentType, Document};
-use freshet_operators::envelope::{canonical_json, encode};
+use freshet_operators::envelope::encode;
+use freshet_operators::json::canonical_json;
 use serde_json::{Map, Value};
 
 use crate::publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport, Publisher};

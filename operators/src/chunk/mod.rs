@@ -14,9 +14,11 @@
 //! - [`parent_child`]: parents split into children;
 //! - [`chunk_document`] here: a cleaned document to its [`Chunk`] records by [`ChunkerConfig`].
 
+pub(crate) mod fence;
 pub mod markdown;
 pub mod parent_child;
 pub mod recursive;
+mod separators;
 pub mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
@@ -261,11 +263,11 @@ pub fn metadata_json(metadata: &BTreeMap<String, String>) -> String {
         if i > 0 {
             out.push(',');
         }
-        crate::envelope::write_json_string(k, &mut out);
+        crate::json::write_json_string(k, &mut out);
         out.push(':');
         match serde_json::from_str::<serde_json::Value>(v) {
-            Ok(value) => out.push_str(&crate::envelope::canonical_json(&value)),
-            Err(_) => crate::envelope::write_json_string(v, &mut out),
+            Ok(value) => out.push_str(&crate::json::canonical_json(&value)),
+            Err(_) => crate::json::write_json_string(v, &mut out),
         }
     }
     out.push('}');

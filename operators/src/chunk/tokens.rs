@@ -200,7 +200,7 @@ pub(crate) mod tests {
             let mut out = Vec::new();
             let mut run: Option<usize> = None;
             for (i, c) in text.char_indices() {
-                let word = c.is_alphanumeric() && !crate::chunk::recursive::is_cjk(c);
+                let word = c.is_alphanumeric() && !crate::chunk::separators::is_cjk(c);
                 if word {
                     if run.is_none() {
                         run = Some(i);
