@@ -151,25 +151,14 @@ fn scalar_eq(stored: &Value, wanted: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::chunk_id;
 
     fn chunk(doc: &str, kind: ChunkKind, acl: &[&str], source: &str, metadata: &str) -> Chunk {
         Chunk {
-            chunk_id: chunk_id(doc, kind, "t", 0),
-            doc_id: doc.into(),
             kind,
-            parent_id: None,
-            index: 0,
-            char_start: 0,
-            char_end: 1,
-            section: vec![],
-            text: "t".into(),
-            token_count: 1,
-            title: String::new(),
             source: source.into(),
             metadata_json: metadata.into(),
             acl: acl.iter().map(|s| s.to_string()).collect(),
-            doc_hash: String::new(),
+            ..crate::testing::chunk(doc, "t")
         }
     }
 

@@ -332,25 +332,12 @@ mod tests {
 
     #[test]
     fn reload_follows_commits_and_an_index_recreated_in_place() {
-        use freshet_operators::chunk::{Chunk, ChunkKind};
+        use freshet_operators::chunk::Chunk;
         use freshet_tantivy::{ChunkFilter, ChunkIndexWriter, CommitPayload};
 
         let chunk = |id: &str, text: &str| Chunk {
             chunk_id: id.into(),
-            doc_id: id.into(),
-            kind: ChunkKind::Leaf,
-            parent_id: None,
-            index: 0,
-            char_start: 0,
-            char_end: text.len() as u32,
-            section: vec![],
-            text: text.into(),
-            token_count: 2,
-            title: String::new(),
-            source: String::new(),
-            metadata_json: "{}".into(),
-            acl: vec![],
-            doc_hash: "h".repeat(64),
+            ..freshet_operators::testing::chunk(id, text)
         };
         let found = |ix: &Indexes| -> Vec<String> {
             let r = ix.tantivy().expect("reader open");

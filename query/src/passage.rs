@@ -185,20 +185,12 @@ mod tests {
                 from = byte + text.chars().next().map_or(1, char::len_utf8);
                 Chunk {
                     chunk_id: format!("c{i}"),
-                    doc_id: "d".into(),
-                    kind: ChunkKind::Leaf,
-                    parent_id: None,
                     index: i as u32,
                     char_start: start,
                     char_end: start + text.chars().count() as u32,
                     section: section.iter().map(|s| s.to_string()).collect(),
-                    text: text.to_string(),
-                    token_count: 1,
                     title: "T".into(),
-                    source: "s".into(),
-                    metadata_json: "{}".into(),
-                    acl: vec![],
-                    doc_hash: "h".into(),
+                    ..freshet_operators::testing::chunk("d", text)
                 }
             })
             .collect()

@@ -59,20 +59,8 @@ fn unit_vector(seed: u64) -> Vec<f32> {
 fn chunk(id: &str, doc: &str) -> Chunk {
     Chunk {
         chunk_id: id.to_owned(),
-        doc_id: doc.to_owned(),
-        kind: ChunkKind::Leaf,
-        parent_id: None,
-        index: 0,
-        char_start: 0,
-        char_end: 10,
-        section: vec![],
-        text: format!("text of {id}"),
-        token_count: 3,
-        title: "t".to_owned(),
         source: "test://src".to_owned(),
-        metadata_json: "{}".to_owned(),
-        acl: vec![],
-        doc_hash: "h".to_owned(),
+        ..freshet_operators::testing::chunk(doc, &format!("text of {id}"))
     }
 }
 

@@ -14,20 +14,11 @@ const HEAP: usize = 50_000_000;
 fn chunk(id: &str, doc: &str, index: u32, text: &str) -> Chunk {
     Chunk {
         chunk_id: id.to_owned(),
-        doc_id: doc.to_owned(),
-        kind: ChunkKind::Leaf,
-        parent_id: None,
         index,
         char_start: index * 100,
         char_end: index * 100 + text.chars().count() as u32,
-        section: vec![],
-        text: text.to_owned(),
-        token_count: text.split_whitespace().count() as u32,
-        title: format!("Title of {doc}"),
         source: "test://source".to_owned(),
-        metadata_json: "{}".to_owned(),
-        acl: vec![],
-        doc_hash: "h".repeat(64),
+        ..freshet_operators::testing::chunk(doc, text)
     }
 }
 

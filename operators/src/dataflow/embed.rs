@@ -162,20 +162,10 @@ mod tests {
     fn chunk(kind: ChunkKind, text: &str) -> Chunk {
         Chunk {
             chunk_id: chunk_id("d", kind, text, 0),
-            doc_id: "d".into(),
             kind,
-            parent_id: None,
-            index: 0,
-            char_start: 0,
-            char_end: text.chars().count() as u32,
             section: vec!["S".into()],
-            text: text.into(),
-            token_count: 1,
             title: "T".into(),
-            source: String::new(),
-            metadata_json: "{}".into(),
-            acl: vec![],
-            doc_hash: String::new(),
+            ..crate::testing::chunk("d", text)
         }
     }
 
