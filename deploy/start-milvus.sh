@@ -218,7 +218,7 @@ EOF
     # freshness. Measured here (pymilvus, insert -> visible to a Bounded query, 100 rows each):
     # mean 57-62 ms at 50 ms, 32-36 ms at 25, 21 ms at 10; an idle Milvus with one loaded
     # collection took 4-5% of a core at 50 ms, 7-10% at 25 and 11-13% at 15. 25 ms took the
-    # freshness benchmark's p50 from 142-180 to 117-123 ms (README, Query benchmarks).
+    # freshness benchmark's p50 from 142-180 to 117-123 ms (docs/benchmarks.md).
     CMD+=(--extra-config "proxy.timeTickInterval=${FRESHET_MILVUS_TIME_TICK_MS:-25}")
     # Any other Milvus setting: FRESHET_MILVUS_EXTRA_CONFIG="section.key=value section.key=value".
     for kv in ${FRESHET_MILVUS_EXTRA_CONFIG:-}; do CMD+=(--extra-config "$kv"); done

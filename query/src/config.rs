@@ -100,7 +100,7 @@ pub struct QueryConfig {
     pub bm25_b: f32,
     /// Default fusion: `weighted` (min-max normalised route scores, 0.5 / 0.5) or `rrf`, with
     /// its parameters. Weighted is the default: on SciFact it scored nDCG@10 0.733 against 0.721
-    /// for RRF k = 60 (README, "Retrieval quality"), in line with Bruch et al. (2023, "An
+    /// for RRF k = 60 (docs/benchmarks.md, "Retrieval quality"), in line with Bruch et al. (2023, "An
     /// Analysis of Fusion Functions for Hybrid Retrieval"), where a convex combination of
     /// normalised scores beat RRF.
     pub fusion: FusionMethod,

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 /// all-MiniLM-L6-v2. It embeds with about half the CPU of the float export (measured 135 s against
 /// 253 s for the SciFact corpus, 4.2 against 9.6 ms for a 20-token query on one core), in the same
 /// vector space. SciFact nDCG@10 through the pipeline and node: vector 0.659 against 0.661,
-/// hybrid-weighted 0.729 against 0.733 (README, "Retrieval quality").
+/// hybrid-weighted 0.729 against 0.733 (docs/benchmarks.md, "Retrieval quality").
 pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2-int8";
 
 /// Settings of the embedding model. Every field has a default, so `{}` (or an absent TOML table)
