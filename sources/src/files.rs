@@ -5,8 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use freshet_kafka::DocumentProducer;
-use freshet_operators::document::{Change, ContentType, Document};
-use freshet_operators::envelope::encode;
+use freshet_operators::document::{ContentType, Document};
 use freshet_operators::title::title_of;
 
 use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
@@ -133,11 +132,7 @@ pub fn file_document(
         metadata: [("path".to_string(), path)].into(),
         acl: mapping.acl(),
     };
-    Ok(Outgoing {
-        id: rel_id,
-        value: Some(encode(&Change::Upsert(doc))),
-        is_delete: false,
-    })
+    Ok(Outgoing::upsert(doc))
 }
 
 #[cfg(test)]

@@ -6,8 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use freshet_kafka::DocumentProducer;
-use freshet_operators::document::{Change, ContentType, Document};
-use freshet_operators::envelope::encode;
+use freshet_operators::document::{ContentType, Document};
 use freshet_operators::json::canonical_json;
 use serde_json::{Map, Value};
 
@@ -179,11 +178,7 @@ fn beir_line(
             .collect(),
         acl: mapping.acl(),
     };
-    Ok(Outgoing {
-        id,
-        value: Some(encode(&Change::Upsert(doc))),
-        is_delete: false,
-    })
+    Ok(Outgoing::upsert(doc))
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 
 use freshet_kafka::DocumentProducer;
+use freshet_operators::document::{Change, Document};
+use freshet_operators::envelope::encode;
 
 use crate::Result;
 
@@ -90,6 +92,17 @@ pub struct Outgoing {
     pub id: String,
     pub value: Option<Vec<u8>>,
     pub is_delete: bool,
+}
+
+impl Outgoing {
+    /// The record of an upsert of `doc`, keyed by its id.
+    pub fn upsert(doc: Document) -> Outgoing {
+        Outgoing {
+            id: doc.id.clone(),
+            value: Some(encode(&Change::Upsert(doc))),
+            is_delete: false,
+        }
+    }
 }
 
 /// Collects outgoing records and produces them in batches.
