@@ -58,18 +58,5 @@ pub fn l2_normalize(v: &mut [f32]) {
     }
 }
 
-/// The text a leaf chunk is embedded as: its document title and section path give the chunk
-/// context that its own words may lack ("contextual chunk headers").
-pub fn embed_input(chunk: &crate::chunk::Chunk) -> String {
-    let mut s = String::with_capacity(chunk.title.len() + chunk.text.len() + 16);
-    if !chunk.title.is_empty() {
-        s.push_str(&chunk.title);
-        s.push('\n');
-    }
-    if !chunk.section.is_empty() {
-        s.push_str(&chunk.section.join(" > "));
-        s.push('\n');
-    }
-    s.push_str(&chunk.text);
-    s
-}
+/// The text a leaf chunk is embedded as (defined beside the chunker, which budgets it).
+pub use crate::chunk::header::embed_input;

@@ -5,6 +5,13 @@
 //! ([`crate::prepare`]: clean, hash, chunk) and its chunk count checked. Whatever fails is a
 //! [`Rejection`] with a stable class and the [`Stage`] that refused it.
 //!
+//! **An identical re-send costs nothing.** [`Versions`] remembers, per document, the hash of the
+//! latest version prepared (taken over the decoded document, before cleaning and chunking); a
+//! record that decodes to that same version again is [`Ingested::Unchanged`] and is neither
+//! cleaned nor chunked. This relies on what the contract already asks: a document's records
+//! share one partition (the key is the document id), so one reader sees all of its versions in
+//! order.
+//!
 //! **A rejected record still counts as the document's latest change.** When the record names a
 //! document (its key, or else the `id` of its value), that document is deleted from both indexes:
 //! a version that cannot be indexed never leaves an older one serving. The next good record for
@@ -13,9 +20,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashMap;
+
 use crate::chunk::{Chunk, ChunkerConfig, TokenCounter};
 use crate::document::Change;
 use crate::envelope::decode;
+use crate::hash::doc_hash;
 use crate::limits::{check_chunk_count, RecordLimits};
 use crate::prepare::prepare;
 
@@ -68,7 +78,37 @@ pub enum Ingested {
     Delete {
         id: String,
     },
+    /// The document's latest version again ([`Versions`]): nothing to do.
+    Unchanged {
+        id: String,
+    },
     Rejected(Rejection),
+}
+
+/// The version of each document last prepared by one reader: a 128-bit prefix of the hash of
+/// the decoded document (before cleaning), by document id. About 60 bytes plus the id per
+/// document; empty after a restart (a re-send is then prepared once, and the dataflow finds
+/// nothing to write).
+#[derive(Clone, Debug, Default)]
+pub struct Versions {
+    latest: HashMap<String, u128>,
+}
+
+impl Versions {
+    /// Documents remembered.
+    pub fn len(&self) -> usize {
+        self.latest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty()
+    }
+}
+
+/// The version hash [`Versions`] keeps: the first 128 bits of [`doc_hash`].
+fn version_of(doc: &crate::document::Document) -> u128 {
+    let hex = doc_hash(doc);
+    u128::from_str_radix(&hex[..32], 16).unwrap_or_default()
 }
 
 impl Ingested {
@@ -78,18 +118,63 @@ impl Ingested {
         match self {
             Ingested::Upsert { id, chunks } => Some((id, Some(chunks))),
             Ingested::Delete { id } => Some((id, None)),
+            Ingested::Unchanged { .. } => None,
             Ingested::Rejected(r) => r.doc_id.map(|id| (id, None)),
         }
     }
 }
 
-/// Decodes, checks and prepares one record.
+/// Decodes, checks and prepares one record (every record is prepared: no [`Versions`]).
 pub fn ingest(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
     limits: &RecordLimits,
     chunking: &ChunkerConfig,
     tokens: &dyn TokenCounter,
+) -> Ingested {
+    ingest_versioned(
+        key,
+        value,
+        limits,
+        chunking,
+        tokens,
+        &mut Versions::default(),
+    )
+}
+
+/// [`ingest`], recognising a document's latest version by its hash before cleaning and
+/// chunking it, and keeping `versions` up to date.
+pub fn ingest_versioned(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    limits: &RecordLimits,
+    chunking: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+    versions: &mut Versions,
+) -> Ingested {
+    let out = ingest_unrecorded(key, value, limits, chunking, tokens, versions);
+    match &out {
+        Ingested::Upsert { .. } | Ingested::Unchanged { .. } => {}
+        Ingested::Delete { id } => {
+            versions.latest.remove(id);
+        }
+        Ingested::Rejected(r) => {
+            if let Some(id) = &r.doc_id {
+                versions.latest.remove(id);
+            }
+        }
+    }
+    out
+}
+
+/// [`ingest_versioned`] but for forgetting deleted and rejected documents.
+fn ingest_unrecorded(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    limits: &RecordLimits,
+    chunking: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+    versions: &mut Versions,
 ) -> Ingested {
     let rejected = |class: &'static str, stage: Stage, message: String| {
         Ingested::Rejected(Rejection {
@@ -105,6 +190,10 @@ pub fn ingest(
         Err(e) => return rejected(e.class(), Stage::Decode, e.to_string()),
     };
     let id = doc.id.clone();
+    let version = version_of(&doc);
+    if versions.latest.get(&id) == Some(&version) {
+        return Ingested::Unchanged { id };
+    }
     let chunks = match prepare(doc, chunking, tokens) {
         Ok(chunks) => chunks,
         Err(e) => return rejected(e.class(), Stage::Prepare, e.to_string()),
@@ -112,6 +201,7 @@ pub fn ingest(
     if let Err(e) = check_chunk_count(chunks.len(), limits) {
         return rejected(e.class(), Stage::Prepare, e.to_string());
     }
+    versions.latest.insert(id.clone(), version);
     Ingested::Upsert { id, chunks }
 }
 
@@ -275,5 +365,49 @@ mod tests {
     fn stage_names() {
         let names: Vec<&str> = Stage::ALL.iter().map(Stage::as_str).collect();
         assert_eq!(names, ["decode", "prepare", "embed", "sink"]);
+    }
+
+    /// A document's latest version again is recognised before it is prepared; any other
+    /// version, a delete or a rejection in between makes the next record prepared again.
+    #[test]
+    fn an_identical_re_send_is_unchanged_before_preparing() {
+        let limits = RecordLimits::default();
+        let cfg = ChunkerConfig::default();
+        let t = crate::chunk::CharCounter;
+        let mut versions = Versions::default();
+        let mut run = |key: &str, value: Option<&str>| {
+            ingest_versioned(
+                Some(key.as_bytes()),
+                value.map(str::as_bytes),
+                &limits,
+                &cfg,
+                &t,
+                &mut versions,
+            )
+        };
+        let v1 = r#"{"title":"T","text":"first version"}"#;
+        let v2 = r#"{"title":"T","text":"second version"}"#;
+        let bad = r#"{"title":"T","text":"x","acl":[""]}"#;
+        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        assert_eq!(run("a", Some(v1)), Ingested::Unchanged { id: "a".into() });
+        // unknown fields are metadata: a different one is a different version
+        let v1_tagged = r#"{"title":"T","text":"first version","tag":"x"}"#;
+        assert!(matches!(run("a", Some(v1_tagged)), Ingested::Upsert { .. }));
+        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        assert!(
+            matches!(run("b", Some(v1)), Ingested::Upsert { .. }),
+            "per document"
+        );
+        assert!(matches!(run("a", Some(v2)), Ingested::Upsert { .. }));
+        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        // a delete forgets the version
+        assert!(matches!(run("a", None), Ingested::Delete { .. }));
+        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        // so does a rejection of the document
+        assert!(matches!(run("a", Some(bad)), Ingested::Rejected(_)));
+        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        assert_eq!(run("a", Some(v1)), Ingested::Unchanged { id: "a".into() });
+        assert_eq!(Ingested::Unchanged { id: "a".into() }.update(), None);
+        assert_eq!(versions.len(), 2);
     }
 }

@@ -6,7 +6,8 @@ use crate::chunk::{chunk_id, Chunk, ChunkKind};
 use crate::filter::ChunkFilter;
 
 /// A leaf chunk of `doc_id` with `text`, every other field plain: index 0, no section, no
-/// metadata (`{}`), public, source `test://<doc_id>`. Change fields with struct update syntax.
+/// metadata (`{}`), public, source `test://<doc_id>`, no version stamp (as the indexes store it
+/// and read it back). Change fields with struct update syntax.
 pub fn chunk(doc_id: &str, text: &str) -> Chunk {
     Chunk {
         chunk_id: chunk_id(doc_id, ChunkKind::Leaf, text, 0),
@@ -23,7 +24,7 @@ pub fn chunk(doc_id: &str, text: &str) -> Chunk {
         source: format!("test://{doc_id}"),
         metadata_json: "{}".to_owned(),
         acl: Vec::new(),
-        doc_hash: "0".repeat(64),
+        doc_hash: String::new(),
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use freshet_operators::chunk::{chunk_id, Chunk, ChunkKind};
+use freshet_operators::chunk::{chunk_id, Chunk, ChunkChange, ChunkKind};
 use freshet_operators::dataflow::{chunk_deltas, reference_deltas, ChunkDelta, DocUpdate, Time};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -208,14 +208,31 @@ fn identical_resend_produces_no_delta_and_edit_touches_one_chunk() {
     let inserted_text: Vec<_> = got[&3]
         .iter()
         .filter_map(|d| match d {
-            ChunkDelta::Upsert {
-                chunk,
-                text_changed: true,
-            } => Some(chunk.text.clone()),
+            ChunkDelta::Upsert { chunk, change } if change.embedded => Some(chunk.text.clone()),
             _ => None,
         })
         .collect();
     assert_eq!(inserted_text, vec!["para two, edited".to_string()]);
+    // the later chunks moved: their placement alone is to write again
+    let moved: Vec<_> = got[&3]
+        .iter()
+        .filter_map(|d| match d {
+            ChunkDelta::Upsert { chunk, change } if !change.embedded => {
+                assert_eq!(
+                    *change,
+                    ChunkChange {
+                        placement: true,
+                        ..ChunkChange::default()
+                    }
+                );
+                Some(chunk.text.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let mut moved = moved;
+    moved.sort();
+    assert_eq!(moved, vec!["para 3".to_string(), "para 4".to_string()]);
     let deleted: Vec<_> = got[&3]
         .iter()
         .filter(|d| matches!(d, ChunkDelta::Delete { .. }))
@@ -226,4 +243,55 @@ fn identical_resend_produces_no_delta_and_edit_touches_one_chunk() {
     assert!(got[&4]
         .iter()
         .all(|d| matches!(d, ChunkDelta::Delete { .. })));
+}
+
+/// A new version that keeps a chunk as it was restamps it (every chunk record carries its
+/// version's hash) but changes nothing an index stores: an upsert with nothing to write.
+#[test]
+fn a_new_version_restamps_kept_chunks_without_changes() {
+    let texts: Vec<String> = (0..3).map(|i| format!("para {i}")).collect();
+    let v1 = make_chunks("d", &texts, "t");
+    let mut edited = texts.clone();
+    edited[2] = "para two, edited".into();
+    let stamp = |chunks: Vec<Chunk>, h: &str| -> Vec<Chunk> {
+        chunks
+            .into_iter()
+            .map(|c| Chunk {
+                doc_hash: h.into(),
+                ..c
+            })
+            .collect()
+    };
+    let rounds: Rounds = vec![
+        BTreeMap::from([("d".to_string(), Some(stamp(v1.clone(), "h1")))]),
+        BTreeMap::from([(
+            "d".to_string(),
+            Some(stamp(make_chunks("d", &edited, "t"), "h2")),
+        )]),
+    ];
+    let got = run_dataflow(rounds.clone(), 2);
+    assert_eq!(got, expected(&rounds));
+    let changes: BTreeMap<String, ChunkChange> = got[&2]
+        .iter()
+        .filter_map(|d| match d {
+            ChunkDelta::Upsert { chunk, change } => Some((chunk.text.clone(), *change)),
+            ChunkDelta::Delete { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        BTreeMap::from([
+            ("para 0".to_string(), ChunkChange::default()),
+            ("para 1".to_string(), ChunkChange::default()),
+            ("para two, edited".to_string(), ChunkChange::NEW),
+        ]),
+        "kept chunks restamped with nothing to write, the edited one new"
+    );
+    assert_eq!(
+        got[&2]
+            .iter()
+            .filter(|d| matches!(d, ChunkDelta::Delete { .. }))
+            .count(),
+        1
+    );
 }

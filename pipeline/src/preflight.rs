@@ -49,12 +49,20 @@ pub struct Recovered {
 /// Runs the checks and the recovery (see the module docs).
 pub fn preflight(config: &Config, metrics: &Metrics, ready: &Readiness) -> Result<Prepared> {
     ready.step("loading the tokenizer and the embedding model");
-    let tokenizer_path = config.embedding.model_dir.join("tokenizer.json");
-    let tokens = HfTokenCounter::from_file(&tokenizer_path)
-        .map_err(|e| anyhow!("loading the tokenizer {}: {e}", tokenizer_path.display()))?;
     // The model is loaded here once to fail fast and to learn its id and dimension.
     let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
     tracing::info!(model_id = %model.model_id(), dim = model.dim(), "embedding model loaded");
+    // Chunk budgets hold a leaf's whole embedded input, within the model's window.
+    let tokens = model.token_counter().context("loading the tokenizer")?;
+    let chunking = &config.chunking;
+    model
+        .check_budget("chunking.max_tokens", chunking.max_tokens)
+        .context("checking the chunk budget")?;
+    if chunking.resolve_any_parent_child() {
+        model
+            .check_budget("chunking.child_max_tokens", chunking.child_max_tokens)
+            .context("checking the chunk budget")?;
+    }
 
     let kafka = &config.kafka;
     ready.step(format!("checking the topics on {}", kafka.brokers));
@@ -174,6 +182,7 @@ fn recover(
             runtime,
             offsets: start_offsets.clone(),
             metrics: metrics.clone(),
+            lost: Default::default(),
         },
         start_offsets,
         bootstrap: by_doc.into_iter().collect(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use freshet_kafka::{Failure, PartitionReader};
 use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
-use freshet_operators::ingest::{ingest, Ingested};
+use freshet_operators::ingest::{ingest_versioned, Ingested, Versions};
 use freshet_operators::limits::RecordLimits;
 
 use crate::dlq::DeadLetters;
@@ -41,6 +41,9 @@ pub struct Source {
     dlq: DeadLetters,
     processing: Arc<Processing>,
     metrics: Metrics,
+    /// The latest version of each document this reader prepared: an identical re-send is
+    /// recognised before cleaning and chunking.
+    versions: Versions,
 }
 
 impl Source {
@@ -55,6 +58,7 @@ impl Source {
             dlq,
             processing,
             metrics,
+            versions: Versions::default(),
         }
     }
 
@@ -84,16 +88,20 @@ impl Source {
                 batch.timestamps_ms.push(ts);
             }
             let p = &self.processing;
-            let ingested = ingest(
+            let ingested = ingest_versioned(
                 record.key.as_deref(),
                 record.value.as_deref(),
                 &p.limits,
                 &p.chunking,
                 p.tokens.as_ref(),
+                &mut self.versions,
             );
             match &ingested {
                 Ingested::Upsert { .. } => Metrics::outcome(&self.metrics.documents, "upsert", 1),
                 Ingested::Delete { .. } => Metrics::outcome(&self.metrics.documents, "delete", 1),
+                Ingested::Unchanged { .. } => {
+                    Metrics::outcome(&self.metrics.documents, "unchanged", 1)
+                }
                 Ingested::Rejected(r) => {
                     let failure = Failure {
                         class: r.class,

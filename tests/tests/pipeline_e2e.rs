@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::Result;
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_operators::chunk::{Chunk, ChunkChange, ChunkKind};
 use freshet_operators::embed::embed_input;
 use freshet_tests::proxy::{host_port, TcpProxy};
 use freshet_tests::{expected_chunks, Case, RIVER_WORDS};
@@ -166,6 +166,23 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
     }
 
     // Edit the start of one paragraph in the middle of doc-1.
+    let sink_writes = |case: &Case, sink: &str, op: &str| -> Result<f64> {
+        let (sink, op) = (format!("sink=\"{sink}\""), format!("op=\"{op}\""));
+        Ok(case
+            .metrics()?
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("freshet_pipeline_sink_writes_total")
+                    && k.contains(&sink)
+                    && k.contains(&op)
+            })
+            .map(|(_, v)| v)
+            .sum())
+    };
+    let before_edit: Vec<f64> = [("milvus", "upsert"), ("tantivy", "upsert")]
+        .iter()
+        .map(|(s, o)| sink_writes(&case, s, o))
+        .collect::<Result<_>>()?;
     let (id, text) = &docs[1];
     let edited = text.replacen(
         "Paragraph 3 of report 1.",
@@ -191,6 +208,32 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
     );
     let gone: Vec<&String> = first.keys().filter(|k| !second.contains_key(*k)).collect();
     assert_eq!(gone.len(), 1, "exactly the old chunk id is gone: {gone:?}");
+    // Only what changed is written: Milvus the edited chunk alone; tantivy also the chunks
+    // after it, whose character spans moved; the chunks before it nowhere.
+    let changes: Vec<ChunkChange> = second
+        .iter()
+        .filter(|(_, c)| c.doc_id == *id)
+        .map(|(k, c)| {
+            first
+                .get(k)
+                .map_or(ChunkChange::NEW, |old| ChunkChange::between(old, c))
+        })
+        .collect();
+    let moved = changes.iter().filter(|c| c.any()).count();
+    assert!(
+        moved < changes.len(),
+        "the chunks before the edit keep their records"
+    );
+    assert_eq!(
+        sink_writes(&case, "milvus", "upsert")? - before_edit[0],
+        1.0,
+        "Milvus writes the edited chunk alone"
+    );
+    assert_eq!(
+        sink_writes(&case, "tantivy", "upsert")? - before_edit[1],
+        moved as f64,
+        "tantivy writes the chunks whose stored record changed"
+    );
 
     // Re-send the identical document: no embedding, no sink write.
     let writes = |case: &Case| -> Result<f64> {
@@ -350,7 +393,12 @@ fn milvus_outage_stops_before_tantivy_commits_and_a_restart_converges() -> Resul
     }
     case.start_pipeline()?;
     case.wait_indexed(WAIT)?;
-    let before = assert_indexes_match(&case, &log)?;
+    assert_indexes_match(&case, &log)?;
+    let before: BTreeMap<String, Chunk> = case
+        .tantivy_chunks()?
+        .into_iter()
+        .map(|c| (c.chunk_id.clone(), c))
+        .collect();
     let reader = freshet_tantivy::ChunkIndexReader::open(case.tantivy_path())?;
     let payload_before = reader.last_payload()?;
 

@@ -3,6 +3,7 @@
 //! re-sending the unchanged corpus, and the cost of editing a fraction of the documents.
 //! Everything (topic, collection, index, embedding cache) is fresh and private to the run.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -83,19 +84,38 @@ fn counter(m: &Metrics, outcome: &str) -> u64 {
         .get()
 }
 
-fn writes(m: &Metrics) -> u64 {
+/// Sink writes so far, by sink and operation (`milvus`/`tantivy` × `upsert`/`delete`).
+fn writes_by_sink(m: &Metrics) -> BTreeMap<String, u64> {
     ["milvus", "tantivy"]
         .iter()
         .flat_map(|s| ["upsert", "delete"].map(|o| (s, o)))
         .map(|(s, o)| {
-            m.sink_ops
+            let n = m
+                .sink_ops
                 .get_or_create(&metrics::SinkOp {
                     sink: (*s).into(),
                     op: o.into(),
                 })
-                .get()
+                .get();
+            (format!("{s}_{o}"), n)
         })
-        .sum()
+        .collect()
+}
+
+/// Every sink write so far.
+fn writes(m: &Metrics) -> u64 {
+    writes_by_sink(m).values().sum()
+}
+
+/// `after - before` per key.
+fn writes_since(before: &BTreeMap<String, u64>, m: &Metrics) -> BTreeMap<String, u64> {
+    writes_by_sink(m)
+        .into_iter()
+        .map(|(k, v)| {
+            let b = before.get(&k).copied().unwrap_or(0);
+            (k, v - b)
+        })
+        .collect()
 }
 
 /// A copy of `config` with its own topic, collection, index and embedding cache (in a new
@@ -226,11 +246,13 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
         })
         .collect();
     let (e1, w1) = (counter(&metrics, "embedded"), writes(&metrics));
+    let by_sink_before = writes_by_sink(&metrics);
     let t = Instant::now();
     producer.send_many(&cfg.kafka.topic, edited.iter().map(envelope))?;
     wait_caught_up(&cfg, &mut handle, limit)?;
     let edit_s = t.elapsed().as_secs_f64();
     let (edit_embedded, edit_writes) = (counter(&metrics, "embedded") - e1, writes(&metrics) - w1);
+    let edit_by_sink = writes_since(&by_sink_before, &metrics);
 
     stop.store(true, Ordering::SeqCst);
     if let Some(h) = handle {
@@ -262,6 +284,8 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
         "edit_ratio_to_first": edit_s / first_s,
         "edit_embedded": edit_embedded,
         "edit_sink_writes": edit_writes,
+        "edit_sink_writes_per_document": edit_writes as f64 / edited.len().max(1) as f64,
+        "edit_sink_writes_by_sink": edit_by_sink,
         "machine": format!("{} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)),
     });
     println!("| measure | value |\n|---|---|");

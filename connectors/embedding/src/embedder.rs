@@ -8,6 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
 };
+use freshet_operators::chunk::HfTokenCounter;
 use freshet_operators::embed::{l2_normalize, EmbedError, Embedder};
 
 use crate::config::{EmbeddingConfig, ModelMeta, META_FILE};
@@ -212,6 +213,32 @@ impl FastEmbedder {
     /// The prefixes in effect for passages and queries (configured, else the model's).
     pub fn prefixes(&self) -> (&str, &str) {
         (&self.passage_prefix, &self.query_prefix)
+    }
+
+    /// The chunker's token counter for this model: its `tokenizer.json`, with the special
+    /// tokens and the passage prefix that every embedded input carries counted as overhead
+    /// ([`freshet_operators::chunk::TokenCounter::input_overhead`]), so that chunk budgets hold the whole input.
+    pub fn token_counter(&self) -> Result<HfTokenCounter> {
+        let path = self.model_dir.join("tokenizer.json");
+        let counter = HfTokenCounter::from_file(&path).map_err(|e| Error::Load {
+            dir: self.model_dir.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(counter.with_passage_prefix(&self.passage_prefix))
+    }
+
+    /// Refuses a chunk budget larger than the model's window (`max_length`): such chunks
+    /// would be embedded truncated. `what` names the setting in the message.
+    pub fn check_budget(&self, what: &str, max_tokens: usize) -> Result<()> {
+        if max_tokens > self.max_length {
+            return Err(Error::Config(format!(
+                "{what} ({max_tokens}) exceeds the embedding model's window ({} tokens, \
+                 embedding.max_length or the tokenizer's limit): chunks that long would be \
+                 embedded truncated; lower {what}",
+                self.max_length
+            )));
+        }
+        Ok(())
     }
 
     /// Texts per model call.

@@ -43,7 +43,9 @@ use crate::error::{Error, Result};
 /// 2: `text_zh` / `title_zh` analysed with [`ZH_ANALYZER_NAME`].
 /// 3: `body` (title, section path and text in one field) is the field English BM25 searches;
 ///    `text` and `title` are stored only; no `section_text`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: no `doc_hash`: a chunk's version stamp is not stored, so that a new version of a
+///    document rewrites only the chunks whose stored record changed.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Name under which [`freshet_en_analyzer`] is registered in every index.
 pub const ANALYZER_NAME: &str = "freshet_en";
@@ -270,8 +272,6 @@ pub struct ChunkSchema {
     pub acl: Field,
     /// Raw, indexed, not stored: `p:<principal>` per ACL entry, or [`PUBLIC_ACL_MARKER`].
     pub acl_index: Field,
-    /// Stored only.
-    pub doc_hash: Field,
 }
 
 impl Default for ChunkSchema {
@@ -327,7 +327,6 @@ impl ChunkSchema {
         );
         let acl = b.add_text_field("acl", raw_stored);
         let acl_index = b.add_text_field("acl_index", raw);
-        let doc_hash = b.add_text_field("doc_hash", stored_only);
         ChunkSchema {
             schema: b.build(),
             chunk_id,
@@ -349,7 +348,6 @@ impl ChunkSchema {
             metadata,
             acl,
             acl_index,
-            doc_hash,
         }
     }
 
@@ -405,11 +403,10 @@ impl ChunkSchema {
                 d.add_text(self.acl_index, format!("{PRINCIPAL_PREFIX}{a}"));
             }
         }
-        d.add_text(self.doc_hash, &c.doc_hash);
         d
     }
 
-    /// The chunk a stored document holds.
+    /// The chunk a stored document holds (its version stamp `doc_hash` is not stored: empty).
     pub fn to_chunk(&self, d: &TantivyDocument) -> Result<Chunk> {
         let chunk_id = first_str(d, self.chunk_id).map(str::to_owned);
         let corrupt = |reason: String| Error::Corrupt {
@@ -456,7 +453,7 @@ impl ChunkSchema {
             source: s(self.source, "source")?,
             metadata_json: s(self.metadata_json, "metadata_json")?,
             acl,
-            doc_hash: s(self.doc_hash, "doc_hash")?,
+            doc_hash: String::new(),
         })
     }
 

@@ -32,13 +32,16 @@ pub fn split_markdown(
     tokens: &dyn TokenCounter,
 ) -> Vec<Piece> {
     let engine = Engine::new(text, tokens, true);
-    split_markdown_range(&engine, 0..text.len(), max_tokens, overlap_tokens)
+    split_markdown_range(&engine, 0..text.len(), &|_| max_tokens, overlap_tokens)
 }
 
+/// [`split_markdown`] over `range` of the engine's text, with a token budget per section:
+/// `budget(path)` for the section with heading path `path` (the chunker reserves each
+/// section's embedding header). The overlap is at most half of each section's budget.
 pub(crate) fn split_markdown_range(
     engine: &Engine<'_>,
     range: Range<usize>,
-    max_tokens: usize,
+    budget: &dyn Fn(&[String]) -> usize,
     overlap_tokens: usize,
 ) -> Vec<Piece> {
     let text = engine.text;
@@ -48,6 +51,8 @@ pub(crate) fn split_markdown_range(
     let n = secs.len();
     for (i, s) in secs.into_iter().enumerate() {
         let (ba, bb) = trim(text, s.body.start, s.body.end);
+        let max_tokens = budget(&s.path).max(1);
+        let overlap_tokens = overlap_tokens.min(max_tokens / 2);
         let mut pieces = match s.heading {
             None => {
                 if ba >= bb {
@@ -63,7 +68,7 @@ pub(crate) fn split_markdown_range(
                         continue;
                     }
                     engine.split(start..h.end, max_tokens, overlap_tokens, None)
-                } else if engine.count(start, h.end) * 2 <= max_tokens.max(1) {
+                } else if engine.count(start, h.end) * 2 <= max_tokens {
                     engine.split(ba..bb, max_tokens, overlap_tokens, Some(start..h.end))
                 } else {
                     engine.split(start..bb, max_tokens, overlap_tokens, None)

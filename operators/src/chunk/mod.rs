@@ -1,8 +1,9 @@
 //! Chunking: a cleaned document becomes the chunk records that are embedded and indexed.
 //!
 //! CONTRACT (shared with connectors/ and pipeline/; keep stable):
-//! - [`Chunk`] is the one record both sinks store. Every field must round-trip through the
-//!   tantivy index unchanged, because the pipeline rebuilds its state from it after a restart.
+//! - [`Chunk`] is the one record both sinks store. Every field but the version stamp
+//!   `doc_hash` must round-trip through the tantivy index unchanged, because the pipeline
+//!   rebuilds its state from it after a restart ([`ChunkChange`] says what an index stores).
 //! - [`chunk_id`] makes identity depend on the document id, the chunk kind, the chunk text and the
 //!   occurrence of that text within the document: editing one paragraph changes only the ids of
 //!   the chunks whose text changed.
@@ -12,9 +13,12 @@
 //! - [`recursive`]: paragraph → line → sentence → word → character splitting with overlap;
 //! - [`markdown`]: heading-aware sections, code fences kept whole;
 //! - [`parent_child`]: parents split into children;
+//! - [`header`]: the text a leaf is embedded as (title and section path before its text), whose
+//!   whole length the leaves' budgets hold;
 //! - [`chunk_document`] here: a cleaned document to its [`Chunk`] records by [`ChunkerConfig`].
 
 pub(crate) mod fence;
+pub mod header;
 pub mod markdown;
 pub mod parent_child;
 pub mod recursive;
@@ -78,8 +82,85 @@ pub struct Chunk {
     /// Canonical JSON object of the document metadata.
     pub metadata_json: String,
     pub acl: Vec<String>,
-    /// blake3 content hash (hex) of the document version this chunk came from.
+    /// blake3 content hash (hex) of the document version this chunk came from. It stamps the
+    /// dataflow's records, so that every chunk of a new version differs from the old version's
+    /// record under the same id; neither index stores it (empty in a chunk read back from an
+    /// index), so a chunk whose stamp alone moved is not written again.
     pub doc_hash: String,
+}
+
+/// Which parts of a chunk record differ between two records under one chunk id (the text
+/// never does: it is part of the id). The version stamp [`Chunk::doc_hash`] is no part: a
+/// record whose stamp alone moved is already in the indexes.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ChunkChange {
+    /// What the chunk is embedded as: text, title, section path (the vector changes).
+    pub embedded: bool,
+    /// What both indexes filter and answer on: document id, kind, source, metadata, ACL.
+    pub attributes: bool,
+    /// Where the chunk sits in its document: position, character span, token count, parent.
+    pub placement: bool,
+}
+
+impl ChunkChange {
+    /// A record the indexes do not hold yet: everything to write.
+    pub const NEW: ChunkChange = ChunkChange {
+        embedded: true,
+        attributes: true,
+        placement: true,
+    };
+
+    /// What differs from `old` to `new` (the same chunk id).
+    pub fn between(old: &Chunk, new: &Chunk) -> ChunkChange {
+        // Exhaustive on purpose: a new field must be placed in one of the parts.
+        let Chunk {
+            chunk_id,
+            doc_id,
+            kind,
+            parent_id,
+            index,
+            char_start,
+            char_end,
+            section,
+            text,
+            token_count,
+            title,
+            source,
+            metadata_json,
+            acl,
+            doc_hash: _,
+        } = old;
+        ChunkChange {
+            embedded: *text != new.text || *title != new.title || *section != new.section,
+            attributes: *chunk_id != new.chunk_id
+                || *doc_id != new.doc_id
+                || *kind != new.kind
+                || *source != new.source
+                || *metadata_json != new.metadata_json
+                || *acl != new.acl,
+            placement: *parent_id != new.parent_id
+                || *index != new.index
+                || *char_start != new.char_start
+                || *char_end != new.char_end
+                || *token_count != new.token_count,
+        }
+    }
+
+    /// Whether anything an index stores differs.
+    pub fn any(&self) -> bool {
+        self.embedded || self.attributes || self.placement
+    }
+
+    /// Either's changes (two steps from one stored record).
+    pub fn union(self, other: ChunkChange) -> ChunkChange {
+        ChunkChange {
+            embedded: self.embedded || other.embedded,
+            attributes: self.attributes || other.attributes,
+            placement: self.placement || other.placement,
+        }
+    }
 }
 
 /// Stable chunk identity: hex of the first 16 bytes of
@@ -136,9 +217,14 @@ pub enum ChunkStrategy {
 #[serde(default, deny_unknown_fields)]
 pub struct ChunkerConfig {
     pub strategy: ChunkStrategy,
+    /// Tokens of a leaf's whole embedded input: its header (title, section path; see
+    /// [`header`]), its text and the model's additions (special tokens, passage prefix). At
+    /// most the embedding model's window, or the model truncates.
     pub max_tokens: usize,
     pub overlap_tokens: usize,
+    /// Tokens of a parent's text (parents are stored, not embedded).
     pub parent_max_tokens: usize,
+    /// Like `max_tokens`, for the children of parent-child chunking (what is embedded there).
     pub child_max_tokens: usize,
     pub child_overlap_tokens: usize,
     /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`
@@ -235,6 +321,15 @@ impl ChunkerConfig {
         Ok(())
     }
 
+    /// Whether some content type is chunked parent-child (then children are what is embedded).
+    pub fn resolve_any_parent_child(&self) -> bool {
+        self.strategy == ChunkStrategy::ParentChild
+            || self
+                .per_content_type
+                .values()
+                .any(|s| *s == ChunkStrategy::ParentChild)
+    }
+
     /// (parent-child?, Markdown-aware base splitter?) for a content type.
     pub fn resolve(&self, content_type: ContentType) -> (bool, bool) {
         let per = self.per_content_type.get(&content_type).copied();
@@ -294,6 +389,10 @@ pub fn chunk_document(
     }
     let (parent_child, markdown) = cfg.resolve(doc.content_type);
     let engine = recursive::Engine::new(text, tokens, markdown);
+    // Leaves are embedded with their header: each budget holds the whole embedded input.
+    let leaf_budget = |max: usize| {
+        move |section: &[String]| header::text_budget(max, &doc.title, section, tokens)
+    };
     let mut b = Builder {
         doc,
         doc_hash,
@@ -311,7 +410,7 @@ pub fn chunk_document(
             &engine,
             markdown,
             parent_max,
-            child_max,
+            &leaf_budget(child_max),
             child_overlap,
         );
         for pp in pps {
@@ -324,11 +423,12 @@ pub fn chunk_document(
         }
     } else {
         let max = cfg.max_tokens.max(1);
-        let overlap = cfg.overlap_tokens.min(max / 2);
+        let budget = leaf_budget(max);
         let pieces = if markdown {
-            markdown::split_markdown_range(&engine, 0..text.len(), max, overlap)
+            markdown::split_markdown_range(&engine, 0..text.len(), &budget, cfg.overlap_tokens)
         } else {
-            engine.split(0..text.len(), max, overlap, None)
+            let max = budget(&[]);
+            engine.split(0..text.len(), max, cfg.overlap_tokens.min(max / 2), None)
         };
         for p in &pieces {
             b.push(p, ChunkKind::Leaf, None);

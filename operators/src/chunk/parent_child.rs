@@ -32,20 +32,22 @@ pub fn split_parent_child(
         &engine,
         markdown,
         parent_max_tokens,
-        child_max_tokens,
+        &|_| child_max_tokens,
         child_overlap_tokens,
     )
 }
 
+/// [`split_parent_child`] with the children's token budget given per parent section path
+/// (the chunker reserves each child's embedding header; children are what is embedded).
 pub(crate) fn split_parent_child_with(
     engine: &Engine<'_>,
     markdown: bool,
     parent_max_tokens: usize,
-    child_max_tokens: usize,
+    child_budget: &dyn Fn(&[String]) -> usize,
     child_overlap_tokens: usize,
 ) -> Vec<ParentPiece> {
     let parents = if markdown {
-        split_markdown_range(engine, 0..engine.text.len(), parent_max_tokens, 0)
+        split_markdown_range(engine, 0..engine.text.len(), &|_| parent_max_tokens, 0)
     } else {
         engine.split(0..engine.text.len(), parent_max_tokens, 0, None)
     };
@@ -53,10 +55,12 @@ pub(crate) fn split_parent_child_with(
         .into_iter()
         .map(|parent| {
             let range = parent.start..parent.end;
+            let child_max = child_budget(&parent.section).max(1);
+            let overlap = child_overlap_tokens.min(child_max / 2);
             let mut children = if markdown {
-                split_markdown_range(engine, range, child_max_tokens, child_overlap_tokens)
+                split_markdown_range(engine, range, &|_| child_max, overlap)
             } else {
-                engine.split(range, child_max_tokens, child_overlap_tokens, None)
+                engine.split(range, child_max, overlap, None)
             };
             for c in &mut children {
                 c.section = parent.section.clone();

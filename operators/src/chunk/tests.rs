@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 
+use super::header::embed_input;
 use super::test_words::WORDS;
 use super::tokens::tests::{test_counter, FastCounter};
 use super::*;
@@ -87,10 +88,22 @@ pub(crate) fn check_chunks(
             (ChunkKind::Leaf, true) => cfg.child_max_tokens,
             (ChunkKind::Leaf, false) => cfg.max_tokens,
         };
+        // A leaf's budget holds its whole embedded input (header, text, the model's additions),
+        // unless its header alone takes more than three quarters of it.
+        let (used, limit) = match c.kind {
+            ChunkKind::Parent => (c.token_count as usize, max),
+            ChunkKind::Leaf => {
+                let header = t.count(&header::embed_header(&c.title, &c.section));
+                if t.input_overhead() + header <= max - max / 4 {
+                    (t.count(&embed_input(c)) + t.input_overhead(), max)
+                } else {
+                    (c.token_count as usize, (max / 4).max(1))
+                }
+            }
+        };
         assert!(
-            c.token_count as usize <= max || c.text.chars().count() == 1,
-            "chunk over budget: {} > {max}: {:?}",
-            c.token_count,
+            used <= limit || c.text.chars().count() == 1,
+            "chunk over budget: {used} > {limit}: {:?}",
             c.text
         );
         assert!(ids.insert(c.chunk_id.clone()), "duplicate chunk id");
@@ -610,4 +623,99 @@ fn scifact_sized_corpus_with_hf_tokenizer() {
         .map(|d| chunk_document(d, "h", &cfg, &t).len())
         .sum();
     eprintln!("HF tokenizer: {n} chunks in {:?}", start.elapsed());
+}
+
+/// A counter that adds a fixed overhead to every embedded input, as a model with special tokens
+/// and a passage prefix does.
+struct WithOverhead<'a>(&'a dyn TokenCounter, usize);
+
+impl TokenCounter for WithOverhead<'_> {
+    fn count(&self, text: &str) -> usize {
+        self.0.count(text)
+    }
+    fn token_spans(&self, text: &str) -> Option<Vec<(usize, usize)>> {
+        self.0.token_spans(text)
+    }
+    fn input_overhead(&self) -> usize {
+        self.1
+    }
+}
+
+/// Every leaf's embedded input (title, section path, text, the model's additions) fits the
+/// budget, for every strategy, over random titles, heading depths and overheads; the chunks
+/// otherwise hold every invariant.
+#[test]
+fn leaves_budget_their_whole_embedded_input() {
+    let base = test_counter();
+    let mut rng = Rng(0x5eed_b0d9);
+    for round in 0..120 {
+        let overhead = [0, 2, 5][round % 3];
+        let t = WithOverhead(&base, overhead);
+        let mut text = String::new();
+        for _ in 0..rng.range(1, 6) {
+            if rng.below(3) > 0 {
+                let level = rng.range(1, 4);
+                let n = rng.range(1, 12);
+                let heading = paragraph(&mut rng, n).replace('.', "");
+                text.push_str(&format!("{} {heading}\n\n", "#".repeat(level)));
+            }
+            let n = rng.range(5, 120);
+            text.push_str(&paragraph(&mut rng, n));
+            text.push_str("\n\n");
+        }
+        let mut d = doc(&text, ContentType::Markdown);
+        let n = rng.range(0, 40);
+        d.title = paragraph(&mut rng, n).replace('.', "");
+        let strategy = [
+            ChunkStrategy::Markdown,
+            ChunkStrategy::Recursive,
+            ChunkStrategy::ParentChild,
+        ][rng.below(3)];
+        let cfg = ChunkerConfig {
+            strategy,
+            max_tokens: rng.range(24, 80),
+            overlap_tokens: 4,
+            child_max_tokens: rng.range(16, 40),
+            child_overlap_tokens: 2,
+            per_content_type: BTreeMap::new(),
+            ..ChunkerConfig::default()
+        };
+        let chunks = chunk_document(&d, "h", &cfg, &t);
+        assert!(!chunks.is_empty());
+        check_chunks(&d, &chunks, &cfg, &t);
+    }
+}
+
+/// The header is what makes a chunk short: the same text under a longer title and a deeper
+/// section path is cut into more chunks, and without a header the text alone gets the budget.
+#[test]
+fn a_longer_header_leaves_less_room_for_text() {
+    let t = test_counter();
+    let mut rng = Rng(7);
+    let body = (0..6)
+        .map(|_| paragraph(&mut rng, 52))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let cfg = ChunkerConfig {
+        max_tokens: 64,
+        overlap_tokens: 0,
+        ..ChunkerConfig::default()
+    };
+    let count = |title: &str, overhead: usize| {
+        let mut d = doc(&body, ContentType::PlainText);
+        d.title = title.into();
+        chunk_document(&d, "h", &cfg, &WithOverhead(&t, overhead)).len()
+    };
+    let bare = count("", 0);
+    let titled = count("the quick brown fox of the river and the lazy dog", 2);
+    assert!(
+        titled > bare,
+        "{titled} chunks with a header, {bare} without"
+    );
+    // the bare budget is the configured one: every chunk within 64 tokens, some near it
+    let mut d = doc(&body, ContentType::PlainText);
+    d.title = String::new();
+    let chunks = chunk_document(&d, "h", &cfg, &t);
+    assert!(chunks.iter().all(|c| c.token_count <= 64));
+    assert!(chunks.iter().any(|c| c.token_count > 48));
 }

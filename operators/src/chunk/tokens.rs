@@ -15,6 +15,13 @@ pub trait TokenCounter {
     fn token_spans(&self, _text: &str) -> Option<Vec<(usize, usize)>> {
         None
     }
+
+    /// Tokens the model adds to every embedded input besides its text: special tokens
+    /// (`[CLS]`/`[SEP]`, `<s>`/`</s>`) and the passage prefix. The chunker reserves them.
+    /// The default is 0.
+    fn input_overhead(&self) -> usize {
+        0
+    }
 }
 
 /// Counts Unicode scalar values: a stand-in for tests and tools that have no tokenizer.
@@ -40,6 +47,8 @@ pub struct TokenizerLoadError {
 /// Truncation and padding are switched off, so counts are exact for any length.
 pub struct HfTokenCounter {
     tokenizer: Tokenizer,
+    /// [`TokenCounter::input_overhead`]: special tokens, then the passage prefix's tokens.
+    overhead: usize,
 }
 
 impl std::fmt::Debug for HfTokenCounter {
@@ -58,7 +67,30 @@ impl HfTokenCounter {
                 reason: format!("cannot switch off truncation: {e}"),
             })?;
         tokenizer.with_padding(None);
-        Ok(HfTokenCounter { tokenizer })
+        let mut counter = HfTokenCounter {
+            tokenizer,
+            overhead: 0,
+        };
+        counter.overhead = counter.special_tokens();
+        Ok(counter)
+    }
+
+    /// Special tokens the tokenizer's post-processor adds to one input (2 for BERT's
+    /// `[CLS] … [SEP]` and XLM-R's `<s> … </s>`).
+    fn special_tokens(&self) -> usize {
+        let with = self.tokenizer.encode_fast("a", true).map(|e| e.len());
+        let without = self.tokenizer.encode_fast("a", false).map(|e| e.len());
+        match (with, without) {
+            (Ok(w), Ok(wo)) => w.saturating_sub(wo),
+            _ => 0,
+        }
+    }
+
+    /// Counts `prefix` (the model's passage prefix, e.g. e5's `passage: `) as part of every
+    /// embedded input's overhead.
+    pub fn with_passage_prefix(mut self, prefix: &str) -> Self {
+        self.overhead = self.special_tokens() + self.count(prefix);
+        self
     }
 
     /// Loads a `tokenizer.json`.
@@ -151,6 +183,10 @@ impl TokenCounter for HfTokenCounter {
             .encode(text, false)
             .ok()
             .map(|enc| enc.get_offsets().to_vec())
+    }
+
+    fn input_overhead(&self) -> usize {
+        self.overhead
     }
 }
 
@@ -310,5 +346,23 @@ pub(crate) mod tests {
     fn char_counter() {
         assert_eq!(CharCounter.count("héllo 中"), 7);
         assert!(CharCounter.token_spans("x").is_none());
+    }
+
+    /// The overhead is what the tokenizer's post-processor adds (BERT: `[CLS]` and `[SEP]`),
+    /// plus the passage prefix's tokens; without a post-processor it is 0.
+    #[test]
+    fn input_overhead_counts_special_tokens_and_the_passage_prefix() {
+        let plain = test_counter();
+        assert_eq!(plain.input_overhead(), 0);
+        let mut json: serde_json::Value =
+            serde_json::from_str(&plain.tokenizer().to_string(false).unwrap()).unwrap();
+        json["post_processor"] = serde_json::json!({
+            "type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]
+        });
+        let bert = HfTokenCounter::from_bytes(json.to_string().as_bytes()).unwrap();
+        assert_eq!(bert.input_overhead(), 2);
+        assert_eq!(bert.count("the cat"), plain.count("the cat"));
+        let prefixed = bert.with_passage_prefix("passage: ");
+        assert_eq!(prefixed.input_overhead(), 2 + plain.count("passage:"));
     }
 }

@@ -5,16 +5,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chunk::Chunk;
+use crate::chunk::{Chunk, ChunkChange};
 
 /// One change to apply to both indexes.
 // Most deltas are upserts: boxing the chunk would cost an allocation per chunk for nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ChunkDelta {
-    /// Insert the chunk, or replace the record stored under its id. `text_changed` is false when
-    /// only inherited or positional fields moved (the vector of the same text can be reused).
-    Upsert { chunk: Chunk, text_changed: bool },
+    /// Insert the chunk, or replace the record stored under its id. `change` says what differs
+    /// from the record the indexes hold ([`ChunkChange::NEW`] when they hold none): nothing, when
+    /// only the version stamp moved (a new version keeping this chunk as it was), so that an
+    /// index writes only what its own copy lacks.
+    Upsert { chunk: Chunk, change: ChunkChange },
     /// Remove the chunk id from both indexes.
     Delete { chunk_id: String, doc_id: String },
 }
@@ -45,16 +47,13 @@ pub fn deltas_from_updates(updates: Vec<(Chunk, isize)>) -> Vec<ChunkDelta> {
         .into_iter()
         .filter_map(|(chunk_id, (old, new))| match (old, new) {
             (_, Some(new)) if new.chunk_id != chunk_id => None,
-            (Some(old), Some(new)) => {
-                let text_changed = old.text != new.text;
-                Some(ChunkDelta::Upsert {
-                    chunk: new,
-                    text_changed,
-                })
-            }
+            (Some(old), Some(new)) => Some(ChunkDelta::Upsert {
+                change: ChunkChange::between(&old, &new),
+                chunk: new,
+            }),
             (None, Some(new)) => Some(ChunkDelta::Upsert {
                 chunk: new,
-                text_changed: true,
+                change: ChunkChange::NEW,
             }),
             (Some(old), None) => Some(ChunkDelta::Delete {
                 chunk_id,
@@ -84,11 +83,11 @@ pub fn reference_deltas(
             Some(prev) if prev == chunk => {}
             Some(prev) => out.push(ChunkDelta::Upsert {
                 chunk: chunk.clone(),
-                text_changed: prev.text != chunk.text,
+                change: ChunkChange::between(prev, chunk),
             }),
             None => out.push(ChunkDelta::Upsert {
                 chunk: chunk.clone(),
-                text_changed: true,
+                change: ChunkChange::NEW,
             }),
         }
     }

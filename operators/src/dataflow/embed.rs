@@ -14,7 +14,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::Stream;
 
 use super::{ChunkDelta, Time};
-use crate::chunk::{Chunk, ChunkKind};
+use crate::chunk::{Chunk, ChunkChange, ChunkKind};
 use crate::embed::{embed_input, BatchEmbed, EmbedError};
 
 /// A chunk delta ready for the sinks.
@@ -23,10 +23,13 @@ use crate::embed::{embed_input, BatchEmbed, EmbedError};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum SinkRecord {
     /// Write the chunk; `vector` is `Some` for leaf chunks (they go to the vector index too) and
-    /// `None` for parents (text index only).
+    /// `None` for parents (text index only). `change` as in [`ChunkDelta::Upsert`]: a leaf
+    /// the indexes already hold still gets its vector (from the cache), so that the sink can
+    /// rewrite a document the indexes lost.
     Upsert {
         chunk: Chunk,
         vector: Option<Vec<f32>>,
+        change: ChunkChange,
     },
     Delete {
         chunk_id: String,
@@ -95,11 +98,12 @@ pub fn embed_batch<E: BatchEmbed + ?Sized>(
     deltas
         .into_iter()
         .map(|d| match d {
-            ChunkDelta::Upsert { chunk, .. } if chunk.kind == ChunkKind::Leaf => {
+            ChunkDelta::Upsert { chunk, change } if chunk.kind == ChunkKind::Leaf => {
                 match vectors.next() {
                     Some(Ok(vector)) => SinkRecord::Upsert {
                         chunk,
                         vector: Some(vector),
+                        change,
                     },
                     Some(Err(error)) => SinkRecord::Rejected { chunk, error },
                     None => SinkRecord::Failed {
@@ -107,9 +111,10 @@ pub fn embed_batch<E: BatchEmbed + ?Sized>(
                     },
                 }
             }
-            ChunkDelta::Upsert { chunk, .. } => SinkRecord::Upsert {
+            ChunkDelta::Upsert { chunk, change } => SinkRecord::Upsert {
                 chunk,
                 vector: None,
+                change,
             },
             ChunkDelta::Delete { chunk_id, doc_id } => SinkRecord::Delete { chunk_id, doc_id },
         })
@@ -172,7 +177,7 @@ mod tests {
     fn leaf(text: &str) -> ChunkDelta {
         ChunkDelta::Upsert {
             chunk: chunk(ChunkKind::Leaf, text),
-            text_changed: true,
+            change: ChunkChange::NEW,
         }
     }
 
@@ -224,7 +229,7 @@ mod tests {
             leaf("a"),
             ChunkDelta::Upsert {
                 chunk: chunk(ChunkKind::Parent, "p"),
-                text_changed: true,
+                change: ChunkChange::NEW,
             },
             ChunkDelta::Delete {
                 chunk_id: "x".into(),
@@ -232,7 +237,7 @@ mod tests {
             },
             ChunkDelta::Upsert {
                 chunk: chunk(ChunkKind::Leaf, "b"),
-                text_changed: false,
+                change: ChunkChange::default(),
             },
         ];
         let mut model = Fake::default();
@@ -270,6 +275,7 @@ mod tests {
                 SinkRecord::Upsert {
                     chunk,
                     vector: Some(v),
+                    ..
                 } => {
                     assert!(!t.starts_with("bad"));
                     assert_eq!(&chunk.text, t);

@@ -36,7 +36,8 @@ struct Refusal {
 
 /// Applies complete epochs (in time order) to both indexes, durably.
 pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<()> {
-    let batch = plan::collapse(epochs).map_err(|e| anyhow!("embedding failed: {e}"))?;
+    let batch =
+        plan::collapse(epochs, &sinks.lost).map_err(|e| anyhow!("embedding failed: {e}"))?;
     for (p, o) in &batch.next_offsets {
         let e = sinks.offsets.entry(*p).or_insert(*o);
         *e = (*e).max(*o);
@@ -94,7 +95,12 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
             continue;
         }
         deletes.extend(d.deletes.iter().cloned());
-        upserts.extend(d.upserts.values().map(|(c, _)| c.clone()));
+        upserts.extend(
+            d.upserts
+                .values()
+                .filter(|r| r.text_record_changed())
+                .map(|r| r.chunk.clone()),
+        );
     }
     let started = Instant::now();
     sinks
@@ -116,6 +122,14 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     Metrics::outcome(&m.chunks, "delete", deletes.len() as u64);
     m.commits.inc();
     m.durable_epoch.set(batch.last_epoch as i64);
+    // A refused document is lost to the indexes until its next version or delete is written.
+    for doc in batch.docs.keys() {
+        if refused.contains_key(doc) {
+            sinks.lost.insert(doc.clone());
+        } else {
+            sinks.lost.remove(doc);
+        }
+    }
     Metrics::observe_ages(&m.source_to_durable, &batch.timestamps_ms);
     tracing::debug!(
         epoch = batch.last_epoch,
@@ -127,8 +141,9 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     Ok(())
 }
 
-/// Deletes and inserts the rows of every document not refused yet; a document with a row that
-/// Milvus refuses joins `refused`.
+/// Deletes and inserts the rows of every document not refused yet whose Milvus row differs
+/// ([`plan::Row::vector_row_changed`]); a document with a row that Milvus refuses joins
+/// `refused`.
 fn write_milvus(
     sinks: &Sinks,
     batch: &Batch,
@@ -141,14 +156,15 @@ fn write_milvus(
             continue;
         }
         deletes.extend(d.deletes.iter().cloned());
-        for (id, (c, v)) in &d.upserts {
-            if c.kind != ChunkKind::Leaf {
+        for (id, r) in &d.upserts {
+            if r.chunk.kind != ChunkKind::Leaf || !r.vector_row_changed() {
                 continue;
             }
-            let v = v
+            let v = r
+                .vector
                 .as_ref()
                 .ok_or_else(|| anyhow!("leaf chunk {id} reached the sink without a vector"))?;
-            rows.push((c.clone(), v.clone()));
+            rows.push((r.chunk.clone(), v.clone()));
         }
     }
     if deletes.is_empty() && rows.is_empty() {

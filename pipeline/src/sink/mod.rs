@@ -53,6 +53,10 @@ pub struct Sinks {
     /// Offsets already durable (from the last tantivy commit), updated as epochs commit.
     pub offsets: BTreeMap<i32, i64>,
     pub metrics: Metrics,
+    /// Documents removed from the indexes after a refusal whose refused version the dataflow
+    /// still holds: their next version is written whole (see [`plan`]). Empty after a restart,
+    /// whose state comes from the indexes.
+    pub lost: std::collections::BTreeSet<String>,
 }
 
 /// Set when the sink cannot go on; the driver stops the pipeline without committing.

@@ -1,18 +1,26 @@
 //! The pure part of the sink: complete epochs collapsed into what each document needs.
 //!
+//! **Only what changed is written.** Every chunk record in the dataflow carries its version's
+//! `doc_hash`, so a new version yields an upsert for each of its chunks; each upsert says what
+//! differs from the record the indexes hold ([`ChunkChange`]). A chunk the new version keeps as
+//! it was differs in nothing the indexes store and is written to neither; one that only moved
+//! (its span, its position) is written to tantivy, which stores its placement, and not to
+//! Milvus, which does not.
+//!
 //! **Refusals.** When a document's new version cannot be written (a text the model cannot
 //! embed, a row Milvus refuses), the sink removes the document from both indexes (a refused
-//! version never leaves an older one serving; [`removals`]) and dead-letters its record. The
-//! dataflow still believes that version is indexed. That needs no further bookkeeping: every
-//! chunk record carries its version's `doc_hash`, so any later version of the document differs
-//! in every chunk record and yields an upsert for each of its chunks (and deletes, which find
-//! nothing, for the refused version's). Only an identical re-send yields nothing, and it would
-//! be refused again. After a restart the dataflow's state is rebuilt from the indexes. The
-//! model test in `plan/tests.rs` checks this against a sequential run.
+//! version never leaves an older one serving; [`removals`]: every chunk of the old version was
+//! either deleted or upserted by the new one) and dead-letters its record. The dataflow still
+//! believes that version is indexed, so the sink remembers the document as *lost*: the next
+//! version's upserts name every one of its chunks (each record's stamp differs from the refused
+//! version's), and for a lost document every one is written, whatever its change. Only an
+//! identical re-send yields nothing, and it would be refused again. After a restart the
+//! dataflow's state is rebuilt from the indexes, which hold nothing of a lost document. The
+//! model test in `plan/tests.rs` checks all of this against a sequential run.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use freshet_operators::chunk::Chunk;
+use freshet_operators::chunk::{Chunk, ChunkChange};
 use freshet_operators::dataflow::{SinkRecord, Time};
 
 use super::SinkMsg;
@@ -24,17 +32,37 @@ pub struct RecordRef {
     pub offset: i64,
 }
 
-/// A chunk to write, and its vector when it is a leaf whose vector is known.
-pub type ChunkRow = (Chunk, Option<Vec<f32>>);
+/// A chunk of a document's new version: its record, its vector when it is a leaf whose vector
+/// is known, and what differs from the record the indexes hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub chunk: Chunk,
+    pub vector: Option<Vec<f32>>,
+    /// [`ChunkChange::NEW`] for a document the indexes lost.
+    pub change: ChunkChange,
+}
+
+impl Row {
+    /// Whether Milvus' row differs: it stores the vector and the attributes, not the placement.
+    pub fn vector_row_changed(&self) -> bool {
+        self.change.embedded || self.change.attributes
+    }
+
+    /// Whether tantivy's record differs: it stores every part.
+    pub fn text_record_changed(&self) -> bool {
+        self.change.any()
+    }
+}
 
 /// What one document needs from the indexes after a batch of epochs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DocChanges {
     /// Chunk ids to remove.
     pub deletes: BTreeSet<String>,
-    /// Chunks to write, by chunk id. Leaves carry their vector, except one the embedder refused
-    /// (then `embed_error` is set).
-    pub upserts: BTreeMap<String, ChunkRow>,
+    /// The chunks of the new version that the dataflow upserted, by chunk id, each with what
+    /// an index must write of it ([`Row::change`]). Leaves carry their vector, except one the
+    /// embedder refused (then `embed_error` is set).
+    pub upserts: BTreeMap<String, Row>,
     /// Why the embedder refused a text of the document's final version, if it did.
     pub embed_error: Option<String>,
 }
@@ -62,15 +90,21 @@ pub struct Batch {
     pub embed_refusals: Vec<EmbedRefusal>,
 }
 
-/// Collapses complete epochs (in time order). `Err` when an epoch carries a
+/// Collapses complete epochs (in time order). A chunk's change over the batch is the union of
+/// its upserts' changes (each step is from the record before it, the first from what the
+/// indexes hold); for a document in `lost` (removed from the indexes after a refusal while
+/// the dataflow kept its version) every chunk is new. `Err` when an epoch carries a
 /// [`SinkRecord::Failed`]: nothing of the batch may be written.
-pub fn collapse(epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<Batch, String> {
+pub fn collapse(
+    epochs: Vec<(Time, Vec<SinkMsg>)>,
+    lost: &BTreeSet<String>,
+) -> Result<Batch, String> {
     let mut batch = Batch {
         last_epoch: epochs.last().map(|(t, _)| *t).unwrap_or(0),
         ..Batch::default()
     };
     // Final state per chunk id: Some(row, refusal) or None (deleted); and its document.
-    type Latest = Option<(ChunkRow, Option<String>)>;
+    type Latest = Option<(Row, Option<String>)>;
     let mut latest: BTreeMap<String, (String, Latest)> = BTreeMap::new();
     let mut refused_in_epoch: Vec<(Time, String, String)> = Vec::new();
     let mut records_by_epoch: BTreeMap<(Time, String), RecordRef> = BTreeMap::new();
@@ -78,10 +112,25 @@ pub fn collapse(epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<Batch, String> {
         for msg in msgs {
             match msg {
                 SinkMsg::Record(record) => match *record {
-                    SinkRecord::Upsert { chunk, vector } => {
+                    SinkRecord::Upsert {
+                        chunk,
+                        vector,
+                        change,
+                    } => {
                         let id = chunk.chunk_id.clone();
                         let doc = chunk.doc_id.clone();
-                        latest.insert(id, (doc, Some(((chunk, vector), None))));
+                        // A delete in between leaves nothing to build on: the upsert after it
+                        // is new (and says so).
+                        let change = match latest.get(&id) {
+                            Some((_, Some((earlier, _)))) => earlier.change.union(change),
+                            _ => change,
+                        };
+                        let row = Row {
+                            chunk,
+                            vector,
+                            change,
+                        };
+                        latest.insert(id, (doc, Some((row, None))));
                     }
                     SinkRecord::Delete { chunk_id, doc_id } => {
                         latest.insert(chunk_id, (doc_id, None));
@@ -90,7 +139,12 @@ pub fn collapse(epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<Batch, String> {
                         let id = chunk.chunk_id.clone();
                         let doc = chunk.doc_id.clone();
                         refused_in_epoch.push((time, doc.clone(), error.clone()));
-                        latest.insert(id, (doc, Some(((chunk, None), Some(error)))));
+                        let row = Row {
+                            chunk,
+                            vector: None,
+                            change: ChunkChange::NEW,
+                        };
+                        latest.insert(id, (doc, Some((row, Some(error)))));
                     }
                     SinkRecord::Failed { error } => return Err(error),
                 },
@@ -118,9 +172,12 @@ pub fn collapse(epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<Batch, String> {
             None => {
                 d.deletes.insert(chunk_id);
             }
-            Some((row, refusal)) => {
+            Some((mut row, refusal)) => {
                 if let Some(e) = refusal {
                     d.embed_error.get_or_insert(e);
+                }
+                if lost.contains(&row.chunk.doc_id) {
+                    row.change = ChunkChange::NEW;
                 }
                 d.upserts.insert(chunk_id, row);
             }
@@ -140,11 +197,11 @@ pub fn collapse(epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<Batch, String> {
 }
 
 /// Every chunk id to remove from both indexes when `d`'s new version of a document is refused:
-/// its deletes, and the ids of its upserts (a row written before the refusal was found
-/// included). That is all of the document the indexes hold: what the indexes hold of it is what
-/// the dataflow believed before this version, and every chunk of that either left the new
-/// version (a delete) or has a new record in it (an upsert, since every chunk record carries
-/// its version's `doc_hash`).
+/// its deletes, and the ids of all its upserts, those with nothing to write included (a row
+/// written before the refusal was found too). That is all of the document the indexes hold:
+/// what they hold of it is what the dataflow believed before this version, and every chunk of
+/// that either left the new version (a delete) or has a new record in it (an upsert, since
+/// every chunk record carries its version's `doc_hash`).
 pub fn removals(d: &DocChanges) -> Vec<String> {
     let mut remove: BTreeSet<String> = d.deletes.clone();
     remove.extend(d.upserts.keys().cloned());

@@ -1,6 +1,6 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use freshet_operators::chunk::{ChunkKind, ChunkerConfig, TokenCounter};
+use freshet_operators::chunk::{ChunkChange, ChunkKind, ChunkerConfig, TokenCounter};
 use freshet_operators::dataflow::{reference_deltas, ChunkDelta};
 use freshet_operators::document::{ContentType, Document};
 use freshet_operators::prepare::prepare;
@@ -19,7 +19,7 @@ impl TokenCounter for Words {
 fn chunks(id: &str, paragraphs: &[&str], source: &str) -> Vec<Chunk> {
     let doc = Document {
         id: id.into(),
-        title: format!("T {id}"),
+        title: String::new(),
         text: paragraphs.join("\n\n"),
         content_type: ContentType::PlainText,
         source: source.into(),
@@ -35,10 +35,27 @@ fn chunks(id: &str, paragraphs: &[&str], source: &str) -> Vec<Chunk> {
 }
 
 fn upsert(c: &Chunk) -> SinkMsg {
+    upsert_with(c, ChunkChange::NEW)
+}
+
+fn upsert_with(c: &Chunk, change: ChunkChange) -> SinkMsg {
     SinkMsg::Record(Box::new(SinkRecord::Upsert {
         chunk: c.clone(),
         vector: Some(vec![1.0]),
+        change,
     }))
+}
+
+/// A chunk as the indexes store it: without its version stamp.
+fn stored(c: &Chunk) -> Chunk {
+    Chunk {
+        doc_hash: String::new(),
+        ..c.clone()
+    }
+}
+
+fn no_lost() -> BTreeSet<String> {
+    BTreeSet::new()
 }
 
 fn progress(records: &[(&str, i64)]) -> SinkMsg {
@@ -82,7 +99,7 @@ fn later_epochs_win_per_chunk_and_progress_merges() {
             ],
         ),
     ];
-    let b = collapse(epochs).unwrap();
+    let b = collapse(epochs, &no_lost()).unwrap();
     assert_eq!(b.last_epoch, 9);
     assert_eq!(b.next_offsets, BTreeMap::from([(0, 8)]));
     let d = &b.docs["a"];
@@ -91,19 +108,22 @@ fn later_epochs_win_per_chunk_and_progress_merges() {
     let mut want = vec![&v2[0].chunk_id, &v2[1].chunk_id];
     want.sort();
     assert_eq!(ids, want);
-    assert_eq!(d.upserts[&v2[0].chunk_id].0, v2[0], "the later record");
+    assert_eq!(d.upserts[&v2[0].chunk_id].chunk, v2[0], "the later record");
     assert_eq!(b.records["a"].offset, 7);
     assert!(b.embed_refusals.is_empty());
 }
 
 #[test]
 fn a_failed_record_fails_the_batch() {
-    let e = collapse(vec![(
-        1,
-        vec![SinkMsg::Record(Box::new(SinkRecord::Failed {
-            error: "model gone".into(),
-        }))],
-    )])
+    let e = collapse(
+        vec![(
+            1,
+            vec![SinkMsg::Record(Box::new(SinkRecord::Failed {
+                error: "model gone".into(),
+            }))],
+        )],
+        &no_lost(),
+    )
     .unwrap_err();
     assert_eq!(e, "model gone");
 }
@@ -126,16 +146,19 @@ fn embed_refusals_name_their_epoch_record() {
             doc_id: "a".into(),
         }))
     };
-    let b = collapse(vec![
-        (
-            1,
-            vec![rejected(&bad[0]), rejected(&bad[0]), progress(&[("a", 10)])],
-        ),
-        (
-            2,
-            vec![delete(&bad[0]), upsert(&good[0]), progress(&[("a", 11)])],
-        ),
-    ])
+    let b = collapse(
+        vec![
+            (
+                1,
+                vec![rejected(&bad[0]), rejected(&bad[0]), progress(&[("a", 10)])],
+            ),
+            (
+                2,
+                vec![delete(&bad[0]), upsert(&good[0]), progress(&[("a", 11)])],
+            ),
+        ],
+        &no_lost(),
+    )
     .unwrap();
     assert_eq!(
         b.embed_refusals,
@@ -152,7 +175,11 @@ fn embed_refusals_name_their_epoch_record() {
         b.docs["a"].embed_error, None,
         "the fixed version is written"
     );
-    let b = collapse(vec![(1, vec![rejected(&bad[0]), progress(&[("a", 10)])])]).unwrap();
+    let b = collapse(
+        vec![(1, vec![rejected(&bad[0]), progress(&[("a", 10)])])],
+        &no_lost(),
+    )
+    .unwrap();
     assert_eq!(b.docs["a"].embed_error.as_deref(), Some("cannot embed"));
 }
 
@@ -167,13 +194,13 @@ fn removals_cover_every_chunk_of_the_old_and_the_new_version() {
     let msgs: Vec<SinkMsg> = reference_deltas(&before, &after)
         .into_iter()
         .map(|d| match d {
-            ChunkDelta::Upsert { chunk, .. } => upsert(&chunk),
+            ChunkDelta::Upsert { chunk, change } => upsert_with(&chunk, change),
             ChunkDelta::Delete { chunk_id, doc_id } => {
                 SinkMsg::Record(Box::new(SinkRecord::Delete { chunk_id, doc_id }))
             }
         })
         .collect();
-    let b = collapse(vec![(1, msgs)]).unwrap();
+    let b = collapse(vec![(1, msgs)], &no_lost()).unwrap();
     let mut want: Vec<String> = v1.iter().chain(&v2).map(|c| c.chunk_id.clone()).collect();
     want.sort();
     want.dedup();
@@ -203,32 +230,97 @@ fn storable(c: &Chunk) -> bool {
     !c.source.starts_with("refuse")
 }
 
-/// The sink of `mod.rs` with both indexes as one map: what `apply` does, minus the I/O.
-fn apply(index: &mut BTreeMap<String, Chunk>, batch: Batch, dlq: &mut Vec<(String, i64)>) {
-    for r in &batch.embed_refusals {
-        dlq.push((r.doc_id.clone(), r.record.map_or(-1, |r| r.offset)));
-    }
-    for (doc, d) in &batch.docs {
-        let refused = d.embed_error.is_some()
-            || d.upserts
-                .values()
-                .any(|(c, v)| c.kind == ChunkKind::Leaf && v.is_some() && !storable(c));
-        if refused {
-            for id in removals(d) {
-                index.remove(&id);
-            }
-            if d.embed_error.is_none() {
-                dlq.push((doc.clone(), batch.records.get(doc).map_or(-1, |r| r.offset)));
-            }
-        } else {
-            for id in &d.deletes {
-                index.remove(id);
-            }
-            for (id, (c, _)) in &d.upserts {
-                index.insert(id.clone(), c.clone());
+/// The sink of `apply.rs` with both indexes as one map of stored records (no version stamp):
+/// what `apply` does, minus the I/O. Counts the records it writes.
+#[derive(Default)]
+struct Model {
+    index: BTreeMap<String, Chunk>,
+    lost: BTreeSet<String>,
+    written: usize,
+}
+
+impl Model {
+    fn apply(&mut self, epochs: Vec<(Time, Vec<SinkMsg>)>, dlq: &mut Vec<(String, i64)>) {
+        let batch = collapse(epochs, &self.lost).unwrap();
+        for r in &batch.embed_refusals {
+            dlq.push((r.doc_id.clone(), r.record.map_or(-1, |r| r.offset)));
+        }
+        for (doc, d) in &batch.docs {
+            let refused = d.embed_error.is_some()
+                || d.upserts.values().any(|r| {
+                    r.chunk.kind == ChunkKind::Leaf
+                        && r.vector.is_some()
+                        && r.vector_row_changed()
+                        && !storable(&r.chunk)
+                });
+            if refused {
+                for id in removals(d) {
+                    self.index.remove(&id);
+                }
+                if d.embed_error.is_none() {
+                    dlq.push((doc.clone(), batch.records.get(doc).map_or(-1, |r| r.offset)));
+                }
+                self.lost.insert(doc.clone());
+            } else {
+                for id in &d.deletes {
+                    self.index.remove(id);
+                }
+                for (id, r) in &d.upserts {
+                    if r.text_record_changed() {
+                        self.index.insert(id.clone(), stored(&r.chunk));
+                        self.written += 1;
+                    } else {
+                        assert_eq!(
+                            self.index.get(id),
+                            Some(&stored(&r.chunk)),
+                            "a record left unwritten must be the one the index holds"
+                        );
+                    }
+                }
+                self.lost.remove(doc);
             }
         }
     }
+}
+
+/// A new version that keeps some chunks as they were writes only the others; one whose
+/// placement alone moved is written to the text index, not to the vector index.
+#[test]
+fn a_kept_chunk_is_not_written_and_a_moved_one_only_to_tantivy() {
+    let v1 = chunks("a", &["one two three", "four five six", "seven eight"], "s");
+    let v2 = chunks("a", &["one two three", "nine ten", "seven eight"], "s");
+    let before = BTreeMap::from([("a".to_string(), v1.clone())]);
+    let after = BTreeMap::from([("a".to_string(), v2.clone())]);
+    let msgs: Vec<SinkMsg> = reference_deltas(&before, &after)
+        .into_iter()
+        .map(|d| match d {
+            ChunkDelta::Upsert { chunk, change } => upsert_with(&chunk, change),
+            ChunkDelta::Delete { chunk_id, doc_id } => {
+                SinkMsg::Record(Box::new(SinkRecord::Delete { chunk_id, doc_id }))
+            }
+        })
+        .collect();
+    let b = collapse(vec![(1, msgs.clone())], &no_lost()).unwrap();
+    let d = &b.docs["a"];
+    let row = |text: &str| d.upserts.values().find(|r| r.chunk.text == text).unwrap();
+    assert_eq!(v2.len(), 3, "one chunk per paragraph: {v2:?}");
+    let first = row("one two three");
+    assert!(!first.text_record_changed() && !first.vector_row_changed());
+    let new = row("nine ten");
+    assert!(new.text_record_changed() && new.vector_row_changed());
+    let moved = row("seven eight");
+    assert!(moved.text_record_changed(), "its position moved");
+    assert!(
+        !moved.vector_row_changed(),
+        "Milvus does not store positions"
+    );
+    // the same batch for a lost document writes everything
+    let lost = BTreeSet::from(["a".to_string()]);
+    let b = collapse(vec![(1, msgs)], &lost).unwrap();
+    assert!(b.docs["a"]
+        .upserts
+        .values()
+        .all(|r| r.change == ChunkChange::NEW));
 }
 
 /// Random histories of versions (some with a text the model cannot embed, some with a source
@@ -245,10 +337,11 @@ fn refusals_converge_to_the_sequential_reference() {
         "nu xi omicron pi rho",
         "sigma tau upsilon",
     ];
+    let mut writes = 0;
     for seed in 1..200u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let mut belief: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
-        let mut index: BTreeMap<String, Chunk> = BTreeMap::new();
+        let mut sink = Model::default();
         let mut reference: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
         let mut dlq = Vec::new();
         let mut offset = 0i64;
@@ -308,7 +401,7 @@ fn refusals_converge_to_the_sequential_reference() {
                                 error: "cannot embed".into(),
                             }))
                         }
-                        ChunkDelta::Upsert { chunk, .. } => upsert(&chunk),
+                        ChunkDelta::Upsert { chunk, change } => upsert_with(&chunk, change),
                         ChunkDelta::Delete { chunk_id, doc_id } => {
                             SinkMsg::Record(Box::new(SinkRecord::Delete { chunk_id, doc_id }))
                         }
@@ -319,24 +412,28 @@ fn refusals_converge_to_the_sequential_reference() {
                 msgs.push(progress(&refs));
                 epochs.push((e as u64 + 1, msgs));
             }
-            apply(&mut index, collapse(epochs).unwrap(), &mut dlq);
+            sink.apply(epochs, &mut dlq);
             if rng.below(4) == 0 {
-                // restart: the dataflow is rebuilt from what the index holds
+                // restart: the dataflow is rebuilt from what the index holds (no stamps), and
+                // the sink starts with nothing lost
                 belief.clear();
-                for c in index.values() {
+                for c in sink.index.values() {
                     belief.entry(c.doc_id.clone()).or_default().push(c.clone());
                 }
+                sink.lost.clear();
             }
         }
         let want: BTreeMap<String, Chunk> = reference
             .into_values()
             .flatten()
-            .map(|c| (c.chunk_id.clone(), c))
+            .map(|c| (c.chunk_id.clone(), stored(&c)))
             .collect();
-        assert_eq!(index, want, "seed {seed}");
+        assert_eq!(sink.index, want, "seed {seed}");
+        writes += sink.written;
         assert!(
             dlq.iter().all(|(_, o)| *o > 0),
             "every refusal names its record"
         );
     }
+    assert!(writes > 0);
 }
