@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// How a document's text is to be read by the cleaner and the chunker.
+/// How a document's text is to be read by the cleaner and the chunker. The binary types (DOCX,
+/// EPUB) arrive as `content_base64` and are parsed to Markdown when prepared
+/// ([`crate::parse`]); until then the document's `text` holds that base64 as sent.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
 )]
@@ -13,6 +15,10 @@ pub enum ContentType {
     PlainText,
     Markdown,
     Html,
+    /// Office Open XML word processing (`.docx`).
+    Docx,
+    /// EPUB 2 or 3 (`.epub`).
+    Epub,
 }
 
 impl ContentType {
@@ -29,9 +35,25 @@ impl ContentType {
             "" | "text/plain" | "text" | "plain" => Some(ContentType::PlainText),
             "text/markdown" | "text/x-markdown" | "markdown" | "md" => Some(ContentType::Markdown),
             "text/html" | "application/xhtml+xml" | "html" => Some(ContentType::Html),
+            DOCX_MEDIA_TYPE | "docx" => Some(ContentType::Docx),
+            "application/epub+zip" | "epub" => Some(ContentType::Epub),
             _ => None,
         }
     }
+
+    /// Whether documents of this type carry bytes (`content_base64`) rather than text.
+    pub fn is_binary(&self) -> bool {
+        matches!(self, ContentType::Docx | ContentType::Epub)
+    }
+
+    /// Every content type, for messages and tests.
+    pub const ALL: [ContentType; 5] = [
+        ContentType::PlainText,
+        ContentType::Markdown,
+        ContentType::Html,
+        ContentType::Docx,
+        ContentType::Epub,
+    ];
 
     /// The canonical MIME name.
     pub fn as_str(&self) -> &'static str {
@@ -39,15 +61,22 @@ impl ContentType {
             ContentType::PlainText => "text/plain",
             ContentType::Markdown => "text/markdown",
             ContentType::Html => "text/html",
+            ContentType::Docx => DOCX_MEDIA_TYPE,
+            ContentType::Epub => "application/epub+zip",
         }
     }
 }
+
+/// The media type of a DOCX file.
+pub const DOCX_MEDIA_TYPE: &str =
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 
 /// One version of a document, as published on the topic (after decoding, before cleaning).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Document {
     pub id: String,
     pub title: String,
+    /// The text; for a binary content type, its bytes in base64 as sent (`content_base64`).
     pub text: String,
     pub content_type: ContentType,
     pub source: String,

@@ -20,6 +20,11 @@
 //!   present they must be equal (`id_mismatch`); if neither is, `missing_id`.
 //! - `title`, `text` and `source` are strings (missing or null: empty). `content_type` is read by
 //!   [`ContentType::parse`] (missing or null: `text/plain`; unknown: `invalid_field`).
+//! - A binary document (DOCX, EPUB: [`ContentType::is_binary`]) carries its file as
+//!   `content_base64` (standard alphabet, padding optional, whitespace ignored) instead of
+//!   `text`; the decoded document holds that base64 (whitespace removed) as its `text`, parsed
+//!   when prepared. `content_base64` with a text content type, with a non-empty `text`, or not
+//!   valid base64, and a binary content type without it, are `invalid_field`.
 //! - `metadata` is an object (missing or null: empty). Each value is stored as its canonical JSON
 //!   text ([`canonical_json`]: `"en"` is stored as `"\"en\""`, `3` as `3`, objects with sorted
 //!   keys and no whitespace).
@@ -218,14 +223,15 @@ fn decode_object(
             ContentType::parse(&s).ok_or_else(|| DecodeError::InvalidField {
                 field: "content_type".into(),
                 reason: format!(
-                    "unsupported content type {:?} (expected text/plain, text/markdown or \
-                     text/html)",
-                    truncate(&s, 64)
+                    "unsupported content type {:?} (expected one of {})",
+                    truncate(&s, 64),
+                    ContentType::ALL.map(|c| c.as_str()).join(", ")
                 ),
             })?
         }
         Some(other) => return Err(wrong_type("content_type", "a string", &other)),
     };
+    let text = binary_content(&mut obj, content_type, text)?;
     let mut metadata = BTreeMap::new();
     match obj.remove("metadata") {
         None | Some(Value::Null) => {}
@@ -250,6 +256,42 @@ fn decode_object(
     };
     check_document(&doc, limits)?;
     Ok(Change::Upsert(doc))
+}
+
+/// The document's `text`: the text as given, or for a binary content type its
+/// `content_base64`, checked (see the module docs).
+fn binary_content(
+    obj: &mut serde_json::Map<String, Value>,
+    content_type: ContentType,
+    text: String,
+) -> Result<String, DecodeError> {
+    let invalid = |reason: String| DecodeError::InvalidField {
+        field: "content_base64".into(),
+        reason,
+    };
+    let content = match obj.remove("content_base64") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(other) => return Err(wrong_type("content_base64", "a string", &other)),
+    };
+    let ct = content_type.as_str();
+    match (content, content_type.is_binary()) {
+        (None, false) => Ok(text),
+        (Some(_), false) => Err(invalid(format!(
+            "content_base64 carries a binary document, but content_type is {ct}"
+        ))),
+        (None, true) => Err(invalid(format!(
+            "a {ct} document carries its file as content_base64"
+        ))),
+        (Some(_), true) if !text.is_empty() => Err(invalid(
+            "give either text or content_base64, not both".into(),
+        )),
+        (Some(b64), true) => {
+            let b64: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            crate::parse::decode_base64(&b64).map_err(invalid)?;
+            Ok(b64)
+        }
+    }
 }
 
 fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
@@ -367,11 +409,16 @@ pub fn encode(change: &Change) -> Vec<u8> {
                     (k.clone(), v)
                 })
                 .collect();
+            let body = if d.content_type.is_binary() {
+                "content_base64"
+            } else {
+                "text"
+            };
             serde_json::json!({
                 "op": "upsert",
                 "id": d.id,
                 "title": d.title,
-                "text": d.text,
+                (body): d.text,
                 "content_type": d.content_type.as_str(),
                 "source": d.source,
                 "metadata": metadata,
@@ -626,6 +673,34 @@ mod tests {
         assert_eq!(class(dec(None, Some(&v))), "invalid_field");
     }
 
+    /// A binary document's file rides as base64 (padding optional, line breaks ignored) and
+    /// is kept as sent, without whitespace, as the document's text until it is parsed.
+    #[test]
+    fn binary_documents_carry_content_base64() {
+        let v = r#"{"id":"a","content_type":"application/vnd.openxmlformats-officedocument.wordprocessingml.document","content_base64":"UEsD\nBA"}"#;
+        let Change::Upsert(d) = dec(None, Some(v)).unwrap() else {
+            panic!("an upsert")
+        };
+        assert_eq!(d.content_type, ContentType::Docx);
+        assert_eq!(d.text, "UEsDBA");
+        let back = encode(&Change::Upsert(d.clone()));
+        let json: Value = serde_json::from_slice(&back).unwrap();
+        assert_eq!(json["content_base64"], "UEsDBA");
+        assert!(json.get("text").is_none());
+        assert_eq!(
+            decode(Some(b"a"), Some(&back), &RecordLimits::default()).unwrap(),
+            Change::Upsert(d)
+        );
+        let v = r#"{"id":"b","content_type":"application/epub+zip","content_base64":"UEsDBA=="}"#;
+        let Change::Upsert(d) = dec(None, Some(v)).unwrap() else {
+            panic!("an upsert")
+        };
+        assert_eq!(
+            (d.content_type, d.text.as_str()),
+            (ContentType::Epub, "UEsDBA==")
+        );
+    }
+
     #[test]
     fn class_invalid_field() {
         let cases = [
@@ -642,6 +717,26 @@ mod tests {
             (r#"{"id":"a","source":false}"#, "`source`"),
             (r#"{"id":"a","metadata":[1]}"#, "`metadata`"),
             (r#"{"id":true}"#, "`id`"),
+            (
+                r#"{"id":"a","content_base64":"UEsDBA=="}"#,
+                "content_type is text/plain",
+            ),
+            (
+                r#"{"id":"a","content_type":"docx"}"#,
+                "carries its file as content_base64",
+            ),
+            (
+                r#"{"id":"a","content_type":"epub","text":"x","content_base64":"UEsDBA=="}"#,
+                "not both",
+            ),
+            (
+                r#"{"id":"a","content_type":"docx","content_base64":"not*base64"}"#,
+                "not valid base64",
+            ),
+            (
+                r#"{"id":"a","content_type":"docx","content_base64":7}"#,
+                "`content_base64`",
+            ),
         ];
         for (v, needle) in cases {
             let e = dec(None, Some(v)).unwrap_err();
@@ -786,15 +881,19 @@ mod tests {
                 .collect();
             acl.sort();
             acl.dedup();
+            let content_type = *rng.pick(&ContentType::ALL);
+            let text = format!("{} {}", rng.pick(&strings), rng.pick(&strings));
             let doc = Document {
                 id: format!("doc-{case}-{}", rng.pick(&strings)),
                 title: rng.pick(&strings).to_string(),
-                text: format!("{} {}", rng.pick(&strings), rng.pick(&strings)),
-                content_type: *rng.pick(&[
-                    ContentType::PlainText,
-                    ContentType::Markdown,
-                    ContentType::Html,
-                ]),
+                // a binary document holds its content_base64 as its text
+                text: if content_type.is_binary() {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+                } else {
+                    text
+                },
+                content_type,
                 source: rng.pick(&strings).to_string(),
                 metadata,
                 acl,

@@ -28,6 +28,7 @@ pub mod hash;
 pub mod ingest;
 pub mod json;
 pub mod limits;
+pub mod parse;
 pub mod prepare;
 pub mod title;
 

@@ -1,9 +1,10 @@
-//! The per-document pipeline step: clean, hash, chunk.
+//! The per-document pipeline step: parse (binary formats), clean, hash, chunk.
 
 use crate::chunk::{chunk_document, Chunk, ChunkerConfig, ConfigError, TokenCounter};
 use crate::clean::clean;
 use crate::document::Document;
 use crate::hash::doc_hash;
+use crate::parse::{decode_base64, parse, ParseError, ParseLimits};
 
 /// Why a document could not be prepared. [`PrepareError::class`] is stable (a DLQ header).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -12,16 +13,20 @@ pub enum PrepareError {
     InvalidConfig(#[from] ConfigError),
     #[error("document {doc_id:?} yields no chunks (its cleaned text is empty)")]
     NoChunks { doc_id: String },
+    #[error(transparent)]
+    Parse(#[from] ParseError),
 }
 
 impl PrepareError {
     /// Every value [`PrepareError::class`] can return.
-    pub const CLASSES: &'static [&'static str] = &["invalid_config", "no_chunks"];
+    pub const CLASSES: &'static [&'static str] =
+        &["invalid_config", "no_chunks", "unparseable", "no_text"];
 
     pub fn class(&self) -> &'static str {
         match self {
             PrepareError::InvalidConfig(_) => "invalid_config",
             PrepareError::NoChunks { .. } => "no_chunks",
+            PrepareError::Parse(e) => e.class(),
         }
     }
 }
@@ -53,6 +58,7 @@ pub fn prepare_full(
     tokens: &dyn TokenCounter,
 ) -> Result<Prepared, PrepareError> {
     cfg.validate()?;
+    let doc = parsed(doc)?;
     let cleaned = clean(&doc);
     drop(doc);
     let hash = doc_hash(&cleaned);
@@ -67,6 +73,30 @@ pub fn prepare_full(
         doc_hash: hash,
         chunks,
     })
+}
+
+/// A binary document with its file parsed to Markdown as its text (and the file's own title
+/// when the envelope gave none); any other document as it is.
+pub fn parsed(mut doc: Document) -> Result<Document, ParseError> {
+    if !doc.content_type.is_binary() {
+        return Ok(doc);
+    }
+    let unparseable = |reason: String| ParseError::Unparseable {
+        content_type: doc.content_type.as_str(),
+        reason,
+    };
+    let bytes = decode_base64(&doc.text).map_err(unparseable)?;
+    let Some(result) = parse(doc.content_type, &bytes, &ParseLimits::default()) else {
+        return Ok(doc);
+    };
+    let p = result?;
+    doc.text = p.markdown;
+    if doc.title.trim().is_empty() {
+        if let Some(t) = p.title {
+            doc.title = t;
+        }
+    }
+    Ok(doc)
 }
 
 #[cfg(test)]
@@ -151,7 +181,10 @@ mod tests {
         let e = prepare(doc("x", ContentType::PlainText), &cfg, &t).unwrap_err();
         assert_eq!(e.class(), "invalid_config");
         assert!(e.to_string().contains("overlap_tokens (200)"), "{e}");
-        assert_eq!(PrepareError::CLASSES, &["invalid_config", "no_chunks"]);
+        assert_eq!(
+            PrepareError::CLASSES,
+            &["invalid_config", "no_chunks", "unparseable", "no_text"]
+        );
     }
 
     #[test]
@@ -162,5 +195,49 @@ mod tests {
         let b = prepare_full(doc("the cat", ContentType::PlainText), &cfg, &t).unwrap();
         assert_eq!(a.doc_hash, b.doc_hash);
         assert_eq!(a.chunks, b.chunks);
+    }
+
+    fn binary(ct: ContentType, bytes: &[u8]) -> Document {
+        use base64::Engine as _;
+        Document {
+            title: String::new(),
+            text: base64::engine::general_purpose::STANDARD.encode(bytes),
+            ..doc("", ct)
+        }
+    }
+
+    /// A binary document is parsed before it is cleaned: its chunks carry the file's headings
+    /// as section paths and its own title; a file without text or a damaged one is refused
+    /// with its class.
+    #[test]
+    fn binary_documents_are_parsed_first() {
+        let t = test_counter();
+        let cfg = ChunkerConfig::default();
+        let report = include_bytes!("../tests/fixtures/parse/report.docx");
+        let p = prepare_full(binary(ContentType::Docx, report), &cfg, &t).unwrap();
+        assert_eq!(p.cleaned.title, "Quarterly River Report");
+        assert!(p.cleaned.text.starts_with("# Quarterly River Report"));
+        assert!(p
+            .chunks
+            .iter()
+            .any(|c| c.section == ["Introduction", "Results"] && c.text.contains("| Upstream |")));
+        let book = include_bytes!("../tests/fixtures/parse/book.epub");
+        let p = prepare_full(binary(ContentType::Epub, book), &cfg, &t).unwrap();
+        assert_eq!(p.cleaned.title, "The River Book");
+        // an envelope title wins over the file's
+        let titled = Document {
+            title: "Mine".into(),
+            ..binary(ContentType::Epub, book)
+        };
+        assert_eq!(
+            prepare_full(titled, &cfg, &t).unwrap().cleaned.title,
+            "Mine"
+        );
+        let empty = include_bytes!("../tests/fixtures/parse/empty.docx");
+        let e = prepare(binary(ContentType::Docx, empty), &cfg, &t).unwrap_err();
+        assert_eq!(e.class(), "no_text");
+        let e = prepare(binary(ContentType::Epub, b"PK\x03\x04 broken"), &cfg, &t).unwrap_err();
+        assert_eq!(e.class(), "unparseable");
+        assert!(e.to_string().contains("application/epub+zip"), "{e}");
     }
 }

@@ -8,12 +8,12 @@ use scraper::{Html, Node};
 use crate::document::ContentType;
 
 /// The title `text` gives itself, by its content type; `None` for plain text or when it has
-/// none.
+/// none. A binary document's title comes from its file when it is parsed ([`crate::parse`]).
 pub fn title_of(content_type: ContentType, text: &str) -> Option<String> {
     match content_type {
         ContentType::Markdown => markdown_title(text),
         ContentType::Html => html_title(text),
-        ContentType::PlainText => None,
+        ContentType::PlainText | ContentType::Docx | ContentType::Epub => None,
     }
     .filter(|t| !t.is_empty())
 }

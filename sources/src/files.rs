@@ -11,12 +11,14 @@ use freshet_operators::title::title_of;
 use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
 use crate::{Error, Result};
 
-/// Publishes every `.md`, `.markdown`, `.txt`, `.html` and `.htm` file under `dir` (recursively,
-/// skipping hidden entries and symlinked directories, in path order) as an upsert:
-/// id = path relative to `dir` with `/` separators, content type from the extension, title =
-/// first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem, source =
+/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.docx` and `.epub` file under
+/// `dir` (recursively, skipping hidden entries and symlinked directories, in path order) as an
+/// upsert: id = path relative to `dir` with `/` separators, content type from the extension,
+/// title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a DOCX or
+/// EPUB file: none, so that the file's own title is taken when it is parsed), source =
 /// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`.
-/// A file that cannot be read as UTF-8 text is reported in [`PublishReport::bad`] and skipped.
+/// DOCX and EPUB files are sent as `content_base64`. A text file that cannot be read as UTF-8
+/// is reported in [`PublishReport::bad`] and skipped.
 pub fn publish_dir(
     dir: &Path,
     producer: &DocumentProducer,
@@ -55,6 +57,8 @@ pub fn content_type_for(path: &Path) -> Option<&'static str> {
         "md" | "markdown" => Some("text/markdown"),
         "txt" => Some("text/plain"),
         "html" | "htm" => Some("text/html"),
+        "docx" => Some(freshet_operators::document::DOCX_MEDIA_TYPE),
+        "epub" => Some("application/epub+zip"),
         _ => None,
     }
 }
@@ -109,15 +113,25 @@ pub fn file_document(
     }
     let rel_id = parts.join("/");
     let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {}", e.utf8_error()))?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let content_type = ContentType::parse(content_type).unwrap_or_default();
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or(&rel_id)
         .to_string();
-    let content_type = ContentType::parse(content_type).unwrap_or_default();
-    let title = title_of(content_type, text).unwrap_or(stem);
+    let (text, title) = if content_type.is_binary() {
+        use base64::Engine as _;
+        (
+            base64::engine::general_purpose::STANDARD.encode(&bytes),
+            String::new(),
+        )
+    } else {
+        let text =
+            String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {}", e.utf8_error()))?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned();
+        let title = title_of(content_type, &text).unwrap_or(stem);
+        (text, title)
+    };
     let source = mapping
         .source
         .clone()
@@ -126,7 +140,7 @@ pub fn file_document(
     let doc = Document {
         id: rel_id.clone(),
         title,
-        text: text.to_owned(),
+        text,
         content_type,
         source,
         metadata: [("path".to_string(), path)].into(),
@@ -179,5 +193,30 @@ mod tests {
         assert_eq!(parse(&c.value)["title"], "c");
         assert_eq!(parse(&c.value)["content_type"], "text/plain");
         assert!(file_document(root, &root.join("bad.txt"), &m).is_err());
+    }
+
+    #[test]
+    fn office_files_are_sent_as_base64() {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let bytes = [0x50, 0x4b, 0x03, 0x04, 0xff, 0x00];
+        fs::write(root.join("r.docx"), bytes).unwrap();
+        fs::write(root.join("b.EPUB"), bytes).unwrap();
+        let m = Mapping::default();
+        let v = parse(&file_document(root, &root.join("r.docx"), &m).unwrap().value);
+        assert_eq!(
+            v["content_type"],
+            freshet_operators::document::DOCX_MEDIA_TYPE
+        );
+        assert_eq!(
+            v["content_base64"],
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        );
+        assert_eq!(v["title"], "", "the file's own title is taken when parsed");
+        assert!(v.get("text").is_none());
+        let v = parse(&file_document(root, &root.join("b.EPUB"), &m).unwrap().value);
+        assert_eq!(v["content_type"], "application/epub+zip");
+        assert_eq!(list_files(root).unwrap().len(), 2);
     }
 }

@@ -28,6 +28,10 @@ const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     // Same key -> same partition as the Java client, whoever publishes.
     ("partitioner", "murmur2_random"),
     ("message.timeout.ms", "60000"),
+    // Records as large as the pipeline takes (`[limits] max_value_bytes`, 8 MiB by default,
+    // e.g. a DOCX as base64) plus headers; librdkafka's own default is 1 MB. The broker must take
+    // them too (Apache Kafka: the topic's `max.message.bytes`).
+    ("message.max.bytes", "16777216"),
 ];
 
 /// How long `flush` waits.

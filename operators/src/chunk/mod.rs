@@ -227,9 +227,10 @@ pub struct ChunkerConfig {
     /// Like `max_tokens`, for the children of parent-child chunking (what is embedded there).
     pub child_max_tokens: usize,
     pub child_overlap_tokens: usize,
-    /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`
-    /// (anything [`ContentType::parse`] reads) or the variant names. Default: Markdown and HTML
-    /// use `markdown`. A configured map replaces the default map.
+    /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`,
+    /// `docx`, `epub` (anything [`ContentType::parse`] reads) or the variant names. Default:
+    /// everything but plain text uses `markdown` (HTML and the binary formats are Markdown once
+    /// cleaned or parsed). A configured map replaces the default map.
     #[serde(deserialize_with = "de_per_content_type")]
     pub per_content_type: BTreeMap<ContentType, ChunkStrategy>,
     /// Make a document that yields no chunk an error (`no_chunks`) instead of zero chunks.
@@ -248,6 +249,8 @@ impl Default for ChunkerConfig {
             per_content_type: BTreeMap::from([
                 (ContentType::Markdown, ChunkStrategy::Markdown),
                 (ContentType::Html, ChunkStrategy::Markdown),
+                (ContentType::Docx, ChunkStrategy::Markdown),
+                (ContentType::Epub, ChunkStrategy::Markdown),
             ]),
             error_on_empty: false,
         }
@@ -268,8 +271,8 @@ fn de_per_content_type<'de, D: Deserializer<'de>>(
         }
         .ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "per_content_type: unknown content type {k:?} (expected text/plain, \
-                 text/markdown or text/html)"
+                "per_content_type: unknown content type {k:?} (expected one of {})",
+                ContentType::ALL.map(|c| c.as_str()).join(", ")
             ))
         })?;
         out.insert(ct, v);
@@ -335,7 +338,8 @@ impl ChunkerConfig {
         let per = self.per_content_type.get(&content_type).copied();
         let parent_child =
             self.strategy == ChunkStrategy::ParentChild || per == Some(ChunkStrategy::ParentChild);
-        let default_md = matches!(content_type, ContentType::Markdown | ContentType::Html);
+        // HTML and the binary formats are Markdown once cleaned or parsed.
+        let default_md = content_type != ContentType::PlainText;
         let markdown = match (per, self.strategy) {
             (Some(ChunkStrategy::Markdown), _) => true,
             (Some(ChunkStrategy::Recursive), _) => false,

@@ -37,7 +37,10 @@ pub fn clean(doc: &Document) -> Document {
             let h = html_to_markdown(&doc.text);
             (normalize(&h.text, Mode::Markdown), h.title)
         }
-        ContentType::Markdown => (normalize(&doc.text, Mode::Markdown), None),
+        // Binary documents reach the cleaner parsed to Markdown (see `prepare`).
+        ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
+            (normalize(&doc.text, Mode::Markdown), None)
+        }
         ContentType::PlainText => (normalize(&doc.text, Mode::Plain), None),
     };
     let mut title = clean_title(&doc.title);
@@ -61,7 +64,9 @@ pub fn clean(doc: &Document) -> Document {
 pub fn clean_text(text: &str, content_type: ContentType) -> String {
     match content_type {
         ContentType::Html => normalize(&html_to_markdown(text).text, Mode::Markdown),
-        ContentType::Markdown => normalize(text, Mode::Markdown),
+        ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
+            normalize(text, Mode::Markdown)
+        }
         ContentType::PlainText => normalize(text, Mode::Plain),
     }
 }

@@ -1,0 +1,54 @@
+//! A ZIP archive (DOCX and EPUB are ZIP containers) read within [`ParseLimits`].
+
+use std::io::{Cursor, Read};
+
+use super::ParseLimits;
+
+/// An archive over borrowed bytes; every entry read counts against the unpacking budget.
+pub(crate) struct Archive<'a> {
+    zip: ::zip::ZipArchive<Cursor<&'a [u8]>>,
+    unpacked_left: u64,
+}
+
+impl<'a> Archive<'a> {
+    pub(crate) fn open(bytes: &'a [u8], limits: &ParseLimits) -> Result<Self, String> {
+        let zip = ::zip::ZipArchive::new(Cursor::new(bytes))
+            .map_err(|e| format!("not a ZIP container: {e}"))?;
+        if zip.len() > limits.max_entries {
+            return Err(format!(
+                "{} archive entries, over the limit of {}",
+                zip.len(),
+                limits.max_entries
+            ));
+        }
+        Ok(Archive {
+            zip,
+            unpacked_left: limits.max_unpacked_bytes,
+        })
+    }
+
+    /// The entry `name` as UTF-8 text; `Ok(None)` when there is no such entry.
+    pub(crate) fn text(&mut self, name: &str) -> Result<Option<String>, String> {
+        let Some(index) = self.zip.index_for_name(name) else {
+            return Ok(None);
+        };
+        let entry = self
+            .zip
+            .by_index(index)
+            .map_err(|e| format!("entry {name}: {e}"))?;
+        let mut out = Vec::new();
+        // One byte over the budget tells an entry that would exceed it.
+        let read = entry
+            .take(self.unpacked_left.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(|e| format!("entry {name}: {e}"))? as u64;
+        if read > self.unpacked_left {
+            return Err(format!(
+                "entry {name} unpacks past the limit of what a document may unpack"
+            ));
+        }
+        self.unpacked_left -= read;
+        let text = String::from_utf8(out).map_err(|_| format!("entry {name} is not UTF-8"))?;
+        Ok(Some(text))
+    }
+}
