@@ -15,6 +15,8 @@ pub enum ContentType {
     PlainText,
     Markdown,
     Html,
+    /// Comma-separated values; cleaned into a Markdown table (chunked by rows).
+    Csv,
     /// Office Open XML word processing (`.docx`).
     Docx,
     /// EPUB 2 or 3 (`.epub`).
@@ -35,6 +37,7 @@ impl ContentType {
             "" | "text/plain" | "text" | "plain" => Some(ContentType::PlainText),
             "text/markdown" | "text/x-markdown" | "markdown" | "md" => Some(ContentType::Markdown),
             "text/html" | "application/xhtml+xml" | "html" => Some(ContentType::Html),
+            "text/csv" | "csv" => Some(ContentType::Csv),
             DOCX_MEDIA_TYPE | "docx" => Some(ContentType::Docx),
             "application/epub+zip" | "epub" => Some(ContentType::Epub),
             _ => None,
@@ -47,10 +50,11 @@ impl ContentType {
     }
 
     /// Every content type, for messages and tests.
-    pub const ALL: [ContentType; 5] = [
+    pub const ALL: [ContentType; 6] = [
         ContentType::PlainText,
         ContentType::Markdown,
         ContentType::Html,
+        ContentType::Csv,
         ContentType::Docx,
         ContentType::Epub,
     ];
@@ -61,6 +65,7 @@ impl ContentType {
             ContentType::PlainText => "text/plain",
             ContentType::Markdown => "text/markdown",
             ContentType::Html => "text/html",
+            ContentType::Csv => "text/csv",
             ContentType::Docx => DOCX_MEDIA_TYPE,
             ContentType::Epub => "application/epub+zip",
         }

@@ -30,6 +30,7 @@ pub mod json;
 pub mod limits;
 pub mod parse;
 pub mod prepare;
+pub mod table;
 pub mod title;
 
 #[cfg(test)]

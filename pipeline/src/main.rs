@@ -39,7 +39,7 @@ enum Command {
         /// A JSONL file of document envelopes or BEIR corpus lines.
         #[arg(long, conflicts_with = "dir")]
         jsonl: Option<PathBuf>,
-        /// A directory of .md/.txt/.html files (id = relative path).
+        /// A directory of .md/.txt/.html/.csv/.docx/.epub files (id = relative path).
         #[arg(long)]
         dir: Option<PathBuf>,
     },

@@ -11,10 +11,10 @@ use freshet_operators::title::title_of;
 use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
 use crate::{Error, Result};
 
-/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.docx` and `.epub` file under
-/// `dir` (recursively, skipping hidden entries and symlinked directories, in path order) as an
-/// upsert: id = path relative to `dir` with `/` separators, content type from the extension,
-/// title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a DOCX or
+/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.csv`, `.docx` and `.epub`
+/// file under `dir` (recursively, skipping hidden entries and symlinked directories, in path
+/// order) as an upsert: id = path relative to `dir` with `/` separators, content type from
+/// the extension, title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a DOCX or
 /// EPUB file: none, so that the file's own title is taken when it is parsed), source =
 /// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`.
 /// DOCX and EPUB files are sent as `content_base64`. A text file that cannot be read as UTF-8
@@ -57,6 +57,7 @@ pub fn content_type_for(path: &Path) -> Option<&'static str> {
         "md" | "markdown" => Some("text/markdown"),
         "txt" => Some("text/plain"),
         "html" | "htm" => Some("text/html"),
+        "csv" => Some("text/csv"),
         "docx" => Some(freshet_operators::document::DOCX_MEDIA_TYPE),
         "epub" => Some("application/epub+zip"),
         _ => None,
@@ -203,6 +204,7 @@ mod tests {
         let bytes = [0x50, 0x4b, 0x03, 0x04, 0xff, 0x00];
         fs::write(root.join("r.docx"), bytes).unwrap();
         fs::write(root.join("b.EPUB"), bytes).unwrap();
+        fs::write(root.join("t.csv"), "a,b\n1,2\n").unwrap();
         let m = Mapping::default();
         let v = parse(&file_document(root, &root.join("r.docx"), &m).unwrap().value);
         assert_eq!(
@@ -217,6 +219,11 @@ mod tests {
         assert!(v.get("text").is_none());
         let v = parse(&file_document(root, &root.join("b.EPUB"), &m).unwrap().value);
         assert_eq!(v["content_type"], "application/epub+zip");
-        assert_eq!(list_files(root).unwrap().len(), 2);
+        let v = parse(&file_document(root, &root.join("t.csv"), &m).unwrap().value);
+        assert_eq!(
+            (v["content_type"].as_str(), v["text"].as_str()),
+            (Some("text/csv"), Some("a,b\n1,2\n"))
+        );
+        assert_eq!(list_files(root).unwrap().len(), 3);
     }
 }

@@ -11,12 +11,17 @@
 //!   the next section's first chunk, so consecutive headings stay together; a body-less section
 //!   at the very end is a chunk of its own;
 //! - a fenced code block is one paragraph: it is never split unless it alone exceeds
-//!   `max_tokens` (then it is split by lines, and finer if need be).
+//!   `max_tokens` (then it is split by lines, and finer if need be);
+//! - a table that does not fit is split by rows, whole rows per chunk, and every chunk of it has
+//!   the header row as the last element of its section path (so it is embedded and searched
+//!   with each); FAQ sections (two or more `Q:` lines each answered by an `A:` line) give one
+//!   chunk per question and answer ([`super::blocks`]).
 //!
 //! Text before the first heading is a section with an empty path.
 
 use std::ops::Range;
 
+use super::blocks::{self, Segment};
 use super::fence::{FenceLine, Fences};
 use super::recursive::Engine;
 use super::separators::trim;
@@ -53,6 +58,20 @@ pub(crate) fn split_markdown_range(
         let (ba, bb) = trim(text, s.body.start, s.body.end);
         let max_tokens = budget(&s.path).max(1);
         let overlap_tokens = overlap_tokens.min(max_tokens / 2);
+        if ba < bb {
+            let segments = blocks::segments(text, ba..bb);
+            if segments.iter().any(|g| !matches!(g, Segment::Text(_))) {
+                let heading = s.heading.map(|h| pending.take().unwrap_or(h.start)..h.end);
+                let sec = SectionSplit {
+                    engine,
+                    path: &s.path,
+                    budget,
+                    overlap_tokens,
+                };
+                out.extend(sec.split(heading, segments));
+                continue;
+            }
+        }
         let mut pieces = match s.heading {
             None => {
                 if ba >= bb {
@@ -79,6 +98,123 @@ pub(crate) fn split_markdown_range(
             p.section = s.path.clone();
         }
         out.extend(pieces);
+    }
+    out
+}
+
+/// One section whose body holds tables or question/answer pairs.
+struct SectionSplit<'e, 'a> {
+    engine: &'e Engine<'a>,
+    path: &'e [String],
+    budget: &'e dyn Fn(&[String]) -> usize,
+    overlap_tokens: usize,
+}
+
+impl SectionSplit<'_, '_> {
+    /// The section's chunks, segment by segment; `heading` starts the first one (alone when it
+    /// takes more than half the budget).
+    fn split(&self, heading: Option<Range<usize>>, segments: Vec<Segment>) -> Vec<Piece> {
+        let e = self.engine;
+        let max = (self.budget)(self.path).max(1);
+        let overlap = self.overlap_tokens.min(max / 2);
+        let mut out = Vec::new();
+        let mut prefix = heading;
+        if let Some(h) = prefix.clone() {
+            if e.count(h.start, h.end) * 2 > max {
+                out.extend(self.tag(e.split(h, max, overlap, None), self.path));
+                prefix = None;
+            }
+        }
+        for seg in segments {
+            match seg {
+                Segment::Text(r) | Segment::Pair(r) => {
+                    let pieces = e.split(r, max, overlap, prefix.take());
+                    out.extend(self.tag(pieces, self.path));
+                }
+                Segment::Table {
+                    header,
+                    delimiter,
+                    rows,
+                } => {
+                    let start = prefix.take().map_or(header.start, |p| p.start);
+                    let end = rows.last().unwrap_or(&delimiter).end;
+                    let whole = e.count(start, end);
+                    if whole <= max {
+                        out.extend(self.tag(vec![piece(start, end, whole)], self.path));
+                        continue;
+                    }
+                    let mut path = self.path.to_vec();
+                    path.push(blocks::header_label(e.text, &header));
+                    let max = (self.budget)(&path).max(1);
+                    let pieces = table_rows(e, start, &delimiter, &rows, max);
+                    out.extend(self.tag(pieces, &path));
+                }
+            }
+        }
+        out
+    }
+
+    fn tag(&self, mut pieces: Vec<Piece>, path: &[String]) -> Vec<Piece> {
+        for p in &mut pieces {
+            p.section = path.to_vec();
+        }
+        pieces
+    }
+}
+
+fn piece(start: usize, end: usize, tokens: usize) -> Piece {
+    Piece {
+        start,
+        end,
+        tokens,
+        section: Vec::new(),
+    }
+}
+
+/// A table's rows in chunks of whole rows within `max` tokens; the first chunk also holds what
+/// precedes the rows from `start` (the header and delimiter lines, a heading). A row over `max`
+/// alone is split like any text.
+fn table_rows(
+    e: &Engine<'_>,
+    start: usize,
+    delimiter: &Range<usize>,
+    rows: &[Range<usize>],
+    max: usize,
+) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut from = start;
+    let mut i = 0;
+    if rows.is_empty() {
+        return e.split(start..delimiter.end, max, 0, None);
+    }
+    while i < rows.len() {
+        let mut end = None;
+        let mut j = i;
+        while j < rows.len() {
+            let n = e.count(from, rows[j].end);
+            if n > max {
+                break;
+            }
+            end = Some((rows[j].end, n));
+            j += 1;
+        }
+        match end {
+            Some((end, n)) => {
+                out.push(piece(from, end, n));
+                i = j;
+            }
+            None if from < rows[i].start => {
+                // The header (and heading) alone: their own chunk, then the rows.
+                out.extend(e.split(from..delimiter.end, max, 0, None));
+            }
+            None => {
+                out.extend(e.split(rows[i].clone(), max, 0, None));
+                i += 1;
+            }
+        }
+        if let Some(r) = rows.get(i) {
+            from = r.start;
+        }
     }
     out
 }

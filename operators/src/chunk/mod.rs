@@ -17,6 +17,7 @@
 //!   whole length the leaves' budgets hold;
 //! - [`chunk_document`] here: a cleaned document to its [`Chunk`] records by [`ChunkerConfig`].
 
+mod blocks;
 pub(crate) mod fence;
 pub mod header;
 pub mod markdown;
@@ -228,7 +229,7 @@ pub struct ChunkerConfig {
     pub child_max_tokens: usize,
     pub child_overlap_tokens: usize,
     /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`,
-    /// `docx`, `epub` (anything [`ContentType::parse`] reads) or the variant names. Default:
+    /// `text/csv`, `docx`, `epub` (anything [`ContentType::parse`] reads) or the variant names. Default:
     /// everything but plain text uses `markdown` (HTML and the binary formats are Markdown once
     /// cleaned or parsed). A configured map replaces the default map.
     #[serde(deserialize_with = "de_per_content_type")]
@@ -249,6 +250,7 @@ impl Default for ChunkerConfig {
             per_content_type: BTreeMap::from([
                 (ContentType::Markdown, ChunkStrategy::Markdown),
                 (ContentType::Html, ChunkStrategy::Markdown),
+                (ContentType::Csv, ChunkStrategy::Markdown),
                 (ContentType::Docx, ChunkStrategy::Markdown),
                 (ContentType::Epub, ChunkStrategy::Markdown),
             ]),
@@ -432,7 +434,20 @@ pub fn chunk_document(
             markdown::split_markdown_range(&engine, 0..text.len(), &budget, cfg.overlap_tokens)
         } else {
             let max = budget(&[]);
-            engine.split(0..text.len(), max, cfg.overlap_tokens.min(max / 2), None)
+            let overlap = cfg.overlap_tokens.min(max / 2);
+            let segments = blocks::segments(text, 0..text.len());
+            if segments
+                .iter()
+                .any(|s| matches!(s, blocks::Segment::Pair(_)))
+            {
+                // A FAQ in plain text: one question and answer per chunk.
+                segments
+                    .iter()
+                    .flat_map(|s| engine.split(s.range(), max, overlap, None))
+                    .collect()
+            } else {
+                engine.split(0..text.len(), max, overlap, None)
+            }
         };
         for p in &pieces {
             b.push(p, ChunkKind::Leaf, None);

@@ -41,6 +41,7 @@ pub fn clean(doc: &Document) -> Document {
         ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
             (normalize(&doc.text, Mode::Markdown), None)
         }
+        ContentType::Csv => (clean_text(&doc.text, ContentType::Csv), None),
         ContentType::PlainText => (normalize(&doc.text, Mode::Plain), None),
     };
     let mut title = clean_title(&doc.title);
@@ -66,6 +67,11 @@ pub fn clean_text(text: &str, content_type: ContentType) -> String {
         ContentType::Html => normalize(&html_to_markdown(text).text, Mode::Markdown),
         ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
             normalize(text, Mode::Markdown)
+        }
+        // Characters first (NFKC, controls), then the table; its lines then as Markdown.
+        ContentType::Csv => {
+            let table = crate::table::csv_to_markdown(&char_level(text)).unwrap_or_default();
+            normalize(&table, Mode::Markdown)
         }
         ContentType::PlainText => normalize(text, Mode::Plain),
     }

@@ -15,6 +15,7 @@ use quick_xml::Reader;
 use super::xml::{attr, local, reference, text};
 use super::zip::Archive;
 use super::{ParseLimits, Parsed};
+use crate::table::markdown_table;
 
 const DOCUMENT: &str = "word/document.xml";
 
@@ -340,25 +341,4 @@ fn escape_block_start(line: &str) -> String {
     } else {
         line.to_owned()
     }
-}
-
-/// Rows as a Markdown table (the first row the header); `None` without a cell of text.
-pub(super) fn markdown_table(rows: &[Vec<String>]) -> Option<String> {
-    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
-    if width == 0 || rows.iter().flatten().all(|c| c.is_empty()) {
-        return None;
-    }
-    let line = |cells: &[String]| {
-        let mut s = String::from("|");
-        for i in 0..width {
-            let c = cells.get(i).map(String::as_str).unwrap_or("");
-            s.push(' ');
-            s.push_str(&c.replace('|', "\\|").replace('\n', " "));
-            s.push_str(" |");
-        }
-        s
-    };
-    let mut out = vec![line(&rows[0]), format!("|{}", " --- |".repeat(width))];
-    out.extend(rows[1..].iter().map(|r| line(r)));
-    Some(out.join("\n"))
 }

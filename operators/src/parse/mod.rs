@@ -92,7 +92,9 @@ pub fn parse(
     let parsed = match content_type {
         ContentType::Docx => docx::parse(bytes, limits).map_err(unparseable),
         ContentType::Epub => epub::parse(bytes, limits).map_err(unparseable),
-        ContentType::PlainText | ContentType::Markdown | ContentType::Html => return None,
+        ContentType::PlainText | ContentType::Markdown | ContentType::Html | ContentType::Csv => {
+            return None
+        }
     };
     Some(parsed.and_then(|p| {
         if p.markdown.trim().is_empty() {
