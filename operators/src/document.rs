@@ -17,6 +17,9 @@ pub enum ContentType {
     Html,
     /// Comma-separated values; cleaned into a Markdown table (chunked by rows).
     Csv,
+    /// Source code in a language with a grammar: chunked at its definitions
+    /// ([`crate::chunk::code`]).
+    Code(Language),
     /// Office Open XML word processing (`.docx`).
     Docx,
     /// EPUB 2 or 3 (`.epub`).
@@ -38,6 +41,20 @@ impl ContentType {
             "text/markdown" | "text/x-markdown" | "markdown" | "md" => Some(ContentType::Markdown),
             "text/html" | "application/xhtml+xml" | "html" => Some(ContentType::Html),
             "text/csv" | "csv" => Some(ContentType::Csv),
+            "text/x-rust" | "rust" => Some(ContentType::Code(Language::Rust)),
+            "text/x-python" | "text/x-script.python" | "python" => {
+                Some(ContentType::Code(Language::Python))
+            }
+            "text/javascript" | "application/javascript" | "text/x-javascript" | "javascript" => {
+                Some(ContentType::Code(Language::JavaScript))
+            }
+            "text/x-typescript" | "application/typescript" | "typescript" => {
+                Some(ContentType::Code(Language::TypeScript))
+            }
+            "text/x-go" | "go" => Some(ContentType::Code(Language::Go)),
+            "text/x-java" | "text/x-java-source" | "java" => {
+                Some(ContentType::Code(Language::Java))
+            }
             DOCX_MEDIA_TYPE | "docx" => Some(ContentType::Docx),
             "application/epub+zip" | "epub" => Some(ContentType::Epub),
             _ => None,
@@ -50,11 +67,17 @@ impl ContentType {
     }
 
     /// Every content type, for messages and tests.
-    pub const ALL: [ContentType; 6] = [
+    pub const ALL: [ContentType; 12] = [
         ContentType::PlainText,
         ContentType::Markdown,
         ContentType::Html,
         ContentType::Csv,
+        ContentType::Code(Language::Rust),
+        ContentType::Code(Language::Python),
+        ContentType::Code(Language::JavaScript),
+        ContentType::Code(Language::TypeScript),
+        ContentType::Code(Language::Go),
+        ContentType::Code(Language::Java),
         ContentType::Docx,
         ContentType::Epub,
     ];
@@ -66,8 +89,48 @@ impl ContentType {
             ContentType::Markdown => "text/markdown",
             ContentType::Html => "text/html",
             ContentType::Csv => "text/csv",
+            ContentType::Code(l) => l.media_type(),
             ContentType::Docx => DOCX_MEDIA_TYPE,
             ContentType::Epub => "application/epub+zip",
+        }
+    }
+}
+
+/// A programming language freshet parses (tree-sitter grammars).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Language {
+    Rust,
+    Python,
+    JavaScript,
+    TypeScript,
+    Go,
+    Java,
+}
+
+impl Language {
+    /// The media type a document of this language is sent with.
+    pub fn media_type(&self) -> &'static str {
+        match self {
+            Language::Rust => "text/x-rust",
+            Language::Python => "text/x-python",
+            Language::JavaScript => "text/javascript",
+            Language::TypeScript => "text/x-typescript",
+            Language::Go => "text/x-go",
+            Language::Java => "text/x-java",
+        }
+    }
+
+    /// The language of a file name's extension (`.rs`, `.py`, `.js`/`.mjs`/`.cjs`, `.ts`,
+    /// `.go`, `.java`).
+    pub fn from_extension(ext: &str) -> Option<Language> {
+        match ext.to_ascii_lowercase().as_str() {
+            "rs" => Some(Language::Rust),
+            "py" => Some(Language::Python),
+            "js" | "mjs" | "cjs" => Some(Language::JavaScript),
+            "ts" | "mts" | "cts" => Some(Language::TypeScript),
+            "go" => Some(Language::Go),
+            "java" => Some(Language::Java),
+            _ => None,
         }
     }
 }

@@ -13,7 +13,11 @@ pub fn title_of(content_type: ContentType, text: &str) -> Option<String> {
     match content_type {
         ContentType::Markdown => markdown_title(text),
         ContentType::Html => html_title(text),
-        ContentType::PlainText | ContentType::Csv | ContentType::Docx | ContentType::Epub => None,
+        ContentType::PlainText
+        | ContentType::Csv
+        | ContentType::Code(_)
+        | ContentType::Docx
+        | ContentType::Epub => None,
     }
     .filter(|t| !t.is_empty())
 }

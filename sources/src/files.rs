@@ -5,17 +5,18 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use freshet_kafka::DocumentProducer;
-use freshet_operators::document::{ContentType, Document};
+use freshet_operators::document::{ContentType, Document, Language};
 use freshet_operators::title::title_of;
 
 use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
 use crate::{Error, Result};
 
-/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.csv`, `.docx` and `.epub`
-/// file under `dir` (recursively, skipping hidden entries and symlinked directories, in path
-/// order) as an upsert: id = path relative to `dir` with `/` separators, content type from
-/// the extension, title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a DOCX or
-/// EPUB file: none, so that the file's own title is taken when it is parsed), source =
+/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.csv`, `.docx`, `.epub` and
+/// source file (`.rs`, `.py`, `.js`, `.ts`, `.go`, `.java`: [`Language::from_extension`])
+/// under `dir` (recursively, skipping hidden entries and symlinked directories, in path order)
+/// as an upsert: id = path relative to `dir` with `/` separators, content type from the
+/// extension, title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a
+/// DOCX or EPUB file: none, so that the file's own title is taken when it is parsed), source =
 /// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`.
 /// DOCX and EPUB files are sent as `content_base64`. A text file that cannot be read as UTF-8
 /// is reported in [`PublishReport::bad`] and skipped.
@@ -58,6 +59,9 @@ pub fn content_type_for(path: &Path) -> Option<&'static str> {
         "txt" => Some("text/plain"),
         "html" | "htm" => Some("text/html"),
         "csv" => Some("text/csv"),
+        e if Language::from_extension(e).is_some() => {
+            Language::from_extension(e).map(|l| l.media_type())
+        }
         "docx" => Some(freshet_operators::document::DOCX_MEDIA_TYPE),
         "epub" => Some("application/epub+zip"),
         _ => None,
@@ -205,6 +209,7 @@ mod tests {
         fs::write(root.join("r.docx"), bytes).unwrap();
         fs::write(root.join("b.EPUB"), bytes).unwrap();
         fs::write(root.join("t.csv"), "a,b\n1,2\n").unwrap();
+        fs::write(root.join("m.rs"), "fn main() {}\n").unwrap();
         let m = Mapping::default();
         let v = parse(&file_document(root, &root.join("r.docx"), &m).unwrap().value);
         assert_eq!(
@@ -224,6 +229,9 @@ mod tests {
             (v["content_type"].as_str(), v["text"].as_str()),
             (Some("text/csv"), Some("a,b\n1,2\n"))
         );
-        assert_eq!(list_files(root).unwrap().len(), 3);
+        let v = parse(&file_document(root, &root.join("m.rs"), &m).unwrap().value);
+        assert_eq!(v["content_type"], "text/x-rust");
+        assert_eq!(v["title"], "m");
+        assert_eq!(list_files(root).unwrap().len(), 4);
     }
 }

@@ -2,8 +2,9 @@
 //! people use (python-docx, ebooklib: `deploy/make_test_documents.py`) are published as
 //! `freshet publish --dir` publishes them, parsed by the pipeline into chunks whose section
 //! paths are the files' headings, and searchable by both routes; a file without text and a
-//! damaged one are dead-lettered with their class while their neighbours are indexed; the
-//! unchanged file sent again is recognised before parsing and writes nothing.
+//! damaged one are dead-lettered with their class while their neighbours are indexed; a Rust
+//! file is chunked at its definitions; the unchanged file sent again is recognised before
+//! parsing and writes nothing.
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,6 +42,12 @@ fn docx_and_epub_are_parsed_indexed_and_bad_files_dead_lettered() -> Result<()> 
     for name in ["report.docx", "empty.docx", "truncated.docx", "book.epub"] {
         send_file(&mut case, &mut log, &fixtures, name)?;
     }
+    send_file(
+        &mut case,
+        &mut log,
+        &workspace_root().join("operators/tests/fixtures/code"),
+        "engine.rs",
+    )?;
     let note = serde_json::json!({"title": "Note", "text": "A plain neighbour about estuaries.",
                                   "content_type": "text/markdown"});
     case.send_json("note.md", &note)?;
@@ -68,6 +75,15 @@ fn docx_and_epub_are_parsed_indexed_and_bad_files_dead_lettered() -> Result<()> 
     assert_eq!(glaciers.section, ["Source", "Glaciers"]);
     assert_eq!(glaciers.title, "The River Book");
     ensure!(chunks.iter().any(|c| c.doc_id == "note.md"));
+    let retrieve = chunks
+        .iter()
+        .find(|c| c.doc_id == "engine.rs" && c.text.contains("pub fn retrieve"))
+        .context("the Rust function")?;
+    assert_eq!(
+        retrieve.section[0], "Engine",
+        "a symbol path: {:?}",
+        retrieve.section
+    );
     ensure!(!chunks
         .iter()
         .any(|c| c.doc_id == "empty.docx" || c.doc_id == "truncated.docx"));

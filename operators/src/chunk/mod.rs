@@ -18,6 +18,7 @@
 //! - [`chunk_document`] here: a cleaned document to its [`Chunk`] records by [`ChunkerConfig`].
 
 mod blocks;
+pub(crate) mod code;
 pub(crate) mod fence;
 pub mod header;
 pub mod markdown;
@@ -30,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::document::{ContentType, Document};
+use crate::document::{ContentType, Document, Language};
 pub use tokens::{CharCounter, HfTokenCounter, TokenCounter, TokenizerLoadError};
 
 /// What a chunk is for.
@@ -206,6 +207,10 @@ pub enum ChunkStrategy {
     /// [`parent_child`] splitting; the base splitter is Markdown-aware for Markdown and HTML.
     #[serde(alias = "ParentChild", alias = "parent-child")]
     ParentChild,
+    /// Source code at its definitions, with its language's parser ([`code`]); for any other
+    /// content type the same as `recursive`.
+    #[serde(alias = "Syntax")]
+    Syntax,
 }
 
 /// Chunker settings. Deserializes with defaults for every missing field.
@@ -229,9 +234,10 @@ pub struct ChunkerConfig {
     pub child_max_tokens: usize,
     pub child_overlap_tokens: usize,
     /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`,
-    /// `text/csv`, `docx`, `epub` (anything [`ContentType::parse`] reads) or the variant names. Default:
-    /// everything but plain text uses `markdown` (HTML and the binary formats are Markdown once
-    /// cleaned or parsed). A configured map replaces the default map.
+    /// `text/csv`, `docx`, `epub`, `text/x-rust`, … (anything [`ContentType::parse`] reads) or
+    /// the variant names. Default: source code uses `syntax`, everything else but plain text
+    /// `markdown` (HTML, CSV and the binary formats are Markdown once cleaned or parsed). A
+    /// configured map replaces the default map.
     #[serde(deserialize_with = "de_per_content_type")]
     pub per_content_type: BTreeMap<ContentType, ChunkStrategy>,
     /// Make a document that yields no chunk an error (`no_chunks`) instead of zero chunks.
@@ -253,6 +259,18 @@ impl Default for ChunkerConfig {
                 (ContentType::Csv, ChunkStrategy::Markdown),
                 (ContentType::Docx, ChunkStrategy::Markdown),
                 (ContentType::Epub, ChunkStrategy::Markdown),
+                (ContentType::Code(Language::Rust), ChunkStrategy::Syntax),
+                (ContentType::Code(Language::Python), ChunkStrategy::Syntax),
+                (
+                    ContentType::Code(Language::JavaScript),
+                    ChunkStrategy::Syntax,
+                ),
+                (
+                    ContentType::Code(Language::TypeScript),
+                    ChunkStrategy::Syntax,
+                ),
+                (ContentType::Code(Language::Go), ChunkStrategy::Syntax),
+                (ContentType::Code(Language::Java), ChunkStrategy::Syntax),
             ]),
             error_on_empty: false,
         }
@@ -326,6 +344,14 @@ impl ChunkerConfig {
         Ok(())
     }
 
+    /// The strategy configured for a content type (`per_content_type`, else `strategy`).
+    pub fn strategy_for(&self, content_type: ContentType) -> ChunkStrategy {
+        self.per_content_type
+            .get(&content_type)
+            .copied()
+            .unwrap_or(self.strategy)
+    }
+
     /// Whether some content type is chunked parent-child (then children are what is embedded).
     pub fn resolve_any_parent_child(&self) -> bool {
         self.strategy == ChunkStrategy::ParentChild
@@ -344,12 +370,15 @@ impl ChunkerConfig {
         let default_md = content_type != ContentType::PlainText;
         let markdown = match (per, self.strategy) {
             (Some(ChunkStrategy::Markdown), _) => true,
-            (Some(ChunkStrategy::Recursive), _) => false,
+            (Some(ChunkStrategy::Recursive | ChunkStrategy::Syntax), _) => false,
             (Some(ChunkStrategy::ParentChild), ChunkStrategy::Markdown) => true,
-            (Some(ChunkStrategy::ParentChild), ChunkStrategy::Recursive) => false,
+            (
+                Some(ChunkStrategy::ParentChild),
+                ChunkStrategy::Recursive | ChunkStrategy::Syntax,
+            ) => false,
             (Some(ChunkStrategy::ParentChild), ChunkStrategy::ParentChild) => default_md,
             (None, ChunkStrategy::Markdown) => true,
-            (None, ChunkStrategy::Recursive) => false,
+            (None, ChunkStrategy::Recursive | ChunkStrategy::Syntax) => false,
             (None, ChunkStrategy::ParentChild) => default_md,
         };
         (parent_child, markdown)
@@ -430,7 +459,17 @@ pub fn chunk_document(
     } else {
         let max = cfg.max_tokens.max(1);
         let budget = leaf_budget(max);
-        let pieces = if markdown {
+        let syntax = match doc.content_type {
+            ContentType::Code(lang)
+                if cfg.strategy_for(doc.content_type) == ChunkStrategy::Syntax =>
+            {
+                code::split_code(&engine, lang, &budget, cfg.overlap_tokens)
+            }
+            _ => None,
+        };
+        let pieces = if let Some(pieces) = syntax {
+            pieces
+        } else if markdown {
             markdown::split_markdown_range(&engine, 0..text.len(), &budget, cfg.overlap_tokens)
         } else {
             let max = budget(&[]);

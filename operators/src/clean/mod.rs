@@ -41,7 +41,7 @@ pub fn clean(doc: &Document) -> Document {
         ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
             (normalize(&doc.text, Mode::Markdown), None)
         }
-        ContentType::Csv => (clean_text(&doc.text, ContentType::Csv), None),
+        ContentType::Csv | ContentType::Code(_) => (clean_text(&doc.text, doc.content_type), None),
         ContentType::PlainText => (normalize(&doc.text, Mode::Plain), None),
     };
     let mut title = clean_title(&doc.title);
@@ -73,6 +73,14 @@ pub fn clean_text(text: &str, content_type: ContentType) -> String {
             let table = crate::table::csv_to_markdown(&char_level(text)).unwrap_or_default();
             normalize(&table, Mode::Markdown)
         }
+        // Code keeps its indentation: characters only, trailing spaces and blank edges gone.
+        ContentType::Code(_) => char_level(text)
+            .lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_matches('\n')
+            .to_owned(),
         ContentType::PlainText => normalize(text, Mode::Plain),
     }
 }

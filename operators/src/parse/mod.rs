@@ -92,9 +92,11 @@ pub fn parse(
     let parsed = match content_type {
         ContentType::Docx => docx::parse(bytes, limits).map_err(unparseable),
         ContentType::Epub => epub::parse(bytes, limits).map_err(unparseable),
-        ContentType::PlainText | ContentType::Markdown | ContentType::Html | ContentType::Csv => {
-            return None
-        }
+        ContentType::PlainText
+        | ContentType::Markdown
+        | ContentType::Html
+        | ContentType::Csv
+        | ContentType::Code(_) => return None,
     };
     Some(parsed.and_then(|p| {
         if p.markdown.trim().is_empty() {

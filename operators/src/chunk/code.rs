@@ -1,0 +1,645 @@
+//! Source code chunked at its definitions, with a real parser (tree-sitter grammars for Rust,
+//! Python, JavaScript, TypeScript, Go and Java).
+//!
+//! - A definition (function, method, class, impl, trait, struct, interface, …) that fits the
+//!   budget is one chunk, together with the comments, doc comments, attributes and decorators
+//!   right above it (no blank line between); its section path is its symbol path
+//!   (`["Engine", "retrieve"]`: the module, type and function names it sits in).
+//! - A container too large for one chunk (an `impl`, a class, a trait) is chunked member by
+//!   member; its header (up to its first member) starts its first chunk.
+//! - A function too large for one chunk is cut between statements of its body (the signature,
+//!   with its docs, starts the first chunk; a docstring, the first statement, stays with it).
+//! - Code between definitions (imports, constants, top-level statements) is chunked as text
+//!   under the enclosing path.
+//!
+//! Parsing never fails outright (tree-sitter recovers from syntax errors); a language whose
+//! grammar cannot be loaded falls back to the text splitter.
+
+use std::ops::Range;
+
+use tree_sitter::{Node, Parser};
+
+use super::recursive::Engine;
+use super::Piece;
+use crate::document::Language;
+
+/// What a grammar calls its definitions.
+struct Spec {
+    /// Node kinds that are definitions.
+    defs: &'static [&'static str],
+    /// Kinds that wrap a definition (`export …`, `@decorator def …`), with the field holding it.
+    wrappers: &'static [(&'static str, &'static str)],
+    /// Kinds that belong to the definition below them (comments, attributes).
+    attached: &'static [&'static str],
+}
+
+fn spec(lang: Language) -> Spec {
+    match lang {
+        Language::Rust => Spec {
+            defs: &[
+                "function_item",
+                "function_signature_item",
+                "impl_item",
+                "trait_item",
+                "mod_item",
+                "struct_item",
+                "enum_item",
+                "union_item",
+                "macro_definition",
+            ],
+            wrappers: &[],
+            attached: &["line_comment", "block_comment", "attribute_item"],
+        },
+        Language::Python => Spec {
+            defs: &["function_definition", "class_definition"],
+            wrappers: &[("decorated_definition", "definition")],
+            attached: &["comment"],
+        },
+        Language::JavaScript | Language::TypeScript => Spec {
+            defs: &[
+                "function_declaration",
+                "generator_function_declaration",
+                "class_declaration",
+                "abstract_class_declaration",
+                "method_definition",
+                "interface_declaration",
+                "type_alias_declaration",
+                "enum_declaration",
+                "lexical_declaration",
+            ],
+            wrappers: &[("export_statement", "declaration")],
+            attached: &["comment"],
+        },
+        Language::Go => Spec {
+            defs: &[
+                "function_declaration",
+                "method_declaration",
+                "type_declaration",
+            ],
+            wrappers: &[],
+            attached: &["comment"],
+        },
+        Language::Java => Spec {
+            defs: &[
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+                "annotation_type_declaration",
+                "method_declaration",
+                "constructor_declaration",
+            ],
+            wrappers: &[],
+            attached: &["line_comment", "block_comment"],
+        },
+    }
+}
+
+fn grammar(lang: Language) -> tree_sitter::Language {
+    match lang {
+        Language::Rust => tree_sitter_rust::LANGUAGE.into(),
+        Language::Python => tree_sitter_python::LANGUAGE.into(),
+        Language::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+        Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+        Language::Go => tree_sitter_go::LANGUAGE.into(),
+        Language::Java => tree_sitter_java::LANGUAGE.into(),
+    }
+}
+
+/// Chunks `engine.text` as `lang`; `budget(path)` is the token budget of a chunk with that
+/// section path. `None` when the grammar cannot be loaded.
+pub(crate) fn split_code(
+    engine: &Engine<'_>,
+    lang: Language,
+    budget: &dyn Fn(&[String]) -> usize,
+    overlap_tokens: usize,
+) -> Option<Vec<Piece>> {
+    let mut parser = Parser::new();
+    parser.set_language(&grammar(lang)).ok()?;
+    let tree = parser.parse(engine.text, None)?;
+    let mut walk = Walk {
+        engine,
+        spec: spec(lang),
+        lang,
+        budget,
+        overlap_tokens,
+        prefix: None,
+        out: Vec::new(),
+    };
+    walk.items(tree.root_node(), &[], tree.root_node().end_byte());
+    Some(walk.out)
+}
+
+struct Walk<'e, 'a> {
+    engine: &'e Engine<'a>,
+    spec: Spec,
+    lang: Language,
+    budget: &'e dyn Fn(&[String]) -> usize,
+    overlap_tokens: usize,
+    /// A container's header, to start the next chunk emitted.
+    prefix: Option<Range<usize>>,
+    out: Vec<Piece>,
+}
+
+impl Walk<'_, '_> {
+    fn text(&self, n: Node<'_>) -> &str {
+        &self.engine.text[n.byte_range()]
+    }
+
+    fn is_def(&self, n: Node<'_>) -> bool {
+        let kind = n.kind();
+        if let Some((_, field)) = self.spec.wrappers.iter().find(|(k, _)| *k == kind) {
+            return n
+                .child_by_field_name(field)
+                .is_some_and(|inner| self.is_def(inner));
+        }
+        if kind == "lexical_declaration" {
+            // `const f = () => …` / `= function …`: a function by another name.
+            return self.declarator_function(n).is_some();
+        }
+        self.spec.defs.contains(&kind)
+    }
+
+    /// The name and value of a `const f = () => …` declaration whose value is a function.
+    fn declarator_function<'t>(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
+        let mut cursor = n.walk();
+        let d = n
+            .named_children(&mut cursor)
+            .find(|c| c.kind() == "variable_declarator")?;
+        let value = d.child_by_field_name("value")?;
+        matches!(
+            value.kind(),
+            "arrow_function" | "function_expression" | "function"
+        )
+        .then(|| d.child_by_field_name("name").map(|name| (name, value)))
+        .flatten()
+    }
+
+    /// The definition a wrapper holds (the node itself otherwise).
+    fn inner<'t>(&self, n: Node<'t>) -> Node<'t> {
+        match self.spec.wrappers.iter().find(|(k, _)| *k == n.kind()) {
+            Some((_, field)) => n
+                .child_by_field_name(field)
+                .map_or(n, |inner| self.inner(inner)),
+            None => n,
+        }
+    }
+
+    /// The symbol path elements a definition adds (`[Type, method]` for a Go method).
+    fn names(&self, def: Node<'_>) -> Vec<String> {
+        let n = self.inner(def);
+        let field = |f: &str| n.child_by_field_name(f).map(|c| self.text(c).to_owned());
+        let name = match (self.lang, n.kind()) {
+            (Language::Rust, "impl_item") => field("type").map(|t| match field("trait") {
+                Some(tr) => format!("{t} ({tr})"),
+                None => t,
+            }),
+            (Language::Go, "method_declaration") => {
+                let recv = n
+                    .child_by_field_name("receiver")
+                    .map(|r| self.text(r).to_owned())
+                    .and_then(|r| receiver_type(&r));
+                return recv
+                    .into_iter()
+                    .chain(field("name"))
+                    .filter(|s| !s.is_empty())
+                    .collect();
+            }
+            (Language::Go, "type_declaration") => {
+                let mut cursor = n.walk();
+                let spec = n
+                    .named_children(&mut cursor)
+                    .find(|c| c.kind() == "type_spec" || c.kind() == "type_alias");
+                spec.and_then(|s| s.child_by_field_name("name"))
+                    .map(|c| self.text(c).to_owned())
+            }
+            (_, "lexical_declaration") => self
+                .declarator_function(n)
+                .map(|(name, _)| self.text(name).to_owned()),
+            _ => field("name"),
+        };
+        let name = name.unwrap_or_else(|| {
+            let first = self.text(n).lines().next().unwrap_or("").trim();
+            first.chars().take(60).collect()
+        });
+        vec![name.split_whitespace().collect::<Vec<_>>().join(" ")]
+    }
+
+    /// The member list of a container definition, when it has one with definitions in it.
+    fn members<'t>(&self, def: Node<'t>) -> Option<Node<'t>> {
+        let n = self.inner(def);
+        let body = n.child_by_field_name("body")?;
+        let mut cursor = body.walk();
+        let has_defs = body.named_children(&mut cursor).any(|c| self.is_def(c));
+        has_defs.then_some(body)
+    }
+
+    /// The statements of a function's body (its block, or the block's statement list).
+    fn statements<'t>(&self, def: Node<'t>) -> Vec<Node<'t>> {
+        let mut n = self.inner(def);
+        if n.kind() == "lexical_declaration" {
+            if let Some((_, value)) = self.declarator_function(n) {
+                n = value;
+            }
+        }
+        let Some(mut body) = n.child_by_field_name("body") else {
+            return Vec::new();
+        };
+        let mut cursor = body.walk();
+        let children: Vec<Node<'t>> = body.named_children(&mut cursor).collect();
+        if let [only] = children.as_slice() {
+            if only.kind() == "statement_list" {
+                body = *only;
+            }
+        }
+        let mut cursor = body.walk();
+        let out = body.named_children(&mut cursor).collect();
+        out
+    }
+
+    /// Chunks the named children of `node` (a file, or a container's member list) up to `end`.
+    fn items(&mut self, node: Node<'_>, path: &[String], end: usize) {
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        let mut run: Option<usize> = None;
+        for (i, &c) in children.iter().enumerate() {
+            if !self.is_def(c) {
+                run.get_or_insert(c.start_byte());
+                continue;
+            }
+            // Comments and attributes right above (no blank line) belong to the definition.
+            let mut start = c.start_byte();
+            let mut k = i;
+            while k > 0 {
+                let prev = children[k - 1];
+                let gap = &self.engine.text[prev.end_byte()..start];
+                if !self.spec.attached.contains(&prev.kind()) || gap.matches('\n').count() > 1 {
+                    break;
+                }
+                k -= 1;
+                start = prev.start_byte();
+            }
+            if let Some(r) = run.take() {
+                if r < start {
+                    self.text_run(r..start, path);
+                }
+            }
+            self.definition(c, start, path);
+        }
+        if let Some(r) = run {
+            let last = children.last().map_or(end, |c| c.end_byte());
+            self.text_run(r..last, path);
+        }
+        // A header with nothing after it is a chunk of its own.
+        if let Some(p) = self.prefix.take() {
+            self.emit_split(p, path);
+        }
+    }
+
+    fn definition(&mut self, def: Node<'_>, start: usize, path: &[String]) {
+        let mut sub = path.to_vec();
+        sub.extend(self.names(def));
+        let range = start..def.end_byte();
+        let max = (self.budget)(&sub).max(1);
+        if self.engine.count(range.start, range.end) <= max {
+            self.emit(range, &sub);
+            return;
+        }
+        if let Some(body) = self.members(def) {
+            // The header (signature, docs, up to the first member) starts the first chunk.
+            let mut cursor = body.walk();
+            let first = body
+                .named_children(&mut cursor)
+                .next()
+                .map_or(body.start_byte(), |c| c.start_byte());
+            // A pending outer header lies right before this one: they start the chunk together.
+            let header_start = self.prefix.take().map_or(start, |p| p.start);
+            self.prefix = Some(header_start..first);
+            self.items(body, &sub, body.end_byte());
+            return;
+        }
+        let statements = self.statements(def);
+        if statements.is_empty() {
+            self.emit_split(range, &sub);
+            return;
+        }
+        // Between statements: whole statements per chunk, the signature with the first.
+        let mut from = start;
+        let mut i = 0;
+        while i < statements.len() {
+            let mut end = None;
+            let mut j = i;
+            while j < statements.len() && self.engine.count(from, statements[j].end_byte()) <= max {
+                end = Some(statements[j].end_byte());
+                j += 1;
+            }
+            match end {
+                Some(e) => {
+                    self.emit(from..e, &sub);
+                    i = j;
+                }
+                None if from < statements[i].start_byte() => {
+                    self.emit_split(from..statements[i].start_byte(), &sub);
+                }
+                None => {
+                    self.emit_split(statements[i].byte_range(), &sub);
+                    i += 1;
+                }
+            }
+            if let Some(s) = statements.get(i) {
+                from = s.start_byte();
+            }
+        }
+    }
+
+    /// Code between definitions, split as text.
+    fn text_run(&mut self, range: Range<usize>, path: &[String]) {
+        let s = &self.engine.text[range.clone()];
+        if s.trim().is_empty() {
+            return;
+        }
+        self.emit_split(range, path);
+    }
+
+    /// One chunk (with a pending header before it, if it fits with it).
+    fn emit(&mut self, range: Range<usize>, path: &[String]) {
+        let max = (self.budget)(path).max(1);
+        let start = match self.prefix.take() {
+            Some(p) if self.engine.count(p.start, range.end) <= max => p.start,
+            Some(p) => {
+                self.emit_split(p, path);
+                range.start
+            }
+            None => range.start,
+        };
+        let tokens = self.engine.count(start, range.end);
+        self.out.push(Piece {
+            start,
+            end: range.end,
+            tokens,
+            section: path.to_vec(),
+        });
+    }
+
+    /// `range` through the text splitter (a pending header starts it).
+    fn emit_split(&mut self, range: Range<usize>, path: &[String]) {
+        let max = (self.budget)(path).max(1);
+        let overlap = self.overlap_tokens.min(max / 2);
+        // A header starts the first chunk when it takes at most half of it; else it goes first.
+        let prefix = match self.prefix.take() {
+            Some(p) if p.end <= range.start && self.engine.count(p.start, p.end) * 2 <= max => {
+                Some(p)
+            }
+            Some(p) => {
+                let mut alone = self.engine.split(p, max, overlap, None);
+                for piece in &mut alone {
+                    piece.section = path.to_vec();
+                }
+                self.out.extend(alone);
+                None
+            }
+            None => None,
+        };
+        let mut pieces = self.engine.split(range, max, overlap, prefix);
+        for p in &mut pieces {
+            p.section = path.to_vec();
+        }
+        self.out.extend(pieces);
+    }
+}
+
+/// The type of a Go method receiver (`(s *Server)` → `Server`).
+fn receiver_type(receiver: &str) -> Option<String> {
+    let inner = receiver
+        .trim()
+        .trim_start_matches('(')
+        .trim_end_matches(')');
+    let ty = inner.split_whitespace().last()?;
+    let ty = ty.trim_start_matches('*');
+    let ty = ty.split('[').next().unwrap_or(ty);
+    (!ty.is_empty()).then(|| ty.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::chunk::tests::check_chunks;
+    use crate::chunk::tokens::tests::test_counter;
+    use crate::chunk::{chunk_document, CharCounter, Chunk, ChunkerConfig, TokenCounter};
+    use crate::document::{ContentType, Document};
+
+    fn doc(text: &str, lang: Language) -> Document {
+        Document {
+            id: "code".into(),
+            title: String::new(),
+            text: text.into(),
+            content_type: ContentType::Code(lang),
+            source: "src".into(),
+            metadata: BTreeMap::new(),
+            acl: Vec::new(),
+        }
+    }
+
+    fn chunks(text: &str, lang: Language, max: usize, t: &dyn TokenCounter) -> Vec<Chunk> {
+        let d = doc(text, lang);
+        let cfg = ChunkerConfig {
+            max_tokens: max,
+            overlap_tokens: 0,
+            ..ChunkerConfig::default()
+        };
+        let out = chunk_document(&d, "h", &cfg, t);
+        check_chunks(&d, &out, &cfg, t);
+        out
+    }
+
+    /// The section path of the chunk holding `needle`, and that chunk's text.
+    fn at<'c>(chunks: &'c [Chunk], needle: &str) -> (Vec<&'c str>, &'c str) {
+        let c = chunks
+            .iter()
+            .find(|c| c.text.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} in no chunk: {chunks:#?}"));
+        (c.section.iter().map(String::as_str).collect(), &c.text)
+    }
+
+    const RUST: &str = include_str!("../../tests/fixtures/code/engine.rs");
+    const PYTHON: &str = include_str!("../../tests/fixtures/code/reader.py");
+    const JS: &str = include_str!("../../tests/fixtures/code/store.js");
+    const TS: &str = include_str!("../../tests/fixtures/code/queue.ts");
+    const GO: &str = include_str!("../../tests/fixtures/code/server.go");
+    const JAVA: &str = include_str!("../../tests/fixtures/code/Index.java");
+
+    /// With room for each definition, every one is a chunk of its own under its symbol path,
+    /// its doc comments and attributes with it.
+    #[test]
+    fn definitions_with_their_docs_under_their_symbol_paths() {
+        let t = CharCounter;
+        let c = chunks(RUST, Language::Rust, 400, &t);
+        let (path, text) = at(&c, "pub struct Engine");
+        assert_eq!(path, ["Engine"]);
+        assert!(text.starts_with("/// Scores documents for a query.\n#[derive(Debug, Default)]"));
+        // the impl is too large for one chunk: member by member, its header with the first
+        let (path, text) = at(&c, "pub fn add");
+        assert_eq!(path, ["Engine", "add"]);
+        assert!(
+            text.starts_with("impl Engine {\n    /// Adds a document."),
+            "{text}"
+        );
+        let (path, text) = at(&c, "pub fn retrieve");
+        assert_eq!(path, ["Engine", "retrieve"]);
+        assert!(text.starts_with("/// Counts the query's words"), "{text}");
+        assert_eq!(at(&c, "fn helper").0, ["tests"]);
+        assert_eq!(
+            at(&c, "use std::collections::HashMap;").0,
+            Vec::<&str>::new()
+        );
+
+        let c = chunks(PYTHON, Language::Python, 160, &t);
+        assert_eq!(at(&c, "def level").0, ["Gauge", "level"]);
+        assert!(at(&c, "def level").1.starts_with("# Reads the level"));
+        // the class is too large: its header and docstring, then member by member
+        let (path, text) = at(&c, "A river gauge.");
+        assert_eq!(
+            (path, text),
+            (
+                vec!["Gauge"],
+                "class Gauge:\n    \"\"\"A river gauge.\"\"\""
+            )
+        );
+        assert_eq!(at(&c, "def __init__").0, ["Gauge", "__init__"]);
+        let (path, text) = at(&c, "def load");
+        assert_eq!(path, ["load"]);
+        assert!(text.starts_with("@staticmethod"), "decorators stay: {text}");
+        assert!(text.contains("\"\"\"Loads gauges"), "the docstring stays");
+
+        let c = chunks(JS, Language::JavaScript, 120, &t);
+        assert_eq!(at(&c, "put(id, text)").0, ["Store", "put"]);
+        assert!(at(&c, "put(id, text)")
+            .1
+            .starts_with("/** Puts a document. */"));
+        assert_eq!(at(&c, "store.docs.size").0, ["count"]);
+        assert_eq!(at(&c, "function helper").0, ["helper"]);
+
+        let c = chunks(TS, Language::TypeScript, 200, &t);
+        assert_eq!(at(&c, "priority: number").0, ["Item"]);
+        assert_eq!(at(&c, "push(item: T)").0, ["Queue", "push"]);
+        assert_eq!(at(&c, "\"high\" | \"low\"").0, ["Priority"]);
+
+        let c = chunks(GO, Language::Go, 200, &t);
+        assert_eq!(at(&c, "func (s *Server) Get").0, ["Server", "Get"]);
+        assert!(at(&c, "func (s *Server) Get")
+            .1
+            .starts_with("// Get returns a document."));
+        assert_eq!(at(&c, "docs map[string]string\n").0, ["Server"]);
+        assert_eq!(at(&c, "func New()").0, ["New"]);
+
+        let c = chunks(JAVA, Language::Java, 200, &t);
+        assert_eq!(at(&c, "public void add").0, ["Index", "add"]);
+        assert!(at(&c, "public void add")
+            .1
+            .contains("/** Adds a document. */"));
+        assert_eq!(at(&c, "public String get").0, ["Index", "get"]);
+        assert_eq!(at(&c, "void changed").0, ["Index", "Listener"]);
+    }
+
+    /// A file that fits is one chunk; a function over the budget is cut between statements,
+    /// its signature and docs with the first ones, every chunk under the function's path.
+    #[test]
+    fn a_long_function_splits_between_statements() {
+        let t = CharCounter;
+        // one chunk per definition however much room there is
+        let sections: Vec<Vec<String>> = chunks(GO, Language::Go, 10_000, &t)
+            .into_iter()
+            .map(|c| c.section)
+            .collect();
+        assert_eq!(
+            sections,
+            [
+                vec![],
+                vec!["Server".to_string()],
+                vec!["Server".into(), "Get".into()],
+                vec!["New".into()]
+            ]
+        );
+        let c = chunks(RUST, Language::Rust, 220, &t);
+        let parts: Vec<&Chunk> = c
+            .iter()
+            .filter(|c| c.section == ["Engine", "retrieve"])
+            .collect();
+        assert!(parts.len() >= 2, "{c:#?}");
+        assert!(parts[0].text.starts_with("/// Counts the query's words"));
+        assert!(parts[0]
+            .text
+            .ends_with("let words: Vec<&str> = query.split_whitespace().collect();"));
+        for p in &parts {
+            let ends_statement = p.text.ends_with(';') || p.text.ends_with("collect()");
+            assert!(ends_statement, "whole statements: {:?}", p.text);
+        }
+    }
+
+    /// With the model's tokenizer stand-in, every language's chunks keep every invariant.
+    #[test]
+    fn every_language_keeps_the_chunk_invariants() {
+        let t = test_counter();
+        for (text, lang) in [
+            (RUST, Language::Rust),
+            (PYTHON, Language::Python),
+            (JS, Language::JavaScript),
+            (TS, Language::TypeScript),
+            (GO, Language::Go),
+            (JAVA, Language::Java),
+        ] {
+            for max in [24, 64, 256] {
+                let c = chunks(text, lang, max, &t);
+                assert!(!c.is_empty(), "{lang:?}");
+            }
+        }
+    }
+
+    /// Damaged sources (spans cut out, bytes shuffled in): the parser recovers, and the
+    /// chunks keep every invariant.
+    #[test]
+    fn damaged_sources_still_chunk() {
+        let t = test_counter();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n.max(1) as u64) as usize
+        };
+        let sources = [
+            (RUST, Language::Rust),
+            (PYTHON, Language::Python),
+            (JS, Language::JavaScript),
+            (TS, Language::TypeScript),
+            (GO, Language::Go),
+            (JAVA, Language::Java),
+        ];
+        for round in 0..120 {
+            let (text, lang) = sources[round % sources.len()];
+            let mut chars: Vec<char> = text.chars().collect();
+            for _ in 0..1 + next(4) {
+                let a = next(chars.len());
+                let b = (a + next(40)).min(chars.len());
+                if next(2) == 0 {
+                    chars.drain(a..b);
+                } else {
+                    let junk: Vec<char> = "{}()[];:\"'`/*#\n\t".chars().collect();
+                    let c = junk[next(junk.len())];
+                    chars.insert(a, c);
+                }
+            }
+            let damaged: String = chars.into_iter().collect();
+            chunks(&damaged, lang, 48, &t);
+        }
+    }
+
+    #[test]
+    fn go_receivers() {
+        assert_eq!(receiver_type("(s *Server)").as_deref(), Some("Server"));
+        assert_eq!(receiver_type("(q Queue[T])").as_deref(), Some("Queue"));
+        assert_eq!(receiver_type("()"), None);
+    }
+}
