@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// How a document's text is to be read by the cleaner and the chunker. The binary types (DOCX,
-/// EPUB) arrive as `content_base64` and are parsed to Markdown when prepared
+/// How a document's text is to be read by the cleaner and the chunker. The binary types (PDF,
+/// DOCX, EPUB) arrive as `content_base64` and are parsed to Markdown when prepared
 /// ([`crate::parse`]); until then the document's `text` holds that base64 as sent.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
@@ -20,6 +20,8 @@ pub enum ContentType {
     /// Source code in a language with a grammar: chunked at its definitions
     /// ([`crate::chunk::code`]).
     Code(Language),
+    /// PDF with a text layer (`.pdf`), read page by page.
+    Pdf,
     /// Office Open XML word processing (`.docx`).
     Docx,
     /// EPUB 2 or 3 (`.epub`).
@@ -55,6 +57,7 @@ impl ContentType {
             "text/x-java" | "text/x-java-source" | "java" => {
                 Some(ContentType::Code(Language::Java))
             }
+            "application/pdf" | "pdf" => Some(ContentType::Pdf),
             DOCX_MEDIA_TYPE | "docx" => Some(ContentType::Docx),
             "application/epub+zip" | "epub" => Some(ContentType::Epub),
             _ => None,
@@ -63,11 +66,14 @@ impl ContentType {
 
     /// Whether documents of this type carry bytes (`content_base64`) rather than text.
     pub fn is_binary(&self) -> bool {
-        matches!(self, ContentType::Docx | ContentType::Epub)
+        matches!(
+            self,
+            ContentType::Pdf | ContentType::Docx | ContentType::Epub
+        )
     }
 
     /// Every content type, for messages and tests.
-    pub const ALL: [ContentType; 12] = [
+    pub const ALL: [ContentType; 13] = [
         ContentType::PlainText,
         ContentType::Markdown,
         ContentType::Html,
@@ -78,6 +84,7 @@ impl ContentType {
         ContentType::Code(Language::TypeScript),
         ContentType::Code(Language::Go),
         ContentType::Code(Language::Java),
+        ContentType::Pdf,
         ContentType::Docx,
         ContentType::Epub,
     ];
@@ -90,6 +97,7 @@ impl ContentType {
             ContentType::Html => "text/html",
             ContentType::Csv => "text/csv",
             ContentType::Code(l) => l.media_type(),
+            ContentType::Pdf => "application/pdf",
             ContentType::Docx => DOCX_MEDIA_TYPE,
             ContentType::Epub => "application/epub+zip",
         }

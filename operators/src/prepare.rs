@@ -1,6 +1,6 @@
 //! The per-document pipeline step: parse (binary formats), clean, hash, chunk.
 
-use crate::chunk::{chunk_document, Chunk, ChunkerConfig, ConfigError, TokenCounter};
+use crate::chunk::{chunk_document_paged, Chunk, ChunkerConfig, ConfigError, TokenCounter};
 use crate::clean::clean;
 use crate::document::Document;
 use crate::hash::doc_hash;
@@ -58,11 +58,19 @@ pub fn prepare_full(
     tokens: &dyn TokenCounter,
 ) -> Result<Prepared, PrepareError> {
     cfg.validate()?;
-    let doc = parsed(doc)?;
-    let cleaned = clean(&doc);
+    let (doc, pages) = parsed(doc)?;
+    let mut cleaned = clean(&doc);
     drop(doc);
+    // A paged document is cleaned page by page, so that every chunk knows its pages.
+    let page_starts = if pages.is_empty() {
+        Vec::new()
+    } else {
+        let (text, starts) = clean_pages(&pages);
+        cleaned.text = text;
+        starts
+    };
     let hash = doc_hash(&cleaned);
-    let chunks = chunk_document(&cleaned, &hash, cfg, tokens);
+    let chunks = chunk_document_paged(&cleaned, &hash, cfg, tokens, &page_starts);
     if chunks.is_empty() && cfg.error_on_empty {
         return Err(PrepareError::NoChunks {
             doc_id: cleaned.id.clone(),
@@ -75,11 +83,35 @@ pub fn prepare_full(
     })
 }
 
+/// The pages of a paged document cleaned one by one and joined by blank lines, with the
+/// character offset at which each non-empty page starts and its number (1-based).
+pub fn clean_pages(pages: &[String]) -> (String, Vec<(u32, u32)>) {
+    let mut text = String::new();
+    let mut chars = 0usize;
+    let mut starts = Vec::new();
+    for (i, page) in pages.iter().enumerate() {
+        let cleaned = crate::clean::clean_text(page, crate::document::ContentType::Markdown);
+        if cleaned.is_empty() {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\n\n");
+            chars += 2;
+        }
+        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        starts.push((to_u32(chars), to_u32(i + 1)));
+        chars += cleaned.chars().count();
+        text.push_str(&cleaned);
+    }
+    (text, starts)
+}
+
 /// A binary document with its file parsed to Markdown as its text (and the file's own title
-/// when the envelope gave none); any other document as it is.
-pub fn parsed(mut doc: Document) -> Result<Document, ParseError> {
+/// when the envelope gave none), with its pages' Markdown for a paged format (PDF); any other
+/// document as it is.
+pub fn parsed(mut doc: Document) -> Result<(Document, Vec<String>), ParseError> {
     if !doc.content_type.is_binary() {
-        return Ok(doc);
+        return Ok((doc, Vec::new()));
     }
     let unparseable = |reason: String| ParseError::Unparseable {
         content_type: doc.content_type.as_str(),
@@ -87,7 +119,7 @@ pub fn parsed(mut doc: Document) -> Result<Document, ParseError> {
     };
     let bytes = decode_base64(&doc.text).map_err(unparseable)?;
     let Some(result) = parse(doc.content_type, &bytes, &ParseLimits::default()) else {
-        return Ok(doc);
+        return Ok((doc, Vec::new()));
     };
     let p = result?;
     doc.text = p.markdown;
@@ -96,7 +128,7 @@ pub fn parsed(mut doc: Document) -> Result<Document, ParseError> {
             doc.title = t;
         }
     }
-    Ok(doc)
+    Ok((doc, p.pages))
 }
 
 #[cfg(test)]
@@ -239,5 +271,55 @@ mod tests {
         let e = prepare(binary(ContentType::Epub, b"PK\x03\x04 broken"), &cfg, &t).unwrap_err();
         assert_eq!(e.class(), "unparseable");
         assert!(e.to_string().contains("application/epub+zip"), "{e}");
+    }
+
+    /// A PDF is cleaned page by page and every chunk's metadata names its pages.
+    #[test]
+    fn pdf_chunks_carry_their_pages() {
+        let t = test_counter();
+        let headers = include_bytes!("../tests/fixtures/parse/headers.pdf");
+        let p = prepare_full(
+            binary(ContentType::Pdf, headers),
+            &ChunkerConfig::default(),
+            &t,
+        )
+        .unwrap();
+        assert_eq!(p.cleaned.title, "River Survey");
+        let pages = |c: &Chunk| -> (u64, u64) {
+            let m: serde_json::Value = serde_json::from_str(&c.metadata_json).unwrap();
+            assert_eq!(m["lang"], "en", "the document's metadata stays");
+            (
+                m["page_start"].as_u64().unwrap(),
+                m["page_end"].as_u64().unwrap(),
+            )
+        };
+        let upper = p
+            .chunks
+            .iter()
+            .find(|c| c.section == ["Upper river"])
+            .unwrap();
+        assert_eq!(pages(upper), (2, 2));
+        let last = p
+            .chunks
+            .iter()
+            .find(|c| c.section == ["Conclusions"])
+            .unwrap();
+        assert_eq!(pages(last), (4, 4));
+        // one chunk across both pages of a small document
+        let two = include_bytes!("../tests/fixtures/parse/two-column.pdf");
+        let cfg = ChunkerConfig {
+            max_tokens: 2_000,
+            ..ChunkerConfig::default()
+        };
+        let p = prepare_full(binary(ContentType::Pdf, two), &cfg, &t).unwrap();
+        assert_eq!(p.chunks.len(), 1);
+        assert_eq!(pages(&p.chunks[0]), (1, 2));
+        let scanned = include_bytes!("../tests/fixtures/parse/scanned.pdf");
+        let e = prepare(
+            binary(ContentType::Pdf, scanned),
+            &ChunkerConfig::default(),
+            &t,
+        );
+        assert_eq!(e.unwrap_err().class(), "no_text");
     }
 }

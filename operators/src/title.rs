@@ -16,6 +16,7 @@ pub fn title_of(content_type: ContentType, text: &str) -> Option<String> {
         ContentType::PlainText
         | ContentType::Csv
         | ContentType::Code(_)
+        | ContentType::Pdf
         | ContentType::Docx
         | ContentType::Epub => None,
     }

@@ -94,6 +94,8 @@ fn components() -> Value {
                     "char_end": {"type": "integer"},
                     "text": {"type": "string"},
                     "metadata": {"type": "object"},
+                    "page_start": {"type": "integer", "description": "First page of the passage (paged documents such as PDF)."},
+                    "page_end": {"type": "integer", "description": "Last page of the passage (paged documents such as PDF)."},
                     "score": {"type": "number"},
                     "scores": {"type": "object", "properties": {"bm25": stage, "vector": stage, "fused": stage, "rerank": stage}},
                     "passage_chunk_ids": {"type": "array", "items": {"type": "string"}},
@@ -107,7 +109,8 @@ fn components() -> Value {
                     "context": {"type": "string"},
                     "citations": {"type": "array", "items": {"type": "object", "properties": {
                         "number": {"type": "integer"}, "doc_id": {"type": "string"}, "title": {"type": "string"},
-                        "source": {"type": "string"}, "result_index": {"type": "integer"}, "tokens": {"type": "integer"}
+                        "source": {"type": "string"}, "result_index": {"type": "integer"}, "tokens": {"type": "integer"},
+                        "page_start": {"type": "integer"}, "page_end": {"type": "integer"}
                     }}},
                     "context_tokens": {"type": "integer"},
                     "mode": {"type": "string"},

@@ -1,6 +1,6 @@
 //! Context packing: ranked passages into one prompt context within a token budget. Whole
 //! passages only (one that does not fit is skipped, never cut), each labelled with its citation
-//! number, title and source. Deterministic: the same passages, budget and order give
+//! number, title, pages (`(p. 4–5)`, for a paged document such as a PDF) and source. Deterministic: the same passages, budget and order give
 //! byte-identical output.
 
 use freshet_operators::chunk::TokenCounter;
@@ -25,6 +25,8 @@ pub struct PackInput<'a> {
     pub text: &'a str,
     /// Position of this passage in the results (0-based).
     pub result_index: usize,
+    /// First and last page of the passage, for a paged document.
+    pub pages: Option<(u32, u32)>,
 }
 
 /// A citation of the packed context.
@@ -38,6 +40,11 @@ pub struct Citation {
     /// Position of the passage in the results (0-based).
     pub result_index: usize,
     pub tokens: usize,
+    /// First and last page of the passage, for a paged document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_start: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_end: Option<u32>,
 }
 
 /// The packed context.
@@ -63,6 +70,11 @@ fn block(number: usize, p: &PackInput<'_>) -> String {
     if !title.is_empty() {
         head.push(' ');
         head.push_str(&title);
+    }
+    match p.pages {
+        Some((a, b)) if a == b => head.push_str(&format!(" (p. {a})")),
+        Some((a, b)) => head.push_str(&format!(" (p. {a}\u{2013}{b})")),
+        None => {}
     }
     if !source.is_empty() {
         head.push_str(" (");
@@ -105,6 +117,8 @@ pub fn pack(
                 source: p.source.to_owned(),
                 result_index: p.result_index,
                 tokens,
+                page_start: p.pages.map(|p| p.0),
+                page_end: p.pages.map(|p| p.1),
             },
             text,
         ));
@@ -157,6 +171,7 @@ mod tests {
                 source: "src",
                 text: t,
                 result_index: i,
+                pages: None,
             })
             .collect()
     }
@@ -225,5 +240,32 @@ mod tests {
             let p = pack(&i, budget, PackOrder::EdgesFirst, &CharCounter);
             assert!(p.tokens <= budget, "{} > {budget}", p.tokens);
         }
+    }
+
+    /// A passage of a paged document cites its pages: `title (p. 4–5)`, or one page.
+    #[test]
+    fn pages_are_cited() {
+        let mut passages = inputs(&["alpha beta", "gamma"]);
+        passages[0].pages = Some((4, 5));
+        passages[1].pages = Some((7, 7));
+        let p = pack(&passages, 100, PackOrder::RelevanceFirst, &Words);
+        assert_eq!(
+            p.context,
+            "[1] Title (p. 4\u{2013}5) (src)\nalpha beta\n\n[2] Title (p. 7) (src)\ngamma"
+        );
+        assert_eq!(
+            (p.citations[0].page_start, p.citations[0].page_end),
+            (Some(4), Some(5))
+        );
+        let json = serde_json::to_value(&p.citations[1]).unwrap();
+        assert_eq!(
+            (json["page_start"].as_u64(), json["page_end"].as_u64()),
+            (Some(7), Some(7))
+        );
+        let plain = pack(&inputs(&["x"]), 100, PackOrder::RelevanceFirst, &Words);
+        assert!(serde_json::to_value(&plain.citations[0])
+            .unwrap()
+            .get("page_start")
+            .is_none());
     }
 }

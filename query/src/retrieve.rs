@@ -58,6 +58,12 @@ pub struct Hit {
     pub char_end: u32,
     pub text: String,
     pub metadata: serde_json::Value,
+    /// For a paged document (PDF): the first and last page of the passage (its chunks'
+    /// `page_start` / `page_end` metadata).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_start: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_end: Option<u32>,
     /// The final score: rerank score if reranked, else the fusion (or single-route) score.
     pub score: f32,
     pub scores: Scores,
@@ -225,6 +231,7 @@ impl Engine {
                     source: &h.source,
                     text: &h.text,
                     result_index: i,
+                    pages: h.page_start.zip(h.page_end),
                 })
                 .collect();
             let p = pack(&inputs, budget, order, &*self.counter);
@@ -507,6 +514,26 @@ fn passage_text(c: &Candidate) -> String {
     merge_text(&refs)
 }
 
+/// The pages a passage spans: the lowest `page_start` and highest `page_end` of its chunks'
+/// metadata; `None` when no chunk has pages.
+fn passage_pages(passage: &[Chunk]) -> Option<(u32, u32)> {
+    let mut span: Option<(u32, u32)> = None;
+    for c in passage {
+        let Ok(m) = serde_json::from_str::<serde_json::Value>(&c.metadata_json) else {
+            continue;
+        };
+        let page = |k: &str| {
+            m.get(k)
+                .and_then(|v| v.as_u64())
+                .and_then(|v| u32::try_from(v).ok())
+        };
+        if let (Some(a), Some(b)) = (page("page_start"), page("page_end")) {
+            span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+    }
+    span
+}
+
 fn index_info(f: Freshness) -> IndexInfo {
     IndexInfo {
         epoch: f.epoch,
@@ -528,9 +555,12 @@ fn to_hit(i: usize, c: Candidate) -> Hit {
     } else {
         Vec::new()
     };
+    let pages = passage_pages(&c.passage);
     let ch = c.chunk;
     Hit {
         rank: i + 1,
+        page_start: pages.map(|p| p.0),
+        page_end: pages.map(|p| p.1),
         metadata: serde_json::from_str(&ch.metadata_json)
             .unwrap_or(serde_json::Value::Object(Default::default())),
         chunk_id: ch.chunk_id,

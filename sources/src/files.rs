@@ -11,14 +11,14 @@ use freshet_operators::title::title_of;
 use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
 use crate::{Error, Result};
 
-/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.csv`, `.docx`, `.epub` and
+/// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.csv`, `.pdf`, `.docx`, `.epub` and
 /// source file (`.rs`, `.py`, `.js`, `.ts`, `.go`, `.java`: [`Language::from_extension`])
 /// under `dir` (recursively, skipping hidden entries and symlinked directories, in path order)
 /// as an upsert: id = path relative to `dir` with `/` separators, content type from the
 /// extension, title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a
-/// DOCX or EPUB file: none, so that the file's own title is taken when it is parsed), source =
+/// PDF, DOCX or EPUB file: none, so that the file's own title is taken when it is parsed), source =
 /// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`.
-/// DOCX and EPUB files are sent as `content_base64`. A text file that cannot be read as UTF-8
+/// PDF, DOCX and EPUB files are sent as `content_base64`. A text file that cannot be read as UTF-8
 /// is reported in [`PublishReport::bad`] and skipped.
 pub fn publish_dir(
     dir: &Path,
@@ -62,6 +62,7 @@ pub fn content_type_for(path: &Path) -> Option<&'static str> {
         e if Language::from_extension(e).is_some() => {
             Language::from_extension(e).map(|l| l.media_type())
         }
+        "pdf" => Some("application/pdf"),
         "docx" => Some(freshet_operators::document::DOCX_MEDIA_TYPE),
         "epub" => Some("application/epub+zip"),
         _ => None,
@@ -173,7 +174,7 @@ mod tests {
         fs::write(root.join("sub/a.md"), "# Alpha\n\nbody").unwrap();
         fs::write(root.join("b.HTML"), "<title>Beta</title><p>x</p>").unwrap();
         fs::write(root.join("c.txt"), "just text").unwrap();
-        fs::write(root.join("d.pdf"), "skip").unwrap();
+        fs::write(root.join("d.xlsx"), "skip").unwrap();
         fs::write(root.join(".git/x.md"), "# hidden").unwrap();
         fs::write(root.join("bad.txt"), [0xff, 0xfe, 0x00]).unwrap();
         let files = list_files(root).unwrap();

@@ -1,10 +1,11 @@
-//! Files through the real broker, pipeline, Milvus and model: DOCX and EPUB made by the tools
-//! people use (python-docx, ebooklib: `deploy/make_test_documents.py`) are published as
-//! `freshet publish --dir` publishes them, parsed by the pipeline into chunks whose section
-//! paths are the files' headings, and searchable by both routes; a file without text and a
-//! damaged one are dead-lettered with their class while their neighbours are indexed; a Rust
-//! file is chunked at its definitions; the unchanged file sent again is recognised before
-//! parsing and writes nothing.
+//! Files through the real broker, pipeline, Milvus and model: PDF, DOCX and EPUB made by the
+//! tools people use (fpdf2, python-docx, ebooklib: `deploy/make_test_documents.py`) are
+//! published as `freshet publish --dir` publishes them, parsed by the pipeline into chunks
+//! whose section paths are the files' headings, and searchable by both routes; files without
+//! text and damaged ones are dead-lettered with their class while their neighbours are
+//! indexed; a PDF's chunks answer with their pages (hits and packed citations); a Rust file is
+//! chunked at its definitions; the unchanged file sent again is recognised before parsing and
+//! writes nothing.
 
 use std::path::Path;
 use std::time::Duration;
@@ -39,7 +40,17 @@ fn docx_and_epub_are_parsed_indexed_and_bad_files_dead_lettered() -> Result<()> 
     let fixtures = workspace_root().join("operators/tests/fixtures/parse");
     let mut case = Case::new("documents", 2)?;
     let mut log: Log = Vec::new();
-    for name in ["report.docx", "empty.docx", "truncated.docx", "book.epub"] {
+    for name in [
+        "report.docx",
+        "empty.docx",
+        "truncated.docx",
+        "book.epub",
+        "headers.pdf",
+        "two-column.pdf",
+        "scanned.pdf",
+        "encrypted.pdf",
+        "truncated.pdf",
+    ] {
         send_file(&mut case, &mut log, &fixtures, name)?;
     }
     send_file(
@@ -89,7 +100,7 @@ fn docx_and_epub_are_parsed_indexed_and_bad_files_dead_lettered() -> Result<()> 
         .any(|c| c.doc_id == "empty.docx" || c.doc_id == "truncated.docx"));
 
     // The bad files are dead-lettered with their class, at the prepare stage.
-    let dlq = case.dlq_records(2, Duration::from_secs(60))?;
+    let dlq = case.dlq_records(5, Duration::from_secs(60))?;
     let mut classes: Vec<(String, String, String)> = dlq
         .iter()
         .map(|r| {
@@ -105,7 +116,10 @@ fn docx_and_epub_are_parsed_indexed_and_bad_files_dead_lettered() -> Result<()> 
         classes,
         [
             ("empty.docx", "no_text", "prepare"),
+            ("encrypted.pdf", "unparseable", "prepare"),
+            ("scanned.pdf", "no_text", "prepare"),
             ("truncated.docx", "unparseable", "prepare"),
+            ("truncated.pdf", "unparseable", "prepare"),
         ]
         .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
     );
@@ -121,6 +135,41 @@ fn docx_and_epub_are_parsed_indexed_and_bad_files_dead_lettered() -> Result<()> 
             node.wait_for(&body, WAIT, |ids| ids.iter().any(|i| i == doc))?;
         }
     }
+
+    // Every chunk of a PDF knows its pages, and answers with them, in its hit and its citation.
+    for c in chunks.iter().filter(|c| c.doc_id.ends_with(".pdf")) {
+        let m: serde_json::Value = serde_json::from_str(&c.metadata_json)?;
+        ensure!(
+            m["page_start"].as_u64().is_some() && m["page_end"].as_u64().is_some(),
+            "{c:?}"
+        );
+    }
+    let body = serde_json::json!({"query": "snowmelt raised the upper river gauges in April",
+                                  "k": 3, "mode": "bm25", "pack": {"budget_tokens": 1500}});
+    node.wait_for(&body, WAIT, |ids| {
+        ids.first().map(String::as_str) == Some("headers.pdf")
+    })?;
+    let answer = node.retrieve(&body)?;
+    let top = &answer["results"][0];
+    assert_eq!(
+        (top["page_start"].as_u64(), top["page_end"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(top["metadata"]["page_start"], 2);
+    let citation = &answer["citations"][0];
+    assert_eq!(citation["page_start"], 2);
+    let context = answer["context"].as_str().unwrap_or_default();
+    ensure!(context.starts_with("[1] River Survey (p. 2)"), "{context}");
+    let two = chunks
+        .iter()
+        .find(|c| c.doc_id == "two-column.pdf" && c.text.contains("First page: The upper river"))
+        .context("the two-column PDF")?;
+    ensure!(
+        two.text
+            .contains("control room.\n\nFirst page: The lower river"),
+        "the left column before the right: {}",
+        two.text
+    );
 
     // The same file again: recognised before parsing, nothing written.
     let writes = |case: &Case| -> Result<f64> {

@@ -6,12 +6,14 @@
 //! - `bench-ingest`: ingest, re-send and edit costs through Kafka and the real pipeline.
 //! - `bench-latency`, `bench-freshness`: the query node under load, and produce-to-visible time.
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
+//! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
 //! services.
 
 mod eval;
 mod inspect;
+mod parse_bench;
 mod pipeline_bench;
 mod query_bench;
 mod replicate;
@@ -53,6 +55,19 @@ enum Command {
         query: String,
         #[arg(long, default_value_t = 3)]
         k: usize,
+    },
+    /// Benchmark the parsers: MB/s and pages/s per format, and parsing's share of preparing and
+    /// embedding the same documents (no services needed; the configured model).
+    BenchParse {
+        /// A directory of files (every format `freshet publish --dir` sends).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Parses per file (the mean is reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Also write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Benchmark ingest, re-send and edit costs on a BEIR corpus (fresh topic, collection, index
     /// and cache; needs the broker and Milvus).
@@ -197,6 +212,14 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Search { query, k } => {
             inspect::search(&pipeline_config(&config)?, &query, k)?;
+            Ok(0)
+        }
+        Command::BenchParse { dir, rounds, json } => {
+            let report = parse_bench::bench(&pipeline_config(&config)?, &dir, rounds)?;
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
             Ok(0)
         }
         Command::BenchIngest {

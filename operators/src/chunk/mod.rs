@@ -234,7 +234,7 @@ pub struct ChunkerConfig {
     pub child_max_tokens: usize,
     pub child_overlap_tokens: usize,
     /// Overrides `strategy` by content type. Keys: `text/plain`, `text/markdown`, `text/html`,
-    /// `text/csv`, `docx`, `epub`, `text/x-rust`, … (anything [`ContentType::parse`] reads) or
+    /// `text/csv`, `pdf`, `docx`, `epub`, `text/x-rust`, … (anything [`ContentType::parse`] reads) or
     /// the variant names. Default: source code uses `syntax`, everything else but plain text
     /// `markdown` (HTML, CSV and the binary formats are Markdown once cleaned or parsed). A
     /// configured map replaces the default map.
@@ -257,6 +257,7 @@ impl Default for ChunkerConfig {
                 (ContentType::Markdown, ChunkStrategy::Markdown),
                 (ContentType::Html, ChunkStrategy::Markdown),
                 (ContentType::Csv, ChunkStrategy::Markdown),
+                (ContentType::Pdf, ChunkStrategy::Markdown),
                 (ContentType::Docx, ChunkStrategy::Markdown),
                 (ContentType::Epub, ChunkStrategy::Markdown),
                 (ContentType::Code(Language::Rust), ChunkStrategy::Syntax),
@@ -418,6 +419,20 @@ pub fn chunk_document(
     cfg: &ChunkerConfig,
     tokens: &dyn TokenCounter,
 ) -> Vec<Chunk> {
+    chunk_document_paged(doc, doc_hash, cfg, tokens, &[])
+}
+
+/// [`chunk_document`] for a paged document: `pages` holds, in order, the character offset at
+/// which each page starts in `doc.text` and its number. Every chunk's metadata then also has
+/// `page_start` and `page_end`, the pages its span lies on (unless the document's own metadata
+/// has those keys).
+pub fn chunk_document_paged(
+    doc: &Document,
+    doc_hash: &str,
+    cfg: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+    pages: &[(u32, u32)],
+) -> Vec<Chunk> {
     let text = doc.text.as_str();
     if text.trim().is_empty() {
         return Vec::new();
@@ -436,6 +451,7 @@ pub fn chunk_document(
         occurrences: HashMap::new(),
         next_index: [0, 0],
         out: Vec::new(),
+        pages,
     };
     if parent_child {
         let parent_max = cfg.parent_max_tokens.max(1);
@@ -503,6 +519,7 @@ struct Builder<'d> {
     occurrences: HashMap<(ChunkKind, &'d str), u32>,
     next_index: [u32; 2],
     out: Vec<Chunk>,
+    pages: &'d [(u32, u32)],
 }
 
 impl<'d> Builder<'d> {
@@ -520,25 +537,49 @@ impl<'d> Builder<'d> {
         self.next_index[slot] += 1;
         let id = chunk_id(&self.doc.id, kind, text, occurrence);
         let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let char_start = to_u32(self.chars.char_offset(&self.doc.text, p.start));
+        let char_end = to_u32(self.chars.char_offset(&self.doc.text, p.end));
+        let metadata_json = match page_span(self.pages, char_start, char_end) {
+            Some((first, last)) => with_pages(&self.metadata_json, first, last),
+            None => self.metadata_json.clone(),
+        };
         self.out.push(Chunk {
             chunk_id: id.clone(),
             doc_id: self.doc.id.clone(),
             kind,
             parent_id,
             index,
-            char_start: to_u32(self.chars.char_offset(&self.doc.text, p.start)),
-            char_end: to_u32(self.chars.char_offset(&self.doc.text, p.end)),
+            char_start,
+            char_end,
             section: p.section.clone(),
             text: text.to_owned(),
             token_count: to_u32(p.tokens),
             title: self.doc.title.clone(),
             source: self.doc.source.clone(),
-            metadata_json: self.metadata_json.clone(),
+            metadata_json,
             acl: self.doc.acl.clone(),
             doc_hash: self.doc_hash.to_owned(),
         });
         Some(id)
     }
+}
+
+/// The first and last page a character span lies on; `None` without pages.
+fn page_span(pages: &[(u32, u32)], start: u32, end: u32) -> Option<(u32, u32)> {
+    let page_at = |c: u32| {
+        let k = pages.partition_point(|&(s, _)| s <= c);
+        pages[k.saturating_sub(1)].1
+    };
+    (!pages.is_empty()).then(|| (page_at(start), page_at(end.saturating_sub(1).max(start))))
+}
+
+/// The metadata object with `page_start` and `page_end` added (the document's own keys win).
+fn with_pages(metadata_json: &str, first: u32, last: u32) -> String {
+    let mut map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(metadata_json).unwrap_or_default();
+    map.entry("page_start").or_insert(first.into());
+    map.entry("page_end").or_insert(last.into());
+    crate::json::canonical_json(&serde_json::Value::Object(map))
 }
 
 /// Byte offset to char offset, with checkpoints so that each lookup scans at most a few KiB.

@@ -306,9 +306,9 @@ fn config_defaults_and_deserialize() {
             (ContentType::Html, ChunkStrategy::Recursive),
         ])
     );
-    let e = serde_json::from_str::<ChunkerConfig>(r#"{"per_content_type":{"pdf":"markdown"}}"#)
+    let e = serde_json::from_str::<ChunkerConfig>(r#"{"per_content_type":{"xlsx":"markdown"}}"#)
         .unwrap_err();
-    assert!(e.to_string().contains("\"pdf\""), "{e}");
+    assert!(e.to_string().contains("\"xlsx\""), "{e}");
     assert!(serde_json::from_str::<ChunkerConfig>(r#"{"max_token":1}"#).is_err());
     assert!(serde_json::from_str::<ChunkerConfig>(r#"{"strategy":"semantic"}"#).is_err());
 }

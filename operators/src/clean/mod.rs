@@ -38,7 +38,7 @@ pub fn clean(doc: &Document) -> Document {
             (normalize(&h.text, Mode::Markdown), h.title)
         }
         // Binary documents reach the cleaner parsed to Markdown (see `prepare`).
-        ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
+        ContentType::Markdown | ContentType::Pdf | ContentType::Docx | ContentType::Epub => {
             (normalize(&doc.text, Mode::Markdown), None)
         }
         ContentType::Csv | ContentType::Code(_) => (clean_text(&doc.text, doc.content_type), None),
@@ -65,7 +65,7 @@ pub fn clean(doc: &Document) -> Document {
 pub fn clean_text(text: &str, content_type: ContentType) -> String {
     match content_type {
         ContentType::Html => normalize(&html_to_markdown(text).text, Mode::Markdown),
-        ContentType::Markdown | ContentType::Docx | ContentType::Epub => {
+        ContentType::Markdown | ContentType::Pdf | ContentType::Docx | ContentType::Epub => {
             normalize(text, Mode::Markdown)
         }
         // Characters first (NFKC, controls), then the table; its lines then as Markdown.

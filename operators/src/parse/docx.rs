@@ -84,6 +84,7 @@ pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String
     Ok(Parsed {
         markdown: body.blocks.join("\n\n"),
         title: core_title.or(body.title),
+        pages: Vec::new(),
     })
 }
 

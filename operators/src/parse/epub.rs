@@ -55,6 +55,7 @@ pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String
     Ok(Parsed {
         markdown: chapters.join("\n\n"),
         title: package.title,
+        pages: Vec::new(),
     })
 }
 

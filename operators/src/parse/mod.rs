@@ -1,4 +1,4 @@
-//! Binary documents to Markdown: what the envelope's `content_base64` carries (DOCX, EPUB) is
+//! Binary documents to Markdown: what the envelope's `content_base64` carries (PDF, DOCX, EPUB) is
 //! parsed here into Markdown text, whose headings become the chunks' section paths and whose
 //! tables and lists stay Markdown. Pure: bytes in, text or a [`ParseError`] out.
 //!
@@ -8,6 +8,7 @@
 
 mod docx;
 mod epub;
+mod pdf;
 mod xml;
 mod zip;
 
@@ -18,6 +19,9 @@ use crate::document::ContentType;
 pub struct Parsed {
     pub markdown: String,
     pub title: Option<String>,
+    /// For a paged format (PDF): each page's Markdown, in page order (`markdown` is them
+    /// joined by blank lines); empty otherwise.
+    pub pages: Vec<String>,
 }
 
 /// Why a binary document yields no text. [`ParseError::class`] is stable (a DLQ header).
@@ -92,6 +96,7 @@ pub fn parse(
     let parsed = match content_type {
         ContentType::Docx => docx::parse(bytes, limits).map_err(unparseable),
         ContentType::Epub => epub::parse(bytes, limits).map_err(unparseable),
+        ContentType::Pdf => pdf::parse(bytes, limits).map_err(unparseable),
         ContentType::PlainText
         | ContentType::Markdown
         | ContentType::Html

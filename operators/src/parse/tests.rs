@@ -9,6 +9,11 @@ const REPORT: &[u8] = include_bytes!("../../tests/fixtures/parse/report.docx");
 const EMPTY: &[u8] = include_bytes!("../../tests/fixtures/parse/empty.docx");
 const TRUNCATED: &[u8] = include_bytes!("../../tests/fixtures/parse/truncated.docx");
 const BOOK: &[u8] = include_bytes!("../../tests/fixtures/parse/book.epub");
+const HEADERS_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/headers.pdf");
+const TWO_COLUMN_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/two-column.pdf");
+const SCANNED_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/scanned.pdf");
+const ENCRYPTED_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/encrypted.pdf");
+const TRUNCATED_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/truncated.pdf");
 
 fn ok(ct: ContentType, bytes: &[u8]) -> Parsed {
     parse(ct, bytes, &ParseLimits::default())
@@ -163,7 +168,7 @@ impl Rng {
 #[test]
 fn damaged_and_random_bytes_never_panic() {
     let mut rng = Rng(0xdead_beef);
-    let originals = [REPORT, BOOK, EMPTY];
+    let originals = [REPORT, BOOK, EMPTY, HEADERS_PDF, TWO_COLUMN_PDF];
     for round in 0..600 {
         let mut bytes = originals[round % originals.len()].to_vec();
         match rng.below(4) {
@@ -186,10 +191,66 @@ fn damaged_and_random_bytes_never_panic() {
                 }
             }
         }
-        for ct in [ContentType::Docx, ContentType::Epub] {
+        for ct in [ContentType::Docx, ContentType::Epub, ContentType::Pdf] {
             if let Some(Ok(p)) = parse(ct, &bytes, &ParseLimits::default()) {
                 assert!(!p.markdown.trim().is_empty());
             }
         }
     }
+}
+
+/// Running headers and footers (page numbers included) leave, a word hyphenated across a line
+/// end is whole again, larger lines are headings, and every page keeps its number.
+#[test]
+fn pdf_pages_without_running_headers() {
+    let p = ok(ContentType::Pdf, HEADERS_PDF);
+    assert_eq!(p.title.as_deref(), Some("River Survey"));
+    assert_eq!(p.pages.len(), 4);
+    for (page, heading) in
+        p.pages
+            .iter()
+            .zip(["Introduction", "Upper river", "Lower river", "Conclusions"])
+    {
+        assert!(page.starts_with(&format!("# {heading}\n\n")), "{page}");
+        assert!(!page.contains("Internal Draft"), "running header: {page}");
+        assert!(!page.contains("Page "), "running footer: {page}");
+    }
+    assert!(p.pages[1].contains("The measurement of upper river went on all season."));
+    assert!(p.pages[2].contains("The lower river peaked two weeks later"));
+    assert_eq!(p.markdown, p.pages.join("\n\n"));
+}
+
+/// Two columns are read left then right, each paragraph whole, never line by line across.
+#[test]
+fn pdf_columns_are_not_interleaved() {
+    let p = ok(ContentType::Pdf, TWO_COLUMN_PDF);
+    assert_eq!(p.pages.len(), 2);
+    let first = &p.pages[0];
+    let paragraphs: Vec<&str> = first.split("\n\n").collect();
+    assert_eq!(
+        paragraphs,
+        [
+            "First page: The upper river gathers water from springs and melting snow on the high slopes.",
+            "First page: Its channel is narrow and steep, and the current carries coarse gravel downstream.",
+            "First page: Gauges on the upper reach report the level every fifteen minutes to the control room.",
+            "First page: The lower river spreads across a wide floodplain before it reaches the delta.",
+            "First page: There the current slows and fine silt settles, building new land each season.",
+            "First page: Boats on the lower reach follow channels that the harbour office marks with buoys.",
+        ]
+    );
+    assert!(p.pages[1].starts_with("Second page: The upper river"));
+}
+
+/// A scan has no text to read; an encrypted, a truncated or a garbage PDF is unparseable.
+#[test]
+fn bad_pdfs_have_their_class() {
+    assert_eq!(err(ContentType::Pdf, SCANNED_PDF).class(), "no_text");
+    let e = err(ContentType::Pdf, ENCRYPTED_PDF);
+    assert_eq!(e.class(), "unparseable");
+    assert!(e.to_string().contains("password"), "{e}");
+    assert_eq!(err(ContentType::Pdf, TRUNCATED_PDF).class(), "unparseable");
+    assert_eq!(
+        err(ContentType::Pdf, b"%PDF-1.7 garbage").class(),
+        "unparseable"
+    );
 }
