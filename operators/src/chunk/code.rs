@@ -469,6 +469,14 @@ mod tests {
     const TS: &str = include_str!("../../tests/fixtures/code/queue.ts");
     const GO: &str = include_str!("../../tests/fixtures/code/server.go");
     const JAVA: &str = include_str!("../../tests/fixtures/code/Index.java");
+    const SOURCES: [(&str, Language); 6] = [
+        (RUST, Language::Rust),
+        (PYTHON, Language::Python),
+        (JS, Language::JavaScript),
+        (TS, Language::TypeScript),
+        (GO, Language::Go),
+        (JAVA, Language::Java),
+    ];
 
     /// With room for each definition, every one is a chunk of its own under its symbol path,
     /// its doc comments and attributes with it.
@@ -582,14 +590,7 @@ mod tests {
     #[test]
     fn every_language_keeps_the_chunk_invariants() {
         let t = test_counter();
-        for (text, lang) in [
-            (RUST, Language::Rust),
-            (PYTHON, Language::Python),
-            (JS, Language::JavaScript),
-            (TS, Language::TypeScript),
-            (GO, Language::Go),
-            (JAVA, Language::Java),
-        ] {
+        for (text, lang) in SOURCES {
             for max in [24, 64, 256] {
                 let c = chunks(text, lang, max, &t);
                 assert!(!c.is_empty(), "{lang:?}");
@@ -609,14 +610,7 @@ mod tests {
             seed ^= seed << 17;
             (seed % n.max(1) as u64) as usize
         };
-        let sources = [
-            (RUST, Language::Rust),
-            (PYTHON, Language::Python),
-            (JS, Language::JavaScript),
-            (TS, Language::TypeScript),
-            (GO, Language::Go),
-            (JAVA, Language::Java),
-        ];
+        let sources = SOURCES;
         for round in 0..120 {
             let (text, lang) = sources[round % sources.len()];
             let mut chars: Vec<char> = text.chars().collect();

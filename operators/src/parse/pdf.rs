@@ -13,11 +13,13 @@
 //!
 //! Every page keeps its number: [`Parsed::pages`] holds each page's Markdown. A PDF without a
 //! glyph is `no_text` (scans need OCR, which freshet does not do); one that is encrypted with a
-//! password, damaged or over the limits is `unparseable`. `pdf-extract` can panic on malformed
-//! files: the panic is caught and the file is `unparseable`.
+//! password, damaged or over the limits (pages, glyphs, two minutes of reading) is
+//! `unparseable`. `pdf-extract` can panic on malformed files: the panic is caught and the file
+//! is `unparseable`.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 use pdf_extract::{MediaBox, OutputDev, OutputError, Transform};
 
@@ -27,6 +29,9 @@ use super::{ParseLimits, Parsed};
 const MAX_PAGES: usize = 5_000;
 /// Glyphs one PDF may place (a bound on memory: about 60 bytes each).
 const MAX_GLYPHS: usize = 20_000_000;
+/// How long reading one PDF's pages may take (checked as glyphs arrive): a file that makes the
+/// reader crawl is refused rather than holding up the pipeline.
+const MAX_READ: Duration = Duration::from_secs(120);
 
 pub(super) fn parse(bytes: &[u8], _limits: &ParseLimits) -> Result<Parsed, String> {
     let result = catch_unwind(AssertUnwindSafe(|| extract(bytes)));
@@ -56,12 +61,21 @@ fn extract(bytes: &[u8]) -> Result<(Vec<Page>, Option<String>), String> {
         return Err(format!("{n} pages, over the limit of {MAX_PAGES}"));
     }
     let title = info_title(&doc);
-    let mut collector = Collector::default();
-    pdf_extract::output_doc(&doc, &mut collector)
-        .map_err(|e| format!("cannot read the pages: {e:?}"))?;
+    let mut collector = Collector {
+        deadline: Some(Instant::now() + MAX_READ),
+        ..Collector::default()
+    };
+    let read = pdf_extract::output_doc(&doc, &mut collector);
     if collector.over {
         return Err(format!("more than {MAX_GLYPHS} glyphs"));
     }
+    if collector.late {
+        return Err(format!(
+            "reading its pages took over {} s",
+            MAX_READ.as_secs()
+        ));
+    }
+    read.map_err(|e| format!("cannot read the pages: {e:?}"))?;
     Ok((collector.pages, title))
 }
 
@@ -111,6 +125,8 @@ struct Collector {
     height: f64,
     glyphs: usize,
     over: bool,
+    deadline: Option<Instant>,
+    late: bool,
 }
 
 impl OutputDev for Collector {
@@ -145,7 +161,13 @@ impl OutputDev for Collector {
         self.glyphs += 1;
         if self.glyphs > MAX_GLYPHS {
             self.over = true;
-            return Ok(());
+            return Err(OutputError::IoError(std::io::Error::other(
+                "too many glyphs",
+            )));
+        }
+        if self.glyphs.is_multiple_of(4096) && self.deadline.is_some_and(|d| Instant::now() > d) {
+            self.late = true;
+            return Err(OutputError::IoError(std::io::Error::other("too slow")));
         }
         // The size the glyph is drawn at: the font size through the text matrix.
         let vx = font_size * (trm.m11 + trm.m21);

@@ -183,15 +183,11 @@ fn embed_refusals_name_their_epoch_record() {
     assert_eq!(b.docs["a"].embed_error.as_deref(), Some("cannot embed"));
 }
 
-/// The deltas of a new version name every chunk id the old one has: what a refused version
-/// must remove is all in them.
-#[test]
-fn removals_cover_every_chunk_of_the_old_and_the_new_version() {
-    let v1 = chunks("a", &["one two three", "four five six"], "s");
-    let v2 = chunks("a", &["one two three", "seven eight"], "x");
-    let before = BTreeMap::from([("a".to_string(), v1.clone())]);
-    let after = BTreeMap::from([("a".to_string(), v2.clone())]);
-    let msgs: Vec<SinkMsg> = reference_deltas(&before, &after)
+/// The sink messages of document `id` going from `v1` to `v2` (the reference deltas).
+fn version_msgs(id: &str, v1: &[Chunk], v2: &[Chunk]) -> Vec<SinkMsg> {
+    let before = BTreeMap::from([(id.to_string(), v1.to_vec())]);
+    let after = BTreeMap::from([(id.to_string(), v2.to_vec())]);
+    reference_deltas(&before, &after)
         .into_iter()
         .map(|d| match d {
             ChunkDelta::Upsert { chunk, change } => upsert_with(&chunk, change),
@@ -199,7 +195,16 @@ fn removals_cover_every_chunk_of_the_old_and_the_new_version() {
                 SinkMsg::Record(Box::new(SinkRecord::Delete { chunk_id, doc_id }))
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The deltas of a new version name every chunk id the old one has: what a refused version
+/// must remove is all in them.
+#[test]
+fn removals_cover_every_chunk_of_the_old_and_the_new_version() {
+    let v1 = chunks("a", &["one two three", "four five six"], "s");
+    let v2 = chunks("a", &["one two three", "seven eight"], "x");
+    let msgs = version_msgs("a", &v1, &v2);
     let b = collapse(vec![(1, msgs)], &no_lost()).unwrap();
     let mut want: Vec<String> = v1.iter().chain(&v2).map(|c| c.chunk_id.clone()).collect();
     want.sort();
@@ -289,17 +294,7 @@ impl Model {
 fn a_kept_chunk_is_not_written_and_a_moved_one_only_to_tantivy() {
     let v1 = chunks("a", &["one two three", "four five six", "seven eight"], "s");
     let v2 = chunks("a", &["one two three", "nine ten", "seven eight"], "s");
-    let before = BTreeMap::from([("a".to_string(), v1.clone())]);
-    let after = BTreeMap::from([("a".to_string(), v2.clone())]);
-    let msgs: Vec<SinkMsg> = reference_deltas(&before, &after)
-        .into_iter()
-        .map(|d| match d {
-            ChunkDelta::Upsert { chunk, change } => upsert_with(&chunk, change),
-            ChunkDelta::Delete { chunk_id, doc_id } => {
-                SinkMsg::Record(Box::new(SinkRecord::Delete { chunk_id, doc_id }))
-            }
-        })
-        .collect();
+    let msgs = version_msgs("a", &v1, &v2);
     let b = collapse(vec![(1, msgs.clone())], &no_lost()).unwrap();
     let d = &b.docs["a"];
     let row = |text: &str| d.upserts.values().find(|r| r.chunk.text == text).unwrap();
