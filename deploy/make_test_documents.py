@@ -7,7 +7,11 @@ operators/tests/fixtures/parse; run this again (deploy/install.sh's venv plus
     ~/.freshet/venv/bin/python deploy/make_test_documents.py operators/tests/fixtures/parse
 
 `--bench DIR` writes larger files for `freshet-tools bench-parse --dir DIR` instead.
+When LibreOffice is installed (Debian's libreoffice-writer-nogui), report.docx is also exported
+to report-libreoffice.pdf, a PDF as an office suite writes it.
 """
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -229,6 +233,13 @@ def main() -> None:
     two_column_pdf(out / "two-column.pdf")
     scanned_pdf(out / "scanned.pdf", out)
     encrypted_pdf(out / "encrypted.pdf")
+    if shutil.which("soffice"):
+        subprocess.run(
+            ["soffice", "--headless", "--convert-to", "pdf", "--outdir", str(out), str(out / "report.docx")],
+            check=True,
+            capture_output=True,
+        )
+        (out / "report.pdf").rename(out / "report-libreoffice.pdf")
     whole = (out / "headers.pdf").read_bytes()
     (out / "truncated.pdf").write_bytes(whole[: len(whole) // 2])
     print(f"wrote the parser corpus to {out}")

@@ -8,8 +8,9 @@
 //! - lines repeated at the top or bottom of most pages (running headers and footers, page
 //!   numbers included: digits compare equal) are dropped;
 //! - lines of a paragraph are joined, a word hyphenated across a line end joined again;
-//! - lines set clearly larger than the page's body text become headings (`#`, `##`), so they
-//!   give the chunks' section paths.
+//! - lines set larger than the document's body text become headings, the largest size `#`, the
+//!   next `##`, …, so they give the chunks' section paths; a line opening with a bullet glyph is
+//!   a list item.
 //!
 //! Every page keeps its number: [`Parsed::pages`] holds each page's Markdown. A PDF without a
 //! glyph is `no_text` (scans need OCR, which freshet does not do); one that is encrypted with a
@@ -346,9 +347,10 @@ fn layout_document(pages: &[Page]) -> Vec<String> {
     let mut segs: Vec<Vec<Segment>> = pages.iter().map(segments).collect();
     let heights: Vec<f64> = pages.iter().map(|p| p.height).collect();
     remove_running_lines(&mut segs, &heights);
+    let (body, headings) = text_sizes(&segs);
     segs.into_iter()
         .zip(pages)
-        .map(|(s, p)| page_markdown(&reading_order(s, p.width)))
+        .map(|(s, p)| page_markdown(&reading_order(s, p.width), body, &headings))
         .collect()
 }
 
@@ -396,22 +398,88 @@ fn remove_running_lines(pages: &mut [Vec<Segment>], heights: &[f64]) {
     }
 }
 
-/// One page's segments (in reading order) as Markdown paragraphs and headings.
-fn page_markdown(segs: &[Segment]) -> String {
-    if segs.is_empty() {
-        return String::new();
+/// The body text size of a document (the size most of its text is set in) and its heading
+/// sizes, largest first: sizes (to half a point) at least 8% larger than the body, of lines
+/// short enough to be headings; at most six.
+fn text_sizes(pages: &[Vec<Segment>]) -> (f64, Vec<f64>) {
+    let mut weighted: Vec<(f64, usize)> = pages
+        .iter()
+        .flatten()
+        .map(|s| (s.size, s.text.chars().count()))
+        .collect();
+    weighted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: usize = weighted.iter().map(|w| w.1).sum();
+    let mut seen = 0;
+    let mut body = weighted.first().map_or(0.0, |w| w.0);
+    for (size, n) in &weighted {
+        seen += n;
+        if seen * 2 >= total {
+            body = *size;
+            break;
+        }
     }
-    let mut sizes: Vec<f64> = segs.iter().map(|s| s.size).collect();
-    sizes.sort_by(f64::total_cmp);
-    let body = sizes[sizes.len() / 2];
+    let mut headings: Vec<f64> = pages
+        .iter()
+        .flatten()
+        .filter(|s| s.size >= body * 1.08 && s.text.chars().count() <= 120)
+        .map(|s| (s.size * 2.0).round() / 2.0)
+        .collect();
+    headings.sort_by(|a, b| b.total_cmp(a));
+    headings.dedup();
+    headings.truncate(6);
+    (body, headings)
+}
+
+/// Bullet glyphs a list item may start with (Symbol and Wingdings private-use ones included).
+const BULLETS: &[char] = &[
+    '\u{2022}', '\u{25cf}', '\u{25aa}', '\u{25e6}', '\u{2023}', '\u{2043}', '\u{f0b7}', '\u{f0a7}',
+    '\u{f0d8}', '\u{f076}', '\u{f0fc}',
+];
+
+/// A line opening with a bullet glyph as a Markdown list item (`- …`).
+fn list_item(text: &str) -> Option<String> {
+    let rest = text.strip_prefix(BULLETS)?;
+    Some(format!("- {}", rest.trim_start()))
+}
+
+/// One page's segments (in reading order) as Markdown paragraphs, list items and headings
+/// (levels by the document's heading sizes, largest first).
+fn page_markdown(segs: &[Segment], body: f64, headings: &[f64]) -> String {
+    let level_of = |s: &Segment| {
+        if s.text.chars().count() > 120 || s.size < body * 1.08 {
+            return None;
+        }
+        let rounded = (s.size * 2.0).round() / 2.0;
+        headings.iter().position(|h| *h == rounded).map(|i| i + 1)
+    };
     let mut blocks: Vec<String> = Vec::new();
     let mut para = String::new();
     let mut prev: Option<&Segment> = None;
-    for s in segs {
-        let heading = s.size >= body * 1.2 && s.text.chars().count() <= 120;
+    let tables = table_rows(segs);
+    let mut i = 0;
+    while i < segs.len() {
+        if let Some((end, table)) = tables
+            .iter()
+            .find(|(start, _, _)| *start == i)
+            .map(|t| (t.1, &t.2))
+        {
+            if !para.is_empty() {
+                blocks.push(std::mem::take(&mut para));
+            }
+            blocks.push(table.clone());
+            prev = None;
+            i = end;
+            continue;
+        }
+        let s = &segs[i];
+        i += 1;
+        let heading = level_of(s);
+        let item = list_item(&s.text);
         let joined = prev.is_some_and(|p| {
-            !heading
-                && p.size < body * 1.2
+            heading.is_none()
+                && item.is_none()
+                && level_of(p).is_none()
+                && (s.size - p.size).abs() <= 0.05 * p.size
                 && s.y > p.y
                 && s.y - p.y <= 1.8 * p.size.max(s.size)
                 && (s.x0 - p.x0).abs() < 0.5 * (p.x1 - p.x0).max(1.0)
@@ -419,19 +487,70 @@ fn page_markdown(segs: &[Segment]) -> String {
         if !joined && !para.is_empty() {
             blocks.push(std::mem::take(&mut para));
         }
-        if heading {
-            let level = if s.size >= body * 1.5 { "#" } else { "##" };
-            blocks.push(format!("{level} {}", s.text));
-            prev = Some(s);
+        prev = Some(s);
+        if let Some(level) = heading {
+            blocks.push(format!("{} {}", "#".repeat(level), s.text));
             continue;
         }
-        join_line(&mut para, &s.text);
-        prev = Some(s);
+        join_line(&mut para, item.as_deref().unwrap_or(&s.text));
     }
     if !para.is_empty() {
         blocks.push(para);
     }
-    blocks.join("\n\n")
+    // Consecutive list items form one list.
+    let mut out: Vec<String> = Vec::new();
+    for b in blocks {
+        match out.last_mut() {
+            Some(last) if b.starts_with("- ") && last.starts_with("- ") => {
+                last.push('\n');
+                last.push_str(&b);
+            }
+            _ => out.push(b),
+        }
+    }
+    out.join("\n\n")
+}
+
+/// Runs of at least two consecutive lines that each hold the same number (two or more) of
+/// segments on one baseline, with their cells starting at the same x: tables, as
+/// `(first segment, end, Markdown table)`.
+fn table_rows(segs: &[Segment]) -> Vec<(usize, usize, String)> {
+    // Lines: consecutive segments on one baseline.
+    let mut lines: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    for i in 1..=segs.len() {
+        let same = i < segs.len() && (segs[i].y - segs[start].y).abs() < 0.3 * segs[start].size;
+        if !same {
+            lines.push((start, i));
+            start = i;
+        }
+    }
+    let cells = |l: &(usize, usize)| l.1 - l.0;
+    let aligned = |a: &(usize, usize), b: &(usize, usize)| {
+        cells(a) == cells(b)
+            && (0..cells(a)).all(|k| (segs[a.0 + k].x0 - segs[b.0 + k].x0).abs() < 2.0)
+    };
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < lines.len() {
+        let mut j = k + 1;
+        while cells(&lines[k]) >= 2 && j < lines.len() && aligned(&lines[k], &lines[j]) {
+            j += 1;
+        }
+        if j - k >= 2 {
+            let rows: Vec<Vec<String>> = lines[k..j]
+                .iter()
+                .map(|&(a, b)| segs[a..b].iter().map(|s| s.text.clone()).collect())
+                .collect();
+            if let Some(t) = crate::table::markdown_table(&rows) {
+                out.push((lines[k].0, lines[j - 1].1, t));
+            }
+            k = j;
+        } else {
+            k += 1;
+        }
+    }
+    out
 }
 
 /// Appends a line to a paragraph: a word hyphenated across the line end is joined again.

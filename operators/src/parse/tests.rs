@@ -14,6 +14,7 @@ const TWO_COLUMN_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/two-col
 const SCANNED_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/scanned.pdf");
 const ENCRYPTED_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/encrypted.pdf");
 const TRUNCATED_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/truncated.pdf");
+const OFFICE_PDF: &[u8] = include_bytes!("../../tests/fixtures/parse/report-libreoffice.pdf");
 
 fn ok(ct: ContentType, bytes: &[u8]) -> Parsed {
     parse(ct, bytes, &ParseLimits::default())
@@ -168,7 +169,7 @@ impl Rng {
 #[test]
 fn damaged_and_random_bytes_never_panic() {
     let mut rng = Rng(0xdead_beef);
-    let originals = [REPORT, BOOK, EMPTY, HEADERS_PDF, TWO_COLUMN_PDF];
+    let originals = [REPORT, BOOK, EMPTY, HEADERS_PDF, TWO_COLUMN_PDF, OFFICE_PDF];
     for round in 0..600 {
         let mut bytes = originals[round % originals.len()].to_vec();
         match rng.below(4) {
@@ -253,4 +254,23 @@ fn bad_pdfs_have_their_class() {
         err(ContentType::Pdf, b"%PDF-1.7 garbage").class(),
         "unparseable"
     );
+}
+
+/// A PDF as an office suite writes it (LibreOffice's export of `report.docx`): headings by size,
+/// the bullet glyphs as a list, the table as a Markdown table, in reading order.
+#[test]
+fn pdf_from_an_office_suite() {
+    let p = ok(ContentType::Pdf, OFFICE_PDF);
+    assert_eq!(p.title.as_deref(), Some("Quarterly River Report"));
+    let md = &p.markdown;
+    for want in [
+        "# Quarterly River Report",
+        "## Introduction\n\nThe river rose in spring & fell in autumn; gauges <read> daily.",
+        "### Methods\n\nFlow was measured at three sites.",
+        "- Upstream gauge\n- Calibrated weekly\n- Downstream gauge",
+        "### Results\n\n| Site | Flow m3/s |\n| --- | --- |\n| Upstream | 12.5 |\n| Delta \\| mouth | 40.1 |",
+        "## Conclusion\n\nSediment load tracks discharge.",
+    ] {
+        assert!(md.contains(want), "{want:?} not in\n{md}");
+    }
 }
