@@ -40,7 +40,11 @@ def main() -> int:
         scores = hit["scores"]
         bm25 = (scores.get("bm25") or {}).get("rank")
         vector = (scores.get("vector") or {}).get("rank")
-        print(f"#{hit['rank']} {hit['doc_id']}  score {hit['score']:.4f}  "
+        pages = ""
+        if "page_start" in hit:
+            a, b = hit["page_start"], hit["page_end"]
+            pages = f" (p. {a})" if a == b else f" (p. {a}-{b})"
+        print(f"#{hit['rank']} {hit['doc_id']}{pages}  score {hit['score']:.4f}  "
               f"(bm25 rank {bm25}, vector rank {vector})")
         print("    " + hit["text"][:160].replace("\n", " "))
     timings = {name: round(ms, 1) for name, ms in answer["timings_ms"].items()}
