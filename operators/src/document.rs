@@ -18,7 +18,7 @@ pub enum ContentType {
     /// Comma-separated values; cleaned into a Markdown table (chunked by rows).
     Csv,
     /// Source code in a language with a grammar: chunked at its definitions
-    /// ([`crate::chunk::code`]).
+    /// (`chunk/code.rs`).
     Code(Language),
     /// PDF with a text layer (`.pdf`), read page by page.
     Pdf,

@@ -15,7 +15,7 @@
 //! - a table that does not fit is split by rows, whole rows per chunk, and every chunk of it has
 //!   the header row as the last element of its section path (so it is embedded and searched
 //!   with each); FAQ sections (two or more `Q:` lines each answered by an `A:` line) give one
-//!   chunk per question and answer ([`super::blocks`]).
+//!   chunk per question and answer (`chunk/blocks.rs`).
 //!
 //! Text before the first heading is a section with an empty path.
 
