@@ -50,29 +50,33 @@ def empty_docx(path: Path) -> None:
     d.save(path)
 
 
-def book_epub(path: Path) -> None:
+def write_epub(path: Path, ident: str, title: str, chapters, nav_in_spine: bool, head_titles: bool) -> None:
+    """An EPUB of (title, body HTML) chapters, each opening with its title as <h1>."""
     book = epub.EpubBook()
-    book.set_identifier("river-book-1")
-    book.set_title("The River Book")
+    book.set_identifier(ident)
+    book.set_title(title)
     book.set_language("en")
-    chapters = []
-    for i, (title, body) in enumerate(
-        [
-            ("Source", "<p>Springs feed the upper river.</p><h2>Glaciers</h2><p>Meltwater adds flow in summer.</p>"),
-            ("Course", "<p>The river meanders across the plain.</p>"),
-            ("Mouth", "<p>The delta spreads sediment into the sea.</p>"),
-        ],
-        start=1,
-    ):
-        c = epub.EpubHtml(title=title, file_name=f"chap_{i}.xhtml", lang="en")
-        c.content = f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>"
+    items = []
+    for i, (name, body) in enumerate(chapters, start=1):
+        c = epub.EpubHtml(title=name, file_name=f"chap_{i}.xhtml", lang="en")
+        head = f"<head><title>{name}</title></head>" if head_titles else ""
+        c.content = f"<html>{head}<body><h1>{name}</h1>{body}</body></html>"
         book.add_item(c)
-        chapters.append(c)
-    book.toc = chapters
+        items.append(c)
+    book.toc = items
     book.add_item(epub.EpubNcx())
     book.add_item(epub.EpubNav())
-    book.spine = ["nav"] + chapters
+    book.spine = (["nav"] if nav_in_spine else []) + items
     epub.write_epub(str(path), book)
+
+
+def book_epub(path: Path) -> None:
+    chapters = [
+        ("Source", "<p>Springs feed the upper river.</p><h2>Glaciers</h2><p>Meltwater adds flow in summer.</p>"),
+        ("Course", "<p>The river meanders across the plain.</p>"),
+        ("Mouth", "<p>The delta spreads sediment into the sea.</p>"),
+    ]
+    write_epub(path, "river-book-1", "The River Book", chapters, nav_in_spine=True, head_titles=True)
 
 
 LEFT = [
@@ -196,21 +200,11 @@ def bench_corpus(out: Path) -> None:
                     t.cell(r, c).text = WORDS[(i + r * 3 + c) % len(WORDS)]
         d.add_paragraph(" ".join(sentence(i * 5 + k) for k in range(5)))
     d.save(out / "bench.docx")
-    book = epub.EpubBook()
-    book.set_identifier("bench-book")
-    book.set_title("Bench Book")
-    chapters = []
-    for c in range(20):
-        body = "".join(f"<p>{' '.join(sentence(c * 40 + p * 4 + k) for k in range(4))}</p>" for p in range(30))
-        ch = epub.EpubHtml(title=f"Chapter {c + 1}", file_name=f"c{c}.xhtml", lang="en")
-        ch.content = f"<html><body><h1>Chapter {c + 1}</h1>{body}</body></html>"
-        book.add_item(ch)
-        chapters.append(ch)
-    book.toc = chapters
-    book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
-    book.spine = chapters
-    epub.write_epub(str(out / "bench.epub"), book)
+    chapters = [
+        (f"Chapter {c + 1}", "".join(f"<p>{' '.join(sentence(c * 40 + p * 4 + k) for k in range(4))}</p>" for p in range(30)))
+        for c in range(20)
+    ]
+    write_epub(out / "bench.epub", "bench-book", "Bench Book", chapters, nav_in_spine=False, head_titles=False)
     rows = ["site,reach,flow,note"] + [f"site {i},{WORDS[i % len(WORDS)]},{i * 0.7:.1f},{sentence(i, 6)}" for i in range(2000)]
     (out / "bench.csv").write_text("\n".join(rows) + "\n")
 

@@ -152,30 +152,6 @@ pub fn ingest_versioned(
     tokens: &dyn TokenCounter,
     versions: &mut Versions,
 ) -> Ingested {
-    let out = ingest_unrecorded(key, value, limits, chunking, tokens, versions);
-    match &out {
-        Ingested::Upsert { .. } | Ingested::Unchanged { .. } => {}
-        Ingested::Delete { id } => {
-            versions.latest.remove(id);
-        }
-        Ingested::Rejected(r) => {
-            if let Some(id) = &r.doc_id {
-                versions.latest.remove(id);
-            }
-        }
-    }
-    out
-}
-
-/// [`ingest_versioned`] but for forgetting deleted and rejected documents.
-fn ingest_unrecorded(
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    limits: &RecordLimits,
-    chunking: &ChunkerConfig,
-    tokens: &dyn TokenCounter,
-    versions: &mut Versions,
-) -> Ingested {
     let rejected = |class: &'static str, stage: Stage, message: String| {
         Ingested::Rejected(Rejection {
             class,
@@ -184,25 +160,37 @@ fn ingest_unrecorded(
             doc_id: named_document(key, value, limits),
         })
     };
-    let doc = match decode(key, value, limits) {
-        Ok(Change::Delete { id }) => return Ingested::Delete { id },
-        Ok(Change::Upsert(doc)) => doc,
-        Err(e) => return rejected(e.class(), Stage::Decode, e.to_string()),
+    let out = 'out: {
+        let doc = match decode(key, value, limits) {
+            Ok(Change::Delete { id }) => break 'out Ingested::Delete { id },
+            Ok(Change::Upsert(doc)) => doc,
+            Err(e) => break 'out rejected(e.class(), Stage::Decode, e.to_string()),
+        };
+        let id = doc.id.clone();
+        let version = version_of(&doc);
+        if versions.latest.get(&id) == Some(&version) {
+            break 'out Ingested::Unchanged { id };
+        }
+        let chunks = match prepare(doc, chunking, tokens) {
+            Ok(chunks) => chunks,
+            Err(e) => break 'out rejected(e.class(), Stage::Prepare, e.to_string()),
+        };
+        if let Err(e) = check_chunk_count(chunks.len(), limits) {
+            break 'out rejected(e.class(), Stage::Prepare, e.to_string());
+        }
+        versions.latest.insert(id.clone(), version);
+        Ingested::Upsert { id, chunks }
     };
-    let id = doc.id.clone();
-    let version = version_of(&doc);
-    if versions.latest.get(&id) == Some(&version) {
-        return Ingested::Unchanged { id };
-    }
-    let chunks = match prepare(doc, chunking, tokens) {
-        Ok(chunks) => chunks,
-        Err(e) => return rejected(e.class(), Stage::Prepare, e.to_string()),
+    // A deleted or refused document is forgotten: its next version is prepared again.
+    let gone = match &out {
+        Ingested::Delete { id } => Some(id),
+        Ingested::Rejected(r) => r.doc_id.as_ref(),
+        Ingested::Upsert { .. } | Ingested::Unchanged { .. } => None,
     };
-    if let Err(e) = check_chunk_count(chunks.len(), limits) {
-        return rejected(e.class(), Stage::Prepare, e.to_string());
+    if let Some(id) = gone {
+        versions.latest.remove(id);
     }
-    versions.latest.insert(id.clone(), version);
-    Ingested::Upsert { id, chunks }
+    out
 }
 
 /// The document a record names, even when the record cannot be decoded: its key when that is

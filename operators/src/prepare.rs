@@ -58,10 +58,14 @@ pub fn prepare_full(
     tokens: &dyn TokenCounter,
 ) -> Result<Prepared, PrepareError> {
     cfg.validate()?;
-    let (doc, pages) = parsed(doc)?;
+    let (mut doc, pages) = parsed(doc)?;
+    // A paged document is cleaned page by page, so that every chunk knows its pages (its
+    // joined text is not cleaned a second time).
+    if !pages.is_empty() {
+        doc.text.clear();
+    }
     let mut cleaned = clean(&doc);
     drop(doc);
-    // A paged document is cleaned page by page, so that every chunk knows its pages.
     let page_starts = if pages.is_empty() {
         Vec::new()
     } else {

@@ -514,24 +514,33 @@ fn passage_text(c: &Candidate) -> String {
     merge_text(&refs)
 }
 
-/// The pages a passage spans: the lowest `page_start` and highest `page_end` of its chunks'
-/// metadata; `None` when no chunk has pages.
-fn passage_pages(passage: &[Chunk]) -> Option<(u32, u32)> {
-    let mut span: Option<(u32, u32)> = None;
-    for c in passage {
-        let Ok(m) = serde_json::from_str::<serde_json::Value>(&c.metadata_json) else {
-            continue;
-        };
-        let page = |k: &str| {
-            m.get(k)
-                .and_then(|v| v.as_u64())
-                .and_then(|v| u32::try_from(v).ok())
-        };
-        if let (Some(a), Some(b)) = (page("page_start"), page("page_end")) {
-            span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
-        }
-    }
-    span
+/// A chunk's pages from its metadata (`page_start`, `page_end`), if it has them.
+fn pages_of(metadata: &serde_json::Value) -> Option<(u32, u32)> {
+    let page = |k: &str| {
+        metadata
+            .get(k)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u32::try_from(v).ok())
+    };
+    page("page_start").zip(page("page_end"))
+}
+
+/// The pages a passage spans: the hit's (its metadata already parsed), widened by those of the
+/// passage's other chunks; `None` when no chunk has pages.
+fn passage_pages(
+    hit: &Chunk,
+    metadata: &serde_json::Value,
+    passage: &[Chunk],
+) -> Option<(u32, u32)> {
+    let others = passage
+        .iter()
+        .filter(|c| c.chunk_id != hit.chunk_id)
+        .filter_map(|c| serde_json::from_str::<serde_json::Value>(&c.metadata_json).ok())
+        .filter_map(|m| pages_of(&m));
+    pages_of(metadata)
+        .into_iter()
+        .chain(others)
+        .reduce(|(a, b), (x, y)| (a.min(x), b.max(y)))
 }
 
 fn index_info(f: Freshness) -> IndexInfo {
@@ -555,14 +564,15 @@ fn to_hit(i: usize, c: Candidate) -> Hit {
     } else {
         Vec::new()
     };
-    let pages = passage_pages(&c.passage);
     let ch = c.chunk;
+    let metadata = serde_json::from_str(&ch.metadata_json)
+        .unwrap_or(serde_json::Value::Object(Default::default()));
+    let pages = passage_pages(&ch, &metadata, &c.passage);
     Hit {
         rank: i + 1,
         page_start: pages.map(|p| p.0),
         page_end: pages.map(|p| p.1),
-        metadata: serde_json::from_str(&ch.metadata_json)
-            .unwrap_or(serde_json::Value::Object(Default::default())),
+        metadata,
         chunk_id: ch.chunk_id,
         doc_id: ch.doc_id,
         kind: ch.kind.as_str(),

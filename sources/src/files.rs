@@ -69,8 +69,8 @@ pub fn content_type_for(path: &Path) -> Option<&'static str> {
     }
 }
 
-/// The supported files under `root`, sorted.
-fn list_files(root: &Path) -> Result<Vec<PathBuf>> {
+/// The supported files under `root`, sorted (what [`publish_dir`] sends).
+pub fn list_files(root: &Path) -> Result<Vec<PathBuf>> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }

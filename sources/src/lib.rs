@@ -17,7 +17,7 @@ mod files;
 mod jsonl;
 mod publish;
 
-pub use files::{content_type_for, file_document, publish_dir};
+pub use files::{content_type_for, file_document, list_files, publish_dir};
 pub use jsonl::{map_jsonl_line, publish_jsonl};
 pub use publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport};
 

@@ -35,9 +35,7 @@ pub fn bench(config: &Config, dir: &Path, rounds: usize) -> Result<serde_json::V
     let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
     let tokens = model.token_counter()?;
     let mut by_format: BTreeMap<&'static str, Totals> = BTreeMap::new();
-    let mut files: Vec<_> = walk(dir)?;
-    files.sort();
-    for path in files {
+    for path in freshet_sources::list_files(dir)? {
         let Some(out) = freshet_sources::file_document(dir, &path, &Default::default()).ok() else {
             continue;
         };
@@ -109,20 +107,4 @@ pub fn bench(config: &Config, dir: &Path, rounds: usize) -> Result<serde_json::V
         );
     }
     Ok(serde_json::Value::Object(report))
-}
-
-fn walk(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let p = e?.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if freshet_sources::content_type_for(&p).is_some() {
-                out.push(p);
-            }
-        }
-    }
-    Ok(out)
 }

@@ -31,6 +31,7 @@ pub mod recursive;
 mod separators;
 pub mod tokens;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -179,9 +180,19 @@ pub fn chunk_document_paged(
     }
     let (parent_child, markdown) = cfg.resolve(doc.content_type);
     let engine = recursive::Engine::new(text, tokens, markdown);
-    // Leaves are embedded with their header: each budget holds the whole embedded input.
+    // Leaves are embedded with their header: each budget holds the whole embedded input. The
+    // splitters ask once per section (the code splitter once per chunk): each path is counted
+    // once.
     let leaf_budget = |max: usize| {
-        move |section: &[String]| header::text_budget(max, &doc.title, section, tokens)
+        let known: RefCell<HashMap<Vec<String>, usize>> = RefCell::new(HashMap::new());
+        move |section: &[String]| {
+            if let Some(&n) = known.borrow().get(section) {
+                return n;
+            }
+            let n = header::text_budget(max, &doc.title, section, tokens);
+            known.borrow_mut().insert(section.to_vec(), n);
+            n
+        }
     };
     let mut b = Builder {
         doc,

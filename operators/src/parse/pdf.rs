@@ -228,9 +228,7 @@ fn segments(page: &Page) -> Vec<Segment> {
         for g in line {
             if let Some(s) = seg.as_mut() {
                 let gap = g.x - s.x1;
-                if gap > 1.5 * g.size {
-                    out.push(seg.take().expect("a segment"));
-                } else {
+                if gap <= 1.5 * g.size {
                     if gap > 0.15 * g.size && !s.text.ends_with(' ') && g.text != " " {
                         s.text.push(' ');
                     }
@@ -240,6 +238,8 @@ fn segments(page: &Page) -> Vec<Segment> {
                     continue;
                 }
             }
+            // A wide gap (or the line's first glyph) starts a segment.
+            out.extend(seg.take());
             seg = Some(Segment {
                 x0: g.x,
                 x1: g.x + g.width,
