@@ -12,4 +12,5 @@ pub mod publish;
 pub mod run;
 pub mod sink;
 pub mod source;
+pub mod watch;
 pub mod worker;

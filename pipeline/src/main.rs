@@ -4,6 +4,8 @@
 //!   tantivy in sync with it (until SIGINT/SIGTERM, then drain and commit).
 //! - `freshet publish --jsonl FILE | --dir DIR`: a source connector that publishes documents to
 //!   the topic using the document contract.
+//! - `freshet watch DIR…`: folder sync, keeping the topic equal to the directories' files (until
+//!   SIGINT/SIGTERM).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +45,8 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Keep the document topic in sync with directories: scan, then follow file-system events.
+    Watch(freshet_pipeline::watch::WatchArgs),
 }
 
 fn main() {
@@ -64,11 +68,7 @@ fn real_main() -> Result<()> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Run => {
-            let stop = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(sig, stop.clone())
-                    .context("installing signal handlers")?;
-            }
+            let stop = stop_flag()?;
             let metrics = Metrics::new();
             let ready = Readiness::new();
             if !config.metrics.listen.is_empty() {
@@ -82,5 +82,15 @@ fn real_main() -> Result<()> {
             Ok(())
         }
         Command::Publish { jsonl, dir } => freshet_pipeline::publish::publish(&config, jsonl, dir),
+        Command::Watch(args) => freshet_pipeline::watch::run(&config, args, &*stop_flag()?),
     }
+}
+
+/// A flag set by SIGINT or SIGTERM.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    Ok(stop)
 }

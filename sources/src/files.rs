@@ -104,8 +104,14 @@ pub fn file_document(
     path: &Path,
     mapping: &Mapping,
 ) -> std::result::Result<Outgoing, String> {
-    let content_type =
-        content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
+    content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
+    let rel_id = relative_id(root, path)?;
+    let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    file_bytes_document(&rel_id, path, bytes, mapping)
+}
+
+/// `path` relative to `root` with `/` separators: a file's document id.
+pub(crate) fn relative_id(root: &Path, path: &Path) -> std::result::Result<String, String> {
     let rel = path
         .strip_prefix(root)
         .map_err(|_| "file is not under the directory".to_string())?;
@@ -117,8 +123,20 @@ pub fn file_document(
             .ok_or_else(|| "path is not UTF-8".to_string())?;
         parts.push(s);
     }
-    let rel_id = parts.join("/");
-    let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    Ok(parts.join("/"))
+}
+
+/// The upsert of a file already read: `id` (also its `path` metadata and default source), the
+/// content type from `path`'s extension, the title from its text (see [`publish_dir`]).
+pub fn file_bytes_document(
+    id: &str,
+    path: &Path,
+    bytes: Vec<u8>,
+    mapping: &Mapping,
+) -> std::result::Result<Outgoing, String> {
+    let rel_id = id.to_string();
+    let content_type =
+        content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
     let content_type = ContentType::parse(content_type).unwrap_or_default();
     let stem = path
         .file_stem()

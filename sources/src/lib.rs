@@ -3,6 +3,7 @@
 //! connector's producer.
 //!
 //! * [`publish_jsonl`]: a JSONL file whose lines are document envelopes or BEIR corpus lines.
+//! * [`watch`]: folder sync, the directories' files kept on the topic from events, durably.
 //! * [`publish_dir`]: a directory tree of `.md`/`.markdown`/`.txt`/`.html`/`.htm` files, each a
 //!   document keyed by its relative path, titled by its own text
 //!   (`freshet_operators::title`).
@@ -16,8 +17,9 @@
 mod files;
 mod jsonl;
 mod publish;
+pub mod watch;
 
-pub use files::{content_type_for, file_document, list_files, publish_dir};
+pub use files::{content_type_for, file_bytes_document, file_document, list_files, publish_dir};
 pub use jsonl::{map_jsonl_line, publish_jsonl};
 pub use publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport};
 
@@ -33,6 +35,12 @@ pub enum Error {
     },
     #[error(transparent)]
     Kafka(#[from] freshet_kafka::Error),
+    /// The watcher's state file cannot be used.
+    #[error("watch state {path}: {message}")]
+    State { path: PathBuf, message: String },
+    /// A setting or the environment does not allow the source to run.
+    #[error("{0}")]
+    Config(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

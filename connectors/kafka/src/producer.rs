@@ -301,6 +301,16 @@ impl DocumentProducer {
         topic: &str,
         records: impl IntoIterator<Item = (Vec<u8>, Option<Vec<u8>>)>,
     ) -> Result<usize> {
+        Ok(self.send_placed(topic, records)?.len())
+    }
+
+    /// [`DocumentProducer::send_many`], returning where each record was written (partition,
+    /// offset), in input order.
+    pub fn send_placed(
+        &self,
+        topic: &str,
+        records: impl IntoIterator<Item = (Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<Vec<(i32, i64)>> {
         check_topic(topic)?;
         let mut batch = Batch::new(&self.inner, topic);
         for (key, value) in records {
@@ -310,7 +320,7 @@ impl DocumentProducer {
                 headers: None,
             });
         }
-        Ok(batch.finish()?.len())
+        batch.finish()
     }
 
     /// Waits until everything enqueued has been delivered.

@@ -1,0 +1,292 @@
+//! The watcher against a real directory and an in-memory outlet: what each change publishes,
+//! what a restart publishes, and that an unacknowledged batch is never recorded.
+
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::publish::{Mapping, Outgoing};
+use crate::Result;
+
+/// Records what it was given; fails while `down` is set.
+#[derive(Clone, Default)]
+struct Memory {
+    log: Arc<Mutex<Vec<(String, bool)>>>,
+    dead: Arc<Mutex<Vec<DeadFile>>>,
+    down: Arc<AtomicBool>,
+    /// Next offset: records ever published.
+    next: Arc<Mutex<i64>>,
+}
+
+impl Memory {
+    /// (id, is_delete) published since the last call.
+    fn take(&self) -> Vec<(String, bool)> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
+
+impl Outlet for Memory {
+    fn publish(&mut self, records: &[Outgoing]) -> Result<Vec<(i32, i64)>> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(crate::Error::Kafka(freshet_kafka::Error::Fatal(
+                "broker down".into(),
+            )));
+        }
+        let mut next = self.next.lock().unwrap();
+        let start = *next;
+        *next += records.len() as i64;
+        let mut log = self.log.lock().unwrap();
+        log.extend(records.iter().map(|r| (r.id.clone(), r.is_delete)));
+        Ok((0..records.len() as i64).map(|i| (0, start + i)).collect())
+    }
+
+    fn dead_letter(&mut self, file: &DeadFile) -> Result<()> {
+        self.dead.lock().unwrap().push(file.clone());
+        Ok(())
+    }
+}
+
+fn syncer(root: &Path, state: &Path, out: &Memory) -> Syncer<Memory> {
+    syncer_with(root, state, out, Filter::new(&[], &[], 1 << 20).unwrap())
+}
+
+fn syncer_with(root: &Path, state: &Path, out: &Memory, filter: Filter) -> Syncer<Memory> {
+    let tree = Tree::new(&[root.to_path_buf()], filter).unwrap();
+    let state = State::open(state, "topic=t").unwrap();
+    Syncer::new(tree, state, out.clone(), Mapping::default())
+}
+
+fn up(id: &str) -> (String, bool) {
+    (id.to_string(), false)
+}
+
+fn del(id: &str) -> (String, bool) {
+    (id.to_string(), true)
+}
+
+fn sorted(mut v: Vec<(String, bool)>) -> Vec<(String, bool)> {
+    v.sort();
+    v
+}
+
+fn write(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+}
+
+#[test]
+fn each_change_publishes_exactly_its_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(root.join("sub/deep")).unwrap();
+    write(&root.join("a.md"), "# A\n\nalpha");
+    write(&root.join("sub/b.txt"), "beta");
+    write(&root.join("sub/deep/c.md"), "# C\n\ngamma");
+    write(&root.join("skip.xyz"), "not a document");
+    let out = Memory::default();
+    let mut s = syncer(&root, &dir.path().join("state.redb"), &out);
+
+    let r = s.sync_all().unwrap();
+    assert_eq!((r.upserts, r.deletes), (3, 0));
+    assert_eq!(
+        sorted(out.take()),
+        [up("a.md"), up("sub/b.txt"), up("sub/deep/c.md")]
+    );
+    // Nothing changed: nothing read, nothing sent.
+    let r = s.sync_all().unwrap();
+    assert_eq!((r.published(), r.unchanged), (0, 3));
+
+    // Same bytes, new times: recorded, not published.
+    let a = root.join("a.md");
+    let t = fs::File::options().write(true).open(&a).unwrap();
+    t.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
+    let r = s.sync_paths([a.clone()]).unwrap();
+    assert_eq!((r.published(), r.touched), (0, 1));
+
+    // An edit, a rename, a directory removed.
+    write(&a, "# A\n\nalpha, edited");
+    fs::rename(root.join("sub/b.txt"), root.join("sub/b2.txt")).unwrap();
+    let r = s
+        .sync_paths([a.clone(), root.join("sub/b.txt"), root.join("sub/b2.txt")])
+        .unwrap();
+    assert_eq!((r.upserts, r.deletes), (2, 1));
+    assert_eq!(
+        sorted(out.take()),
+        [up("a.md"), del("sub/b.txt"), up("sub/b2.txt")]
+    );
+    fs::remove_dir_all(root.join("sub/deep")).unwrap();
+    s.sync_paths([root.join("sub/deep")]).unwrap();
+    assert_eq!(out.take(), [del("sub/deep/c.md")]);
+    // A directory moved in: everything below it.
+    let outside = dir.path().join("incoming");
+    fs::create_dir_all(outside.join("x")).unwrap();
+    write(&outside.join("x/n.md"), "# N");
+    write(&outside.join("o.txt"), "o");
+    fs::rename(&outside, root.join("moved")).unwrap();
+    s.sync_paths([root.join("moved")]).unwrap();
+    assert_eq!(sorted(out.take()), [up("moved/o.txt"), up("moved/x/n.md")]);
+    assert_eq!(s.state().len(), 4);
+}
+
+#[test]
+fn a_restart_publishes_only_what_changed_while_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(&root).unwrap();
+    for i in 0..20 {
+        write(
+            &root.join(format!("f{i}.md")),
+            &format!("# F{i}\n\nbody {i}"),
+        );
+    }
+    let state = dir.path().join("state.redb");
+    let out = Memory::default();
+    let before = {
+        let mut s = syncer(&root, &state, &out);
+        assert_eq!(s.sync_all().unwrap().upserts, 20);
+        s.state().get("f1.md").unwrap().placed
+    };
+    out.take();
+    // While down: one edit, one delete, one new file, one touch.
+    write(&root.join("f1.md"), "# F1\n\nchanged");
+    fs::remove_file(root.join("f2.md")).unwrap();
+    write(&root.join("new.md"), "# New");
+    let f3 = fs::File::options()
+        .write(true)
+        .open(root.join("f3.md"))
+        .unwrap();
+    f3.set_modified(std::time::SystemTime::now() + Duration::from_secs(9))
+        .unwrap();
+    let mut s = syncer(&root, &state, &out);
+    let r = s.sync_all().unwrap();
+    assert_eq!(
+        sorted(out.take()),
+        [up("f1.md"), del("f2.md"), up("new.md")]
+    );
+    assert_eq!((r.touched, r.unchanged), (1, 17));
+    let after = s.state().get("f1.md").unwrap().placed;
+    assert!(
+        after.unwrap().1 >= 20 && before.unwrap().1 < 20,
+        "{before:?} {after:?}"
+    );
+}
+
+#[test]
+fn an_unacknowledged_batch_is_never_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(&root).unwrap();
+    write(&root.join("a.md"), "# A");
+    let out = Memory::default();
+    let mut s = syncer(&root, &dir.path().join("state.redb"), &out);
+    out.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(s.sync_all(), Err(crate::Error::Kafka(_))));
+    assert!(s.state().is_empty());
+    out.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(s.sync_all().unwrap().upserts, 1);
+    assert_eq!(out.take(), [up("a.md")]);
+}
+
+#[test]
+fn refused_files_go_to_the_dead_letters_and_take_their_old_version_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(&root).unwrap();
+    write(&root.join("t.txt"), "fine");
+    write(&root.join("big.md"), &"x".repeat(2000));
+    let out = Memory::default();
+    let filter = Filter::new(&[], &[], 1000).unwrap();
+    let mut s = syncer_with(&root, &dir.path().join("state.redb"), &out, filter);
+    let r = s.sync_all().unwrap();
+    assert_eq!((r.upserts, r.dead_letters), (1, 1));
+    fs::write(root.join("t.txt"), [0xff, 0xfe, 0x00]).unwrap();
+    let r = s.sync_all().unwrap();
+    assert_eq!((r.deletes, r.dead_letters), (1, 1));
+    assert_eq!(out.take(), [up("t.txt"), del("t.txt")]);
+    let dead = out.dead.lock().unwrap().clone();
+    let classes: Vec<_> = dead.iter().map(|d| (d.id.as_str(), d.class)).collect();
+    assert_eq!(
+        classes,
+        [("big.md", "file_too_large"), ("t.txt", "not_utf8")]
+    );
+    assert!(dead[1].path.ends_with("docs/t.txt"));
+    // Refused once, not again while it stays as it is; fixed, it comes back.
+    assert_eq!(s.sync_all().unwrap().dead_letters, 0);
+    write(&root.join("t.txt"), "fixed");
+    assert_eq!(s.sync_all().unwrap().upserts, 1);
+}
+
+#[test]
+fn the_filter_decides_what_is_a_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(root.join("drafts")).unwrap();
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+    write(&root.join("a.md"), "a");
+    write(&root.join("b.txt"), "b");
+    write(&root.join("drafts/c.md"), "c");
+    write(&root.join(".git/d.md"), "d");
+    write(&dir.path().join("elsewhere/e.md"), "e");
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linked")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere/e.md"), root.join("e-link.md")).unwrap();
+    let out = Memory::default();
+    let filter = Filter::new(&["**/*.md".into()], &["drafts/**".into()], 1 << 20).unwrap();
+    let mut s = syncer_with(&root, &dir.path().join("state.redb"), &out, filter);
+    s.sync_all().unwrap();
+    assert_eq!(sorted(out.take()), [up("a.md"), up("e-link.md")]);
+    assert!(Filter::new(&["[".into()], &[], 1).is_err());
+}
+
+#[test]
+fn a_state_belongs_to_one_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    drop(State::open(&path, "topic=a").unwrap());
+    let e = State::open(&path, "topic=b").err().unwrap();
+    assert!(e.to_string().contains("another watch"), "{e}");
+}
+
+#[test]
+fn events_reach_the_outlet() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(&root).unwrap();
+    write(&root.join("a.md"), "# A");
+    let out = Memory::default();
+    let mut s = syncer(&root, &dir.path().join("state.redb"), &out);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop2, out2) = (stop.clone(), out.clone());
+    let reports = Arc::new(Mutex::new(0usize));
+    let r2 = reports.clone();
+    let handle = std::thread::spawn(move || {
+        watch(&mut s, &WatchSettings::default(), &stop2, |_| {
+            *r2.lock().unwrap() += 1
+        })
+    });
+    let wait_for = |want: Vec<(String, bool)>| {
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        while Instant::now() < until && sorted(got.clone()) != want {
+            got.extend(out2.take());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(sorted(got), want);
+    };
+    wait_for(vec![up("a.md")]);
+    fs::create_dir_all(root.join("sub")).unwrap();
+    write(&root.join("sub/b.md"), "# B");
+    wait_for(vec![up("sub/b.md")]);
+    fs::rename(root.join("sub"), root.join("moved")).unwrap();
+    wait_for(vec![up("moved/b.md"), del("sub/b.md")]);
+    write(&root.join("moved/c.md"), "# C");
+    wait_for(vec![up("moved/c.md")]);
+    fs::remove_dir_all(root.join("moved")).unwrap();
+    wait_for(vec![del("moved/b.md"), del("moved/c.md")]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    handle.join().unwrap().unwrap();
+    assert!(*reports.lock().unwrap() >= 5);
+}
