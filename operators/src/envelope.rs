@@ -77,8 +77,8 @@ pub enum DecodeError {
     MalformedJson { detail: String },
     #[error("no document id: the key is absent or empty and the value has no non-empty `id`")]
     MissingId,
-    #[error("unknown op {op:?} (expected \"upsert\" or \"delete\")")]
-    UnknownOp { op: String },
+    #[error("unknown op {op:?} (expected {expected})")]
+    UnknownOp { op: String, expected: &'static str },
     #[error("record value is {size} bytes, over the limit of {limit} bytes")]
     TooLarge { size: usize, limit: usize },
     /// A field over its limit, or one no index can hold ([`crate::limits`]).
@@ -141,6 +141,18 @@ pub fn decode(
             None => Err(DecodeError::EmptyRecord),
         };
     };
+    match parse_value(value, limits)? {
+        Value::Object(obj) => decode_object(obj, key_id, limits),
+        other => Err(DecodeError::MalformedJson {
+            detail: format!("expected an object, found {}", json_type(&other)),
+        }),
+    }
+}
+
+/// A record value as JSON: held to `max_value_bytes` (`too_large`), UTF-8 (a leading
+/// byte-order mark skipped), not empty, well-formed (`malformed_json`). Any JSON value; the
+/// caller says which it takes.
+pub(crate) fn parse_value(value: &[u8], limits: &RecordLimits) -> Result<Value, DecodeError> {
     if value.len() > limits.max_value_bytes {
         return Err(DecodeError::TooLarge {
             size: value.len(),
@@ -157,15 +169,9 @@ pub fn decode(
             ),
         });
     }
-    let json: Value = serde_json::from_str(s).map_err(|e| DecodeError::MalformedJson {
+    serde_json::from_str(s).map_err(|e| DecodeError::MalformedJson {
         detail: e.to_string(),
-    })?;
-    match json {
-        Value::Object(obj) => decode_object(obj, key_id, limits),
-        other => Err(DecodeError::MalformedJson {
-            detail: format!("expected an object, found {}", json_type(&other)),
-        }),
-    }
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -187,6 +193,7 @@ fn decode_object(
             _ => {
                 return Err(DecodeError::UnknownOp {
                     op: truncate(&s, 64),
+                    expected: "\"upsert\" or \"delete\"",
                 })
             }
         },
@@ -294,7 +301,7 @@ fn binary_content(
     }
 }
 
-fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
+pub(crate) fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
     std::str::from_utf8(bytes).map_err(|e| DecodeError::InvalidUtf8 {
         part,
         offset: e.valid_up_to(),
@@ -312,14 +319,14 @@ fn string_field(
     }
 }
 
-fn wrong_type(field: &str, expected: &str, found: &Value) -> DecodeError {
+pub(crate) fn wrong_type(field: &str, expected: &str, found: &Value) -> DecodeError {
     DecodeError::InvalidField {
         field: field.to_owned(),
         reason: format!("expected {expected}, found {}", json_type(found)),
     }
 }
 
-fn json_type(v: &Value) -> &'static str {
+pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -330,7 +337,7 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
-fn truncate(s: &str, max_chars: usize) -> String {
+pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
@@ -338,7 +345,7 @@ fn truncate(s: &str, max_chars: usize) -> String {
 }
 
 /// `acl`: an array of non-empty strings (absent or null: public), sorted and de-duplicated.
-fn acl_field(value: Option<Value>) -> Result<Vec<String>, DecodeError> {
+pub(crate) fn acl_field(value: Option<Value>) -> Result<Vec<String>, DecodeError> {
     let mut acl = Vec::new();
     match value {
         None | Some(Value::Null) => {}
@@ -770,7 +777,10 @@ mod tests {
             },
             DecodeError::MalformedJson { detail: "x".into() },
             DecodeError::MissingId,
-            DecodeError::UnknownOp { op: "x".into() },
+            DecodeError::UnknownOp {
+                op: "x".into(),
+                expected: "y",
+            },
             DecodeError::TooLarge { size: 2, limit: 1 },
             DecodeError::InvalidField {
                 field: "x".into(),

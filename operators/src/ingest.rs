@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::HashMap;
 
+use crate::cdc::RecordFormat;
 use crate::chunk::{Chunk, ChunkerConfig, TokenCounter};
 use crate::document::Change;
-use crate::envelope::decode;
 use crate::hash::doc_hash;
 use crate::limits::{check_chunk_count, RecordLimits};
 use crate::prepare::prepare;
@@ -82,6 +82,8 @@ pub enum Ingested {
     Unchanged {
         id: String,
     },
+    /// A record that changes no document (a CDC message event, a tombstone that names none).
+    Skipped,
     Rejected(Rejection),
 }
 
@@ -118,13 +120,14 @@ impl Ingested {
         match self {
             Ingested::Upsert { id, chunks } => Some((id, Some(chunks))),
             Ingested::Delete { id } => Some((id, None)),
-            Ingested::Unchanged { .. } => None,
+            Ingested::Unchanged { .. } | Ingested::Skipped => None,
             Ingested::Rejected(r) => r.doc_id.map(|id| (id, None)),
         }
     }
 }
 
-/// Decodes, checks and prepares one record (every record is prepared: no [`Versions`]).
+/// Decodes, checks and prepares one record of freshet's envelope (every record is prepared:
+/// no [`Versions`]).
 pub fn ingest(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
@@ -132,7 +135,20 @@ pub fn ingest(
     chunking: &ChunkerConfig,
     tokens: &dyn TokenCounter,
 ) -> Ingested {
+    ingest_as(&RecordFormat::Freshet, key, value, limits, chunking, tokens)
+}
+
+/// [`ingest`] for a record of `format`.
+pub fn ingest_as(
+    format: &RecordFormat,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    limits: &RecordLimits,
+    chunking: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+) -> Ingested {
     ingest_versioned(
+        format,
         key,
         value,
         limits,
@@ -142,9 +158,10 @@ pub fn ingest(
     )
 }
 
-/// [`ingest`], recognising a document's latest version by its hash before cleaning and
+/// [`ingest_as`], recognising a document's latest version by its hash before cleaning and
 /// chunking it, and keeping `versions` up to date.
 pub fn ingest_versioned(
+    format: &RecordFormat,
     key: Option<&[u8]>,
     value: Option<&[u8]>,
     limits: &RecordLimits,
@@ -157,13 +174,14 @@ pub fn ingest_versioned(
             class,
             stage,
             message,
-            doc_id: named_document(key, value, limits),
+            doc_id: format.named_document(key, value, limits),
         })
     };
     let out = 'out: {
-        let doc = match decode(key, value, limits) {
-            Ok(Change::Delete { id }) => break 'out Ingested::Delete { id },
-            Ok(Change::Upsert(doc)) => doc,
+        let doc = match format.decode(key, value, limits) {
+            Ok(None) => break 'out Ingested::Skipped,
+            Ok(Some(Change::Delete { id })) => break 'out Ingested::Delete { id },
+            Ok(Some(Change::Upsert(doc))) => doc,
             Err(e) => break 'out rejected(e.class(), Stage::Decode, e.to_string()),
         };
         let id = doc.id.clone();
@@ -185,7 +203,7 @@ pub fn ingest_versioned(
     let gone = match &out {
         Ingested::Delete { id } => Some(id),
         Ingested::Rejected(r) => r.doc_id.as_ref(),
-        Ingested::Upsert { .. } | Ingested::Unchanged { .. } => None,
+        Ingested::Upsert { .. } | Ingested::Unchanged { .. } | Ingested::Skipped => None,
     };
     if let Some(id) = gone {
         versions.latest.remove(id);
@@ -349,6 +367,48 @@ mod tests {
         ));
     }
 
+    /// A Debezium record goes the same way: a message event is skipped, a rejection deletes
+    /// the document the record names (here by its key).
+    #[test]
+    fn debezium_records_share_everything_after_decoding() {
+        let format = RecordFormat::Debezium(crate::cdc::DebeziumMapping {
+            id_fields: vec!["id".into()],
+            id_prefix: "t:".into(),
+            text_fields: vec!["body".into()],
+            ..Default::default()
+        });
+        let l = RecordLimits::default();
+        let run = |key: &str, value: Option<&str>| {
+            ingest_as(
+                &format,
+                Some(key.as_bytes()),
+                value.map(str::as_bytes),
+                &l,
+                &ChunkerConfig::default(),
+                &test_counter(),
+            )
+        };
+        let up = run(
+            r#"{"id":1}"#,
+            Some(r#"{"op":"c","after":{"id":1,"body":"the cat"}}"#),
+        );
+        assert!(
+            matches!(up, Ingested::Upsert { ref id, .. } if id == "t:1"),
+            "{up:?}"
+        );
+        assert_eq!(
+            run(r#"{"id":1}"#, None),
+            Ingested::Delete { id: "t:1".into() }
+        );
+        assert_eq!(run("{}", Some(r#"{"op":"m"}"#)), Ingested::Skipped);
+        assert_eq!(Ingested::Skipped.update(), None);
+        let r = rejection(run(r#"{"id":1}"#, Some(r#"{"op":"c","after":{"id":1}}"#)));
+        assert_eq!(
+            (r.class, r.stage, r.doc_id.as_deref()),
+            ("invalid_field", Stage::Decode, Some("t:1"))
+        );
+    }
+
     #[test]
     fn stage_names() {
         let names: Vec<&str> = Stage::ALL.iter().map(Stage::as_str).collect();
@@ -365,6 +425,7 @@ mod tests {
         let mut versions = Versions::default();
         let mut run = |key: &str, value: Option<&str>| {
             ingest_versioned(
+                &RecordFormat::Freshet,
                 Some(key.as_bytes()),
                 value.map(str::as_bytes),
                 &limits,

@@ -1,6 +1,8 @@
 //! freshet's operators: pure transforms from a Kafka record to the chunk deltas that the sinks
 //! apply. No I/O lives here.
 //!
+//! - [`cdc`]: how a topic's records are read ([`cdc::RecordFormat`]); Debezium change events
+//!   mapped to documents.
 //! - [`envelope`]: a Kafka record (key, value) decoded into a [`document::Change`], or a
 //!   classified [`envelope::DecodeError`] for the DLQ.
 //! - [`limits`]: the size limits of a record, checked before anything is written.
@@ -16,6 +18,7 @@
 //! - [`filter`]: the retrieval filter (documents, ACL principals, metadata, kinds).
 //! - [`embed`]: the embedding operator's traits (contract).
 
+pub mod cdc;
 pub mod chunk;
 pub mod clean;
 pub mod clock;

@@ -68,7 +68,7 @@ impl Metrics {
         let documents = Family::<Outcome, Counter>::default();
         r.register(
             "documents",
-            "Documents read, by outcome (upsert, delete, dlq)",
+            "Documents read, by outcome (upsert, delete, unchanged, skipped, dlq)",
             documents.clone(),
         );
         let chunks = Family::<Outcome, Counter>::default();

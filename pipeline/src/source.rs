@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use freshet_kafka::{Failure, PartitionReader};
+use freshet_operators::cdc::RecordFormat;
 use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
 use freshet_operators::ingest::{ingest_versioned, Ingested, Versions};
 use freshet_operators::limits::RecordLimits;
@@ -89,6 +90,7 @@ impl Source {
             }
             let p = &self.processing;
             let ingested = ingest_versioned(
+                &RecordFormat::Freshet,
                 record.key.as_deref(),
                 record.value.as_deref(),
                 &p.limits,
@@ -102,6 +104,7 @@ impl Source {
                 Ingested::Unchanged { .. } => {
                     Metrics::outcome(&self.metrics.documents, "unchanged", 1)
                 }
+                Ingested::Skipped => Metrics::outcome(&self.metrics.documents, "skipped", 1),
                 Ingested::Rejected(r) => {
                     let failure = Failure {
                         class: r.class,
