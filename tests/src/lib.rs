@@ -17,6 +17,7 @@ use freshet_tantivy::ChunkIndexReader;
 
 pub mod proxy;
 pub mod query;
+pub mod watch;
 
 /// Vocabulary of the generated long Markdown documents of the e2e tests.
 pub const RIVER_WORDS: [&str; 20] = [
