@@ -29,6 +29,8 @@ pub struct Config {
     pub tantivy: TantivyConfig,
     /// The query node's settings (`freshet-query` reads them from the same file); not read here.
     pub query: toml::Table,
+    /// The ingest service's settings (`freshet-ingest`); not read here.
+    pub ingest: toml::Table,
     pub metrics: MetricsConfig,
 }
 

@@ -29,6 +29,8 @@ pub struct Config {
     kafka: toml::Table,
     chunking: toml::Table,
     metrics: toml::Table,
+    // Read by the ingest service only.
+    ingest: toml::Table,
 }
 
 /// Which backend reranks, if any.

@@ -71,6 +71,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
     Router::new()
         .route("/v1/retrieve", post(retrieve))
         .route("/v1/index", get(index_state))
+        .route("/v1/index/wait", get(crate::wait::index_wait))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))
         .route(
             "/pathway/v1/statistics",
@@ -103,7 +104,7 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Checks the API key when keys are configured (constant-time comparison).
-fn authorize(engine: &Engine, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn authorize(engine: &Engine, headers: &HeaderMap) -> Result<(), ApiError> {
     let keys = &engine.config.query.api_keys;
     if keys.is_empty() {
         return Ok(());

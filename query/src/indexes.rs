@@ -2,7 +2,7 @@
 //! pipeline commit (polled every `reload_interval_ms`), a Milvus connection (re-established in
 //! the background while Milvus is down), and a small pool of query embedders.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
@@ -149,6 +149,8 @@ pub struct Indexes {
     tantivy: RwLock<Option<Arc<ChunkIndexReader>>>,
     milvus: RwLock<Option<Arc<MilvusSink>>>,
     freshness: RwLock<Freshness>,
+    /// The Kafka offsets of the commit searches see (topic → partition → next offset to read).
+    served_offsets: RwLock<BTreeMap<String, BTreeMap<i32, i64>>>,
     status: RwLock<Status>,
     /// Wakes the Milvus task to re-check the collection now (after a failed search).
     milvus_recheck: tokio::sync::Notify,
@@ -161,6 +163,7 @@ impl Indexes {
             tantivy: RwLock::new(None),
             milvus: RwLock::new(None),
             freshness: RwLock::new(Freshness::default()),
+            served_offsets: RwLock::new(BTreeMap::new()),
             status: RwLock::new(Status {
                 tantivy: Some("not opened yet".into()),
                 milvus: Some("not connected yet".into()),
@@ -178,6 +181,13 @@ impl Indexes {
     }
     pub fn freshness(&self) -> Freshness {
         self.freshness.read().map(|f| *f).unwrap_or_default()
+    }
+    /// The next offset to read of `topic`'s `partition` in the commit searches see: every
+    /// record below it is searchable (or was refused to the dead-letter topic). `None` before
+    /// the pipeline has committed anything of that partition.
+    pub fn served_offset(&self, topic: &str, partition: i32) -> Option<i64> {
+        let offsets = self.served_offsets.read().ok()?;
+        offsets.get(topic)?.get(&partition).copied()
     }
     pub fn status(&self) -> Status {
         self.status.read().map(|s| s.clone()).unwrap_or_default()
@@ -263,6 +273,13 @@ impl Indexes {
                     committed_at_ms,
                     visible_at_ms,
                 };
+            }
+            // The payload was read before the reload, so searches see at least these offsets.
+            if let Ok(mut o) = self.served_offsets.write() {
+                *o = payload
+                    .as_ref()
+                    .map(|p| p.offsets.clone())
+                    .unwrap_or_default();
             }
             if seen.committed_at_ms != 0 && payload.is_some() {
                 self.metrics
@@ -357,12 +374,15 @@ mod tests {
 
         let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
         w.apply(&[chunk("old", "glacier ice")], &[]).unwrap();
-        w.commit(&CommitPayload::new(Default::default(), 5))
-            .unwrap();
+        let offsets = [("docs".to_string(), [(1, 7)].into())].into();
+        w.commit(&CommitPayload::new(offsets, 5)).unwrap();
         drop(w);
+        assert_eq!(ix.served_offset("docs", 1), None);
         ix.reload_tick(&path, bm25);
         assert_eq!(ix.status().tantivy, None);
         assert_eq!(ix.freshness().epoch, 5);
+        assert_eq!(ix.served_offset("docs", 1), Some(7));
+        assert_eq!(ix.served_offset("docs", 0), None);
         assert_eq!(found(&ix), ["old"]);
 
         // Re-created in place: while the directory is gone the node says so; once a new,
@@ -374,6 +394,11 @@ mod tests {
         ix.reload_tick(&path, bm25);
         assert_eq!(ix.status().tantivy, None);
         assert_eq!(ix.freshness(), Freshness::default());
+        assert_eq!(
+            ix.served_offset("docs", 1),
+            None,
+            "the deleted index's offsets"
+        );
         assert!(found(&ix).is_empty(), "served the deleted index");
 
         w.apply(&[chunk("new", "glacier melt")], &[]).unwrap();

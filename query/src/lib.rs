@@ -21,3 +21,4 @@ pub mod rerank;
 pub mod retrieve;
 mod routes;
 pub mod server;
+pub mod wait;

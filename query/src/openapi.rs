@@ -170,6 +170,26 @@ fn paths() -> Value {
                 "503": err_resp("The index is not open")
             }
         }},
+        "/v1/index/wait": {"get": {
+            "summary": "Wait until a Kafka record is searchable: answers once the commit this node serves has a next offset above `offset` for the partition (the ingest service answers every write with its topic, partition and offset)",
+            "security": [{"bearer": []}, {"apiKey": []}],
+            "parameters": [
+                {"name": "topic", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}},
+                {"name": "partition", "in": "query", "required": true, "schema": {"type": "integer", "minimum": 0}},
+                {"name": "offset", "in": "query", "required": true, "schema": {"type": "integer", "minimum": 0}},
+                {"name": "timeout_ms", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 0, "maximum": 120000, "default": 10000}}
+            ],
+            "responses": {
+                "200": {"description": "Searchable", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "topic": {"type": "string"}, "partition": {"type": "integer"}, "offset": {"type": "integer"},
+                    "committed_offset": {"type": "integer", "description": "The served next offset of the partition (above offset)."},
+                    "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "waited_ms": {"type": "integer"}
+                }}}}},
+                "400": err_resp("Missing or invalid parameter"),
+                "401": err_resp("Missing or wrong API key"),
+                "504": err_resp("Not searchable within timeout_ms (code timeout)")
+            }
+        }},
         "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
         "/readyz": {"get": {"summary": "Both indexes reachable", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OpenMetrics text"}}}},

@@ -1,0 +1,206 @@
+//! Ingest service configuration: the `[ingest]` section of the same TOML file the pipeline and
+//! the query node read (`deploy/freshet.toml`), plus the shared `[kafka]` (brokers, topic) and
+//! `[limits]` (the pipeline's record limits, which every document is checked against before it
+//! is produced). `FRESHET_<SECTION>_<KEY>` environment variables override the file
+//! (`FRESHET_INGEST_LISTEN=0.0.0.0:8090`).
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use freshet_config::Sections;
+use freshet_kafka::KafkaConfig;
+use freshet_operators::limits::RecordLimits;
+use serde::{Deserialize, Serialize};
+
+/// Everything the ingest service reads. The other binaries' sections are accepted and ignored.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub ingest: IngestConfig,
+    pub kafka: KafkaConfig,
+    pub limits: RecordLimits,
+    // Read by the pipeline or the query node only.
+    pipeline: toml::Table,
+    chunking: toml::Table,
+    embedding: toml::Table,
+    milvus: toml::Table,
+    tantivy: toml::Table,
+    metrics: toml::Table,
+    query: toml::Table,
+    sources: Option<toml::Value>,
+}
+
+/// The `[ingest]` section.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// `host:port` of the HTTP API.
+    pub listen: String,
+    /// Keys accepted on `/v1` routes (`Authorization: Bearer <key>` or `X-API-Key: <key>`).
+    /// Empty: no authentication.
+    pub api_keys: Vec<String>,
+    /// Largest request body accepted (bytes); a larger one is answered 413. A file upload is
+    /// sent on as base64 (4/3 of its size), which must also fit `limits.max_value_bytes`.
+    pub max_body_bytes: usize,
+    /// Most documents one `POST /v1/documents:batch` may carry.
+    pub max_batch_documents: usize,
+    /// How long the broker may take to acknowledge a record before the request fails with a
+    /// 503 (librdkafka's `message.timeout.ms` of this service's producer, unless
+    /// `kafka.client_properties` sets it).
+    pub produce_timeout_ms: u64,
+    /// How long `/readyz` waits for the broker's metadata.
+    pub ready_timeout_ms: u64,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            listen: "127.0.0.1:8090".into(),
+            api_keys: Vec::new(),
+            max_body_bytes: 16 << 20,
+            max_batch_documents: 1000,
+            produce_timeout_ms: 30_000,
+            ready_timeout_ms: 2_000,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path` (if any), applies the process environment, validates.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Self::load_with_env(path, &env)
+    }
+
+    pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
+        let config: Config = freshet_config::load(path, env, &sections())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let i = &self.ingest;
+        let positive = [
+            ("max_body_bytes", i.max_body_bytes as u64),
+            ("max_batch_documents", i.max_batch_documents as u64),
+            ("produce_timeout_ms", i.produce_timeout_ms),
+            ("ready_timeout_ms", i.ready_timeout_ms),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                bail!("ingest.{name} must be at least 1");
+            }
+        }
+        if i.api_keys.iter().any(|k| k.trim().is_empty()) {
+            bail!("ingest.api_keys must not contain empty keys");
+        }
+        if self.kafka.topic.is_empty() {
+            bail!("kafka.topic must not be empty");
+        }
+        Ok(())
+    }
+
+    /// The Kafka settings of this service's producer: `[kafka]` with `message.timeout.ms` set to
+    /// `ingest.produce_timeout_ms` unless `kafka.client_properties` says otherwise.
+    pub fn producer_kafka(&self) -> KafkaConfig {
+        let mut k = self.kafka.clone();
+        let set = ["message.timeout.ms", "delivery.timeout.ms"]
+            .iter()
+            .any(|p| k.client_properties.contains_key(*p));
+        if !set {
+            k.client_properties.insert(
+                "message.timeout.ms".into(),
+                self.ingest.produce_timeout_ms.to_string(),
+            );
+        }
+        k
+    }
+}
+
+/// The sections the ingest service reads (the others are accepted in the file and ignored).
+pub fn sections() -> Sections {
+    Sections::new()
+        .with::<IngestConfig>("ingest")
+        .with::<KafkaConfig>("kafka")
+        .with::<RecordLimits>("limits")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_need_no_file_and_env_overrides() {
+        let c = Config::load_with_env(None, &[]).unwrap();
+        assert_eq!(c.ingest, IngestConfig::default());
+        assert_eq!(c.kafka.topic, "documents");
+        let c = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_INGEST_LISTEN", "127.0.0.1:1"),
+                ("FRESHET_INGEST_API_KEYS", r#"["k"]"#),
+                ("FRESHET_KAFKA_TOPIC", "t"),
+                ("FRESHET_LIMITS_MAX_ID_BYTES", "10"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.ingest.listen, "127.0.0.1:1");
+        assert_eq!(c.ingest.api_keys, vec!["k".to_string()]);
+        assert_eq!(c.kafka.topic, "t");
+        assert_eq!(c.limits.max_id_bytes, 10);
+    }
+
+    #[test]
+    fn the_documented_file_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+        let c = Config::load_with_env(Some(&path), &[]).unwrap();
+        assert_eq!(c.ingest, IngestConfig::default());
+        let documented = freshet_config::read_table(Some(&path)).unwrap()["ingest"]
+            .as_table()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>();
+        let settings = sections().settings("ingest").unwrap().clone();
+        assert_eq!(documented, settings.iter().map(|s| s.to_string()).collect());
+    }
+
+    #[test]
+    fn bad_settings_are_clear_errors() {
+        let e = Config::load_with_env(None, &env(&[("FRESHET_INGEST_MAX_BODY_BYTES", "0")]))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("ingest.max_body_bytes"), "{e:#}");
+        let e = Config::load_with_env(None, &env(&[("FRESHET_INGEST_API_KEYS", r#"[" "]"#)]))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("api_keys"), "{e:#}");
+    }
+
+    #[test]
+    fn the_producer_timeout_follows_the_setting_unless_kafka_sets_one() {
+        let c = Config::load_with_env(None, &env(&[("FRESHET_INGEST_PRODUCE_TIMEOUT_MS", "5")]))
+            .unwrap();
+        assert_eq!(
+            c.producer_kafka().client_properties["message.timeout.ms"],
+            "5"
+        );
+        let c = Config::load_with_env(
+            None,
+            &env(&[(
+                "FRESHET_KAFKA_CLIENT_PROPERTIES",
+                r#"{"message.timeout.ms" = "7"}"#,
+            )]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.producer_kafka().client_properties["message.timeout.ms"],
+            "7"
+        );
+    }
+}

@@ -1,0 +1,385 @@
+//! The router without a broker: a fake [`Publisher`] records what would be produced, or fails
+//! like an unreachable broker.
+
+use std::sync::Mutex;
+
+use axum::body::Body;
+use axum::http::Request;
+use tower::ServiceExt;
+
+use super::*;
+use crate::produce::ProduceError;
+
+#[derive(Default)]
+struct Fake {
+    sent: Mutex<Vec<Outgoing>>,
+    down: bool,
+}
+
+impl Publisher for Fake {
+    fn topic(&self) -> &str {
+        "docs"
+    }
+    fn send_all(&self, records: &[Outgoing]) -> Result<Vec<Placed>, ProduceError> {
+        if self.down {
+            return Err(ProduceError("broker down".into()));
+        }
+        let mut sent = self.sent.lock().unwrap();
+        let mut out = Vec::new();
+        for r in records {
+            out.push(Placed {
+                partition: 0,
+                offset: sent.len() as i64,
+            });
+            sent.push(r.clone());
+        }
+        Ok(out)
+    }
+    fn ready(&self) -> Result<(), String> {
+        if self.down {
+            Err("broker down".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn app_with(fake: Arc<Fake>, env: &[(&str, &str)]) -> Router {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let config = Config::load_with_env(None, &env).unwrap();
+    router(App::new(config, fake))
+}
+
+async fn call(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = router
+        .clone()
+        .oneshot(req.body(Body::from(body.to_vec())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, v)
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+/// Method, URI, headers, body, expected status and error code.
+type Case = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn put_an_envelope_answers_where_it_was_written() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[]);
+    let body = br#"{"title":"T","text":"hello"}"#;
+    let (s, v) = call(&r, "PUT", "/v1/documents/a%2Fb", &[JSON], body).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"id": "a/b", "op": "upsert", "topic": "docs", "partition": 0, "offset": 0})
+    );
+    let sent = fake.sent.lock().unwrap();
+    assert_eq!(sent[0].id, "a/b");
+    assert_eq!(sent[0].value.as_deref(), Some(&body[..]));
+}
+
+#[tokio::test]
+async fn put_a_file_and_delete() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[]);
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/documents/readme?source=https%3A%2F%2Fx&acl=group%3Aa",
+        &[("content-type", "text/markdown")],
+        b"# Readme\n\ntext",
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = call(&r, "DELETE", "/v1/documents/readme", &[], b"").await;
+    assert_eq!(
+        (s, v["op"].as_str(), v["offset"].as_i64()),
+        (200, Some("delete"), Some(1))
+    );
+    let sent = fake.sent.lock().unwrap();
+    let doc: Value = serde_json::from_slice(sent[0].value.as_deref().unwrap()).unwrap();
+    assert_eq!(doc["title"], "Readme");
+    assert_eq!(doc["source"], "https://x");
+    assert_eq!(doc["acl"], json!(["group:a"]));
+    assert_eq!((sent[1].id.as_str(), &sent[1].value), ("readme", &None));
+}
+
+#[tokio::test]
+async fn every_malformed_input_is_a_json_4xx_and_nothing_is_produced() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[("FRESHET_INGEST_MAX_BODY_BYTES", "100")]);
+    let cases: Vec<Case> = vec![
+        (
+            "PUT",
+            "/v1/documents/a",
+            vec![JSON],
+            b"{".to_vec(),
+            400,
+            "invalid_document",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            vec![JSON],
+            br#"{"id":"b"}"#.to_vec(),
+            400,
+            "invalid_document",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            vec![JSON],
+            br#"{"op":"delete"}"#.to_vec(),
+            400,
+            "bad_request",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a?title=x",
+            vec![JSON],
+            b"{}".to_vec(),
+            400,
+            "bad_request",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a?bogus=1",
+            vec![("content-type", "text/plain")],
+            b"x".to_vec(),
+            400,
+            "bad_request",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            vec![("content-type", "image/png")],
+            b"x".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            vec![],
+            b"x".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            vec![JSON],
+            vec![b' '; 101],
+            413,
+            "too_large",
+        ),
+        (
+            "POST",
+            "/v1/documents:batch",
+            vec![("content-type", "text/csv")],
+            b"{}".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "POST",
+            "/v1/documents:batch",
+            vec![],
+            b"\n".to_vec(),
+            400,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/v1/documents:batch",
+            vec![],
+            b"{\"id\":\"a\"}\n[1]\n".to_vec(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "GET",
+            "/v1/documents/a",
+            vec![],
+            Vec::new(),
+            405,
+            "method_not_allowed",
+        ),
+        ("POST", "/v1/nothing", vec![], Vec::new(), 404, "not_found"),
+    ];
+    for (method, uri, headers, body, status, want) in cases {
+        let (s, v) = call(&r, method, uri, &headers, &body).await;
+        assert_eq!((s, code(&v)), (status, want), "{method} {uri}: {v}");
+        assert!(v["error"]["message"].is_string(), "{v}");
+    }
+    let (_, v) = call(&r, "PUT", "/v1/documents/a", &[JSON], br#"{"id":"b"}"#).await;
+    assert_eq!(v["error"]["class"], "id_mismatch");
+    let (_, v) = call(
+        &r,
+        "POST",
+        "/v1/documents:batch",
+        &[],
+        b"{\"id\":\"a\"}\n[1]\n",
+    )
+    .await;
+    assert_eq!(
+        v["error"]["lines"],
+        json!([{"line": 2, "class": "malformed_json", "message": "record value is not a JSON object: expected an object, found an array"}])
+    );
+    assert!(fake.sent.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_batch_answers_per_line_and_is_limited() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[("FRESHET_INGEST_MAX_BATCH_DOCUMENTS", "2")]);
+    let body = b"{\"id\":\"a\",\"text\":\"x\"}\n\n{\"op\":\"delete\",\"id\":\"b\"}\n";
+    let (s, v) = call(
+        &r,
+        "POST",
+        "/v1/documents:batch",
+        &[("content-type", "application/x-ndjson")],
+        body,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["documents"], 2);
+    assert_eq!(
+        v["results"],
+        json!([
+            {"line": 1, "id": "a", "op": "upsert", "partition": 0, "offset": 0},
+            {"line": 3, "id": "b", "op": "delete", "partition": 0, "offset": 1}
+        ])
+    );
+    let three = b"{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n";
+    let (s, v) = call(&r, "POST", "/v1/documents:batch", &[], three).await;
+    assert_eq!((s, code(&v)), (413, "too_many_documents"), "{v}");
+}
+
+#[tokio::test]
+async fn api_keys_guard_the_v1_routes_only() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(
+        fake.clone(),
+        &[("FRESHET_INGEST_API_KEYS", r#"["k1","k2"]"#)],
+    );
+    let body = br#"{"text":"x"}"#;
+    let (s, v) = call(&r, "PUT", "/v1/documents/a", &[JSON], body).await;
+    assert_eq!((s, code(&v)), (401, "unauthorized"));
+    let (s, _) = call(
+        &r,
+        "PUT",
+        "/v1/documents/a",
+        &[JSON, ("x-api-key", "nope")],
+        body,
+    )
+    .await;
+    assert_eq!(s, 401);
+    let (s, _) = call(
+        &r,
+        "DELETE",
+        "/v1/documents/a",
+        &[("authorization", "Bearer k3")],
+        b"",
+    )
+    .await;
+    assert_eq!(s, 401);
+    let (s, _) = call(&r, "POST", "/v1/documents:batch", &[], b"{\"id\":\"a\"}").await;
+    assert_eq!(s, 401);
+    let (s, _) = call(
+        &r,
+        "PUT",
+        "/v1/documents/a",
+        &[JSON, ("x-api-key", "k2")],
+        body,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, _) = call(
+        &r,
+        "DELETE",
+        "/v1/documents/a",
+        &[("authorization", "Bearer k1")],
+        b"",
+    )
+    .await;
+    assert_eq!(s, 200);
+    for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+        let (s, _) = call(&r, "GET", path, &[], b"").await;
+        assert_eq!(s, 200, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_broker_outage_is_a_503_and_not_ready() {
+    let fake = Arc::new(Fake {
+        down: true,
+        ..Fake::default()
+    });
+    let r = app_with(fake, &[]);
+    let (s, v) = call(&r, "PUT", "/v1/documents/a", &[JSON], br#"{"text":"x"}"#).await;
+    assert_eq!((s, code(&v)), (503, "unavailable"), "{v}");
+    let (s, v) = call(&r, "POST", "/v1/documents:batch", &[], b"{\"id\":\"a\"}").await;
+    assert_eq!((s, code(&v)), (503, "unavailable"), "{v}");
+    let (s, v) = call(&r, "GET", "/readyz", &[], b"").await;
+    assert_eq!((s, &v["ready"]), (503, &json!(false)));
+    let (_, v) = call(&r, "GET", "/metrics", &[], b"").await;
+    let text = v.as_str().unwrap();
+    assert!(
+        text.contains("freshet_ingest_produce_errors_total 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"freshet_ingest_requests_total{route="/v1/documents/{id}",status="503"} 1"#
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn every_documented_route_is_routed() {
+    let r = app_with(Arc::new(Fake::default()), &[]);
+    for (path, method) in crate::openapi::ROUTES {
+        let uri = path.replace("{id}", "x");
+        let (s, v) = call(&r, &method.to_uppercase(), &uri, &[], b"").await;
+        assert!(s != 404 && s != 405, "{method} {path}: {s} {v}");
+    }
+    let (_, v) = call(&r, "GET", "/metrics", &[], b"").await;
+    assert!(v
+        .as_str()
+        .unwrap()
+        .contains(r#"route="/openapi.json",status="200""#));
+}

@@ -1,0 +1,203 @@
+//! `GET /v1/index/wait?topic=T&partition=P&offset=O[&timeout_ms=MS]`: answers once the record
+//! at offset `O` of partition `P` is searchable on this node, i.e. once the pipeline commit its
+//! searches see has a next offset above `O` for that partition (both indexes hold a commit's
+//! records before tantivy commits it; a record the pipeline refused is past too, in the
+//! dead-letter topic). A producer that was told where its record went (the ingest service
+//! answers with the partition and offset) waits here, then searches.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::http::{authorize, ApiError};
+use crate::indexes::Indexes;
+use crate::retrieve::Engine;
+
+/// How long a wait lasts when the request does not say, and the longest it may ask for.
+pub const DEFAULT_WAIT_MS: u64 = 10_000;
+pub const MAX_WAIT_MS: u64 = 120_000;
+
+/// The query string.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timeout_ms: Option<u64>,
+}
+
+/// Polls `indexes` every `poll` until the served next offset of `topic`/`partition` is above
+/// `offset`: `Ok(next offset)`, or `Err(the last seen)` after `timeout`.
+pub async fn wait_for_offset(
+    indexes: &Indexes,
+    params: &WaitParams,
+    timeout: Duration,
+    poll: Duration,
+) -> Result<i64, Option<i64>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let served = indexes.served_offset(&params.topic, params.partition);
+        match served {
+            Some(next) if next > params.offset => return Ok(next),
+            _ if Instant::now() >= deadline => return Err(served),
+            _ => tokio::time::sleep(poll).await,
+        }
+    }
+}
+
+fn check(params: &WaitParams) -> Result<Duration, ApiError> {
+    if params.topic.is_empty() {
+        return Err(ApiError::bad_request("topic must not be empty"));
+    }
+    if params.partition < 0 || params.offset < 0 {
+        return Err(ApiError::bad_request("partition and offset must be ≥ 0"));
+    }
+    let ms = params.timeout_ms.unwrap_or(DEFAULT_WAIT_MS);
+    if ms > MAX_WAIT_MS {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms must be at most {MAX_WAIT_MS}"
+        )));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// The handler.
+pub async fn index_wait(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    params: Result<Query<WaitParams>, QueryRejection>,
+) -> Response {
+    let result = async {
+        authorize(&engine, &headers)?;
+        let params = params
+            .map(|q| q.0)
+            .map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
+        let timeout = check(&params)?;
+        let poll = Duration::from_millis(engine.config.query.reload_interval_ms.clamp(5, 100));
+        let start = Instant::now();
+        match wait_for_offset(&engine.indexes, &params, timeout, poll).await {
+            Ok(next) => {
+                let f = engine.indexes.freshness();
+                Ok(Json(json!({
+                    "topic": params.topic,
+                    "partition": params.partition,
+                    "offset": params.offset,
+                    "committed_offset": next,
+                    "epoch": f.epoch,
+                    "committed_at_ms": f.committed_at_ms,
+                    "waited_ms": start.elapsed().as_millis() as u64,
+                })))
+            }
+            Err(seen) => Err(ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!(
+                    "offset {} of {}/{} not searchable after {} ms (next offset served: {})",
+                    params.offset,
+                    params.topic,
+                    params.partition,
+                    timeout.as_millis(),
+                    seen.map_or("none".to_string(), |n| n.to_string())
+                ),
+            )),
+        }
+    }
+    .await;
+    match result {
+        Ok(r) => {
+            engine.metrics.request("index_wait", "none", "ok");
+            r.into_response()
+        }
+        Err(e) => {
+            engine.metrics.request("index_wait", "none", e.code);
+            e.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use freshet_tantivy::{Bm25Params, ChunkIndexWriter, CommitPayload};
+
+    fn params(offset: i64) -> WaitParams {
+        WaitParams {
+            topic: "docs".into(),
+            partition: 2,
+            offset,
+            timeout_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_a_commit_passes_the_offset_or_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
+        let ix = Indexes::new(Metrics::new());
+        ix.spawn_tantivy_reloader(path, Duration::from_millis(5), Bm25Params::default());
+        let ms = Duration::from_millis;
+        assert_eq!(
+            wait_for_offset(&ix, &params(0), ms(50), ms(5)).await,
+            Err(None)
+        );
+
+        w.commit(&CommitPayload::new(
+            [("docs".into(), [(2, 5)].into())].into(),
+            1,
+        ))
+        .unwrap();
+        assert_eq!(
+            wait_for_offset(&ix, &params(4), ms(5000), ms(5)).await,
+            Ok(5)
+        );
+        assert_eq!(
+            wait_for_offset(&ix, &params(5), ms(50), ms(5)).await,
+            Err(Some(5))
+        );
+
+        let later = params(5);
+        let waiter = wait_for_offset(&ix, &later, ms(5000), ms(5));
+        let commit = async {
+            tokio::time::sleep(ms(100)).await;
+            w.commit(&CommitPayload::new(
+                [("docs".into(), [(2, 9)].into())].into(),
+                2,
+            ))
+            .unwrap();
+        };
+        let (got, ()) = tokio::join!(waiter, commit);
+        assert_eq!(got, Ok(9));
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        assert!(check(&params(0)).is_ok());
+        for p in [
+            WaitParams {
+                topic: String::new(),
+                ..params(0)
+            },
+            WaitParams {
+                partition: -1,
+                ..params(0)
+            },
+            params(-1),
+            WaitParams {
+                timeout_ms: Some(MAX_WAIT_MS + 1),
+                ..params(0)
+            },
+        ] {
+            assert!(check(&p).is_err(), "{p:?}");
+        }
+    }
+}
