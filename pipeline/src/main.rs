@@ -56,6 +56,8 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = real_main() {
         eprintln!("freshet: error: {e:#}");

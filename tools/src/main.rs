@@ -7,6 +7,7 @@
 //! - `bench-latency`, `bench-freshness`: the query node under load, and produce-to-visible time.
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
 //! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
+//! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
 //! services.
@@ -17,6 +18,7 @@ mod parse_bench;
 mod pipeline_bench;
 mod query_bench;
 mod replicate;
+mod watch_bench;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -177,7 +179,14 @@ enum Command {
         /// Poll interval per route while waiting for an update.
         #[arg(long, default_value_t = 20)]
         poll_ms: u64,
+        /// Save the updates as files in this directory, followed by a running `freshet watch`
+        /// (file saved → visible), instead of producing them to the topic.
+        #[arg(long)]
+        watched_dir: Option<PathBuf>,
     },
+    /// Benchmark folder sync at scale: `freshet watch` over generated files (first scan, idle
+    /// CPU, restart over unchanged files; needs the broker).
+    BenchWatch(watch_bench::WatchBenchArgs),
 }
 
 fn main() {
@@ -315,6 +324,7 @@ fn run(cli: Cli) -> Result<i32> {
             seconds,
             documents,
             poll_ms,
+            watched_dir,
         } => {
             let report =
                 runtime()?.block_on(query_bench::freshness(query_bench::FreshnessArgs {
@@ -325,7 +335,13 @@ fn run(cli: Cli) -> Result<i32> {
                     documents,
                     poll_ms,
                     pipeline_config: config.clone(),
+                    watched_dir,
                 }))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(0)
+        }
+        Command::BenchWatch(args) => {
+            let report = watch_bench::run(&pipeline_config(&config)?, &args)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(0)
         }

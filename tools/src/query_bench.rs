@@ -225,6 +225,9 @@ pub struct FreshnessArgs {
     pub documents: usize,
     pub poll_ms: u64,
     pub pipeline_config: Option<PathBuf>,
+    /// Save each update as a file in this directory (which `freshet watch` follows) instead
+    /// of producing it to the topic: the time measured is then file saved → visible.
+    pub watched_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -250,30 +253,38 @@ fn update_text(run: u32, seq: usize) -> String {
     )
 }
 
-/// Which update of each benchmark document a route shows: doc id → newest visible `bench_seq`.
+/// Which update of each benchmark document a route shows: doc id → newest visible `bench_seq`
+/// (for saved files, the `zq<seq>x` of their text: a file's metadata is only its path).
 async fn visible_seqs(
     client: &reqwest::Client,
     url: &str,
     key: Option<&str>,
     mode: &str,
-    run_id: u32,
-    documents: usize,
+    t: &Tracker,
 ) -> Result<std::collections::HashMap<String, u64>> {
+    let filter = match &t.files {
+        Some(files) => json!({"path": {"in": files}}),
+        None => json!({"bench_run": t.run_id}),
+    };
     let body = json!({"query": "freshness probe river gauges seasonal freshet snowmelt update",
-        "mode": mode, "k": documents.min(100), "bm25_top_k": 1000,
+        "mode": mode, "k": t.documents.min(100), "bm25_top_k": 1000,
         // Wide candidate windows: the filter passes ~1% of the collection.
-        "vector_top_k": 1000, "filter": {"bench_run": run_id}});
+        "vector_top_k": 1000, "filter": filter});
     let v = post(client, url, key, &body).await?;
+    let seq_of = |h: &Value| match h["metadata"]["bench_seq"].as_u64() {
+        Some(s) => Some(s),
+        None => {
+            let text = h["text"].as_str()?;
+            let start = text.find("zq")? + 2;
+            let len = text[start..].find('x')?;
+            text[start..start + len].parse().ok()
+        }
+    };
     Ok(v["results"]
         .as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|h| {
-                    Some((
-                        h["doc_id"].as_str()?.to_owned(),
-                        h["metadata"]["bench_seq"].as_u64()?,
-                    ))
-                })
+                .filter_map(|h| Some((h["doc_id"].as_str()?.to_owned(), seq_of(h)?)))
                 .collect()
         })
         .unwrap_or_default())
@@ -289,6 +300,8 @@ struct Tracker {
     done: AtomicBool,
     run_id: u32,
     documents: usize,
+    /// The ids (= paths) of the saved files, when updates are files.
+    files: Option<Vec<String>>,
 }
 
 pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
@@ -313,6 +326,10 @@ pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
         done: AtomicBool::new(false),
         run_id,
         documents: args.documents,
+        files: args
+            .watched_dir
+            .as_ref()
+            .map(|_| (0..args.documents).map(|d| file_id(run_id, d)).collect()),
     });
     // One poller per route: every poll_ms, which version of each document is visible.
     let mut pollers = tokio::task::JoinSet::new();
@@ -357,12 +374,26 @@ async fn produce_updates(
         if let Ok(mut p) = tracker.produced.lock() {
             p[seq] = Some(t0);
         }
+        if let Some(dir) = &args.watched_dir {
+            // The saved file is the update: `freshet watch` publishes it.
+            let path = dir.join(file_id(run_id, seq % tracker.documents));
+            let text = update_text(run_id, seq);
+            tokio::task::spawn_blocking(move || std::fs::write(path, text))
+                .await?
+                .context("saving an update")?;
+            continue;
+        }
         let (producer, topic) = (producer.clone(), topic.to_owned());
         tokio::task::spawn_blocking(move || producer.send(&topic, id.as_bytes(), Some(&bytes)))
             .await?
             .map_err(|e| anyhow!("producing: {e}"))?;
     }
     Ok(())
+}
+
+/// The id (and path below the watched directory) of benchmark document `doc` of run `run`.
+fn file_id(run: u32, doc: usize) -> String {
+    format!("freshness-{run}-{doc}.txt")
 }
 
 /// Polls one route until every update is seen there (or the last one is 30 s old), noting when
@@ -381,8 +412,7 @@ async fn poll_route(
     loop {
         let finished = t.done.load(Ordering::SeqCst);
         let now = Instant::now();
-        if let Ok(v) = visible_seqs(&client, &url, key.as_deref(), mode, t.run_id, documents).await
-        {
+        if let Ok(v) = visible_seqs(&client, &url, key.as_deref(), mode, &t).await {
             let produced = t.produced.lock().map(|p| p.clone()).unwrap_or_default();
             let mut seen = t.seen.lock().expect("seen lock");
             for (doc, seq) in v {
