@@ -15,6 +15,7 @@ use freshet_operators::ingest::ingest;
 use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::ChunkIndexReader;
 
+pub mod ingest;
 pub mod proxy;
 pub mod query;
 pub mod watch;

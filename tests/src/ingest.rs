@@ -1,0 +1,193 @@
+//! The ingest service in integration tests: spawn the real `freshet-ingest` binary on a free
+//! port against a [`Case`]'s topic, a raw HTTP/1.1 client that sends exactly the headers it is
+//! given (file uploads, missing content types), and the query node's offset wait.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use crate::query::{QueryNode, Reply};
+use crate::{free_port, workspace_root, Case};
+
+/// The `freshet-ingest` binary (`FRESHET_INGEST_BIN` overrides).
+pub fn ingest_bin() -> PathBuf {
+    std::env::var("FRESHET_INGEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target/debug/freshet-ingest"))
+}
+
+/// A port nothing listens on (yet).
+pub fn free_tcp_port() -> u16 {
+    free_port()
+}
+
+/// A running ingest service (killed on drop).
+pub struct IngestService {
+    pub addr: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Case {
+    /// Starts an ingest service producing to this case's topic; `settings` are extra
+    /// `FRESHET_*` variables (e.g. `("FRESHET_INGEST_API_KEYS", r#"["k"]"#.into())`).
+    pub fn start_ingest(&self, settings: &[(&str, String)]) -> Result<IngestService> {
+        let port = free_port();
+        let log = self.dir.join(format!("ingest-{port}.log"));
+        let file = std::fs::File::create(&log)?;
+        let mut cmd = Command::new(ingest_bin());
+        cmd.env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
+            .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
+            .env("FRESHET_INGEST_LISTEN", format!("127.0.0.1:{port}"))
+            .env("FRESHET_LOG", "info")
+            .stdout(Stdio::from(file.try_clone()?))
+            .stderr(Stdio::from(file));
+        for (k, v) in settings {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", ingest_bin().display()))?;
+        let service = IngestService {
+            addr: format!("127.0.0.1:{port}"),
+            child,
+            log,
+        };
+        service.wait_listening(Duration::from_secs(30))?;
+        Ok(service)
+    }
+}
+
+impl IngestService {
+    fn wait_listening(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self
+                .call("GET", "/healthz", &[], b"")
+                .is_ok_and(|r| r.status == 200)
+            {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!(
+            "ingest service did not answer /healthz; log:\n{}",
+            self.log_tail()
+        )
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// One request with exactly these headers.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Reply> {
+        raw_request(&self.addr, method, path, headers, body)
+    }
+
+    /// A write that must succeed: its JSON answer (with `partition` and `offset`).
+    pub fn write(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Value> {
+        let r = self.call(method, path, headers, body)?;
+        if r.status != 200 {
+            bail!(
+                "{method} {path} → {}: {}; log:\n{}",
+                r.status,
+                r.body,
+                self.log_tail()
+            );
+        }
+        r.json()
+    }
+}
+
+impl Drop for IngestService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl QueryNode {
+    /// `GET /v1/index/wait` for the record an ingest answer (`topic`, `partition`, `offset`)
+    /// describes.
+    pub fn wait_offset(&self, written: &Value, timeout_ms: u64) -> Result<Reply> {
+        let (topic, partition, offset) = (
+            written["topic"]
+                .as_str()
+                .ok_or_else(|| anyhow!("no topic in {written}"))?,
+            written["partition"]
+                .as_i64()
+                .ok_or_else(|| anyhow!("no partition in {written}"))?,
+            written["offset"]
+                .as_i64()
+                .ok_or_else(|| anyhow!("no offset in {written}"))?,
+        );
+        self.get(&format!(
+            "/v1/index/wait?topic={topic}&partition={partition}&offset={offset}&timeout_ms={timeout_ms}"
+        ))
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close` and no headers but `Host`, `Content-Length`
+/// and `headers`.
+pub fn raw_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Reply> {
+    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes())?;
+    // The server may answer (413) and close before the whole body is sent.
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("malformed HTTP answer: {text:?}"))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("no status in {head:?}"))?;
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        bail!("chunked answer from {method} {path}: not expected from this service");
+    }
+    Ok(Reply {
+        status,
+        body: rest.to_owned(),
+    })
+}
