@@ -14,6 +14,8 @@ use freshet_operators::chunk::ChunkerConfig;
 use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::TantivyConfig;
 
+use crate::topics::{SourceConfig, Topic};
+
 /// Everything the pipeline binary reads.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -32,6 +34,9 @@ pub struct Config {
     /// The ingest service's settings (`freshet-ingest`); not read here.
     pub ingest: toml::Table,
     pub metrics: MetricsConfig,
+    /// The topics to read and their record formats (`[[sources]]`, see [`crate::topics`]);
+    /// none: `kafka.topic` in freshet's envelope.
+    pub sources: Vec<SourceConfig>,
 }
 
 /// Workers, batching and limits.
@@ -129,7 +134,13 @@ impl Config {
         self.chunking
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
+        self.topics()?;
         crate::limits::check(&self.limits)
+    }
+
+    /// The topics to read, each with its record format ([`crate::topics::topics`]).
+    pub fn topics(&self) -> Result<Vec<Topic>> {
+        crate::topics::topics(&self.sources, &self.kafka.topic, &self.kafka.dlq_topic)
     }
 }
 

@@ -12,5 +12,6 @@ pub mod publish;
 pub mod run;
 pub mod sink;
 pub mod source;
+pub mod topics;
 pub mod watch;
 pub mod worker;

@@ -39,6 +39,7 @@ pub struct DeadLetter {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Partition {
+    pub topic: String,
     pub partition: String,
 }
 

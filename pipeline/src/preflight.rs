@@ -21,13 +21,17 @@ use crate::dlq::DeadLetters;
 use crate::embedder::{ModelRef, SharedCache};
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
+use crate::sink::plan::{Offsets, TopicPartition};
 use crate::sink::Sinks;
+use crate::topics::Topic;
 
 /// Everything the workers start from.
 pub struct Prepared {
     pub tokens: HfTokenCounter,
-    /// The document topic's partitions.
-    pub partitions: Vec<i32>,
+    /// The topics read, each with its record format.
+    pub topics: Vec<Topic>,
+    /// Each topic's partitions, in the order of `topics`.
+    pub partitions: Vec<Vec<i32>>,
     pub cache: SharedCache,
     pub dlq: DeadLetters,
     /// Process 0 only (it owns the sinks).
@@ -40,8 +44,8 @@ pub type IndexedState = Vec<(String, Vec<Chunk>)>;
 /// Process 0's state from the indexes.
 pub struct Recovered {
     pub sinks: Sinks,
-    /// Next offset per partition, from the last tantivy commit (empty for a new index).
-    pub start_offsets: BTreeMap<i32, i64>,
+    /// Next offset per topic partition, from the last tantivy commit (empty for a new index).
+    pub start_offsets: Offsets,
     /// The indexed chunks by document, replayed into the dataflow at the bootstrap time.
     pub bootstrap: IndexedState,
 }
@@ -66,23 +70,32 @@ pub fn preflight(config: &Config, metrics: &Metrics, ready: &Readiness) -> Resul
 
     let kafka = &config.kafka;
     ready.step(format!("checking the topics on {}", kafka.brokers));
-    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
-        .context("creating the document topic")?;
+    let topics = config.topics()?;
+    let mut partitions = Vec::with_capacity(topics.len());
+    for t in &topics {
+        admin::ensure_topic(kafka, &t.name, config.pipeline.topic_partitions)
+            .with_context(|| format!("creating the topic {}", t.name))?;
+        partitions.push(
+            admin::partitions(kafka, &t.name)
+                .with_context(|| format!("reading the partitions of {}", t.name))?,
+        );
+    }
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
-    let partitions = admin::partitions(kafka, &kafka.topic)
-        .context("reading the document topic's partitions")?;
     let cache = open_cache(config)?;
     let dlq = DeadLetters::new(
         DlqProducer::new(kafka).context("creating the DLQ producer")?,
         metrics.clone(),
     );
     let recovered = if config.pipeline.process_index == 0 {
-        Some(recover(config, &mut model, &cache, &dlq, metrics, ready)?)
+        Some(recover(
+            config, &topics, &mut model, &cache, &dlq, metrics, ready,
+        )?)
     } else {
         None
     };
     Ok(Prepared {
         tokens,
+        topics,
         partitions,
         cache,
         dlq,
@@ -111,6 +124,7 @@ fn open_cache(config: &Config) -> Result<SharedCache> {
 /// tantivy.
 fn recover(
     config: &Config,
+    topics: &[Topic],
     model: &mut FastEmbedder,
     cache: &SharedCache,
     dlq: &DeadLetters,
@@ -126,14 +140,20 @@ fn recover(
         config.tantivy.writer_threads,
     )
     .with_context(|| format!("opening the tantivy index {}", path.display()))?;
-    let mut start_offsets = BTreeMap::new();
+    let mut start_offsets = Offsets::new();
     if let Some(payload) = tantivy.last_payload()? {
-        start_offsets = payload
-            .offsets
-            .get(&config.kafka.topic)
-            .cloned()
-            .unwrap_or_default();
-        tracing::info!(epoch = payload.epoch, offsets = ?start_offsets, "resuming from the tantivy commit");
+        // Each topic resumes where the commit left it; a topic it does not name starts from
+        // the group's offsets, or the beginning.
+        for (t, topic) in topics.iter().enumerate() {
+            for (p, o) in payload.offsets.get(&topic.name).into_iter().flatten() {
+                let tp = TopicPartition {
+                    topic: t,
+                    partition: *p,
+                };
+                start_offsets.insert(tp, *o);
+            }
+        }
+        tracing::info!(epoch = payload.epoch, offsets = ?payload.offsets, "resuming from the tantivy commit");
     }
     let mut by_doc: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
     for c in tantivy.load_all().context("loading the indexed chunks")? {
@@ -176,6 +196,7 @@ fn recover(
     Ok(Recovered {
         sinks: Sinks {
             kafka: config.kafka.clone(),
+            topics: topics.iter().map(|t| t.name.clone()).collect(),
             dlq: dlq.clone(),
             tantivy,
             milvus,

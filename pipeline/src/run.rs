@@ -38,6 +38,7 @@ pub fn run(
         pipeline: config.pipeline.clone(),
         kafka: config.kafka.clone(),
         embedding: config.embedding.clone(),
+        topics: prepared.topics,
         partitions: prepared.partitions,
         start_offsets,
         cache: prepared.cache,

@@ -1,5 +1,6 @@
-//! One worker's source: Kafka records → decoded, prepared document updates for one epoch.
-//! Bad records go to the dead-letter topic (durably, before their offset can be committed).
+//! One worker's sources: Kafka records of each topic it reads → decoded, prepared document
+//! updates for one epoch. Bad records go to the dead-letter topic (durably, before their offset
+//! can be committed).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use freshet_operators::limits::RecordLimits;
 
 use crate::dlq::DeadLetters;
 use crate::metrics::Metrics;
-use crate::sink::plan::RecordRef;
+use crate::sink::plan::{Offsets, RecordRef, TopicPartition};
 
 /// What one poll produced.
 #[derive(Default)]
@@ -23,8 +24,8 @@ pub struct SourceBatch {
     pub updates: Vec<(String, Option<Vec<Chunk>>)>,
     /// Where the latest record of each document in `updates` is.
     pub records: Vec<(String, RecordRef)>,
-    /// Next offset to read, per partition read in this batch.
-    pub next_offsets: BTreeMap<i32, i64>,
+    /// Next offset to read, per topic partition read in this batch.
+    pub next_offsets: Offsets,
     /// Kafka timestamps (ms) of the records, for the source-to-durable latency.
     pub timestamps_ms: Vec<i64>,
     pub records_read: usize,
@@ -37,25 +38,51 @@ pub struct Processing {
     pub tokens: Arc<dyn TokenCounter + Send + Sync>,
 }
 
+/// The partitions of one topic that a worker reads, and how their records are read.
 pub struct Source {
     reader: PartitionReader,
-    dlq: DeadLetters,
-    processing: Arc<Processing>,
-    metrics: Metrics,
-    /// The latest version of each document this reader prepared: an identical re-send is
-    /// recognised before cleaning and chunking.
-    versions: Versions,
+    /// The topic's index in the configured topics.
+    topic: usize,
+    format: RecordFormat,
 }
 
 impl Source {
+    pub fn new(reader: PartitionReader, topic: usize, format: RecordFormat) -> Self {
+        Source {
+            reader,
+            topic,
+            format,
+        }
+    }
+
+    pub fn reader(&self) -> &PartitionReader {
+        &self.reader
+    }
+}
+
+/// Every topic partition one worker reads.
+pub struct Sources {
+    sources: Vec<Source>,
+    dlq: DeadLetters,
+    processing: Arc<Processing>,
+    metrics: Metrics,
+    /// The latest version of each document this worker prepared: an identical re-send is
+    /// recognised before cleaning and chunking (document ids are disjoint across topics).
+    versions: Versions,
+}
+
+/// A record's update and where it is, by document id, with its place in the poll.
+type Latest = HashMap<String, (usize, RecordRef, Option<Vec<Chunk>>)>;
+
+impl Sources {
     pub fn new(
-        reader: PartitionReader,
+        sources: Vec<Source>,
         dlq: DeadLetters,
         processing: Arc<Processing>,
         metrics: Metrics,
     ) -> Self {
-        Source {
-            reader,
+        Sources {
+            sources,
             dlq,
             processing,
             metrics,
@@ -63,65 +90,25 @@ impl Source {
         }
     }
 
-    pub fn reader(&self) -> &PartitionReader {
-        &self.reader
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
     }
 
-    /// Polls up to `max_records` records, waiting at most `max_wait`. A record that cannot be
-    /// indexed goes to the dead-letter topic (acknowledged before this returns) and, when it
-    /// names a document, deletes that document (see `freshet_operators::ingest`).
+    /// Polls every topic for up to `max_records` records each, waiting at most `max_wait` in
+    /// all (shared among the topics until one has records, then not at all). A record that
+    /// cannot be indexed goes to the dead-letter topic (acknowledged before this returns) and,
+    /// when it names a document, deletes that document (see `freshet_operators::ingest`).
     pub fn poll(&mut self, max_records: usize, max_wait: Duration) -> Result<SourceBatch> {
-        let records = self
-            .reader
-            .poll_batch(max_records, max_wait)
-            .context("polling Kafka")?;
-        let mut batch = SourceBatch {
-            records_read: records.len(),
-            ..Default::default()
-        };
-        type Latest = (usize, RecordRef, Option<Vec<Chunk>>);
-        let mut latest: HashMap<String, Latest> = HashMap::new();
-        for (seq, record) in records.into_iter().enumerate() {
-            batch
-                .next_offsets
-                .insert(record.partition, record.offset + 1);
-            if let Some(ts) = record.timestamp_ms {
-                batch.timestamps_ms.push(ts);
-            }
-            let p = &self.processing;
-            let ingested = ingest_versioned(
-                &RecordFormat::Freshet,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                &p.limits,
-                &p.chunking,
-                p.tokens.as_ref(),
-                &mut self.versions,
-            );
-            match &ingested {
-                Ingested::Upsert { .. } => Metrics::outcome(&self.metrics.documents, "upsert", 1),
-                Ingested::Delete { .. } => Metrics::outcome(&self.metrics.documents, "delete", 1),
-                Ingested::Unchanged { .. } => {
-                    Metrics::outcome(&self.metrics.documents, "unchanged", 1)
-                }
-                Ingested::Skipped => Metrics::outcome(&self.metrics.documents, "skipped", 1),
-                Ingested::Rejected(r) => {
-                    let failure = Failure {
-                        class: r.class,
-                        stage: r.stage.as_str(),
-                        message: &r.message,
-                    };
-                    self.dlq.send(&record, &failure)?;
-                    Metrics::outcome(&self.metrics.documents, "dlq", 1);
-                }
-            }
-            if let Some((id, update)) = ingested.update() {
-                let at = RecordRef {
-                    partition: record.partition,
-                    offset: record.offset,
-                };
-                latest.insert(id, (seq, at, update));
-            }
+        let mut batch = SourceBatch::default();
+        let mut latest: Latest = HashMap::new();
+        let share = max_wait / self.sources.len().max(1) as u32;
+        for i in 0..self.sources.len() {
+            let wait = if batch.records_read > 0 {
+                Duration::ZERO
+            } else {
+                share
+            };
+            self.poll_one(i, max_records, wait, &mut batch, &mut latest)?;
         }
         let mut updates: Vec<_> = latest.into_iter().collect();
         updates.sort_by_key(|(_, (seq, _, _))| *seq);
@@ -130,5 +117,97 @@ impl Source {
             batch.updates.push((id, update));
         }
         Ok(batch)
+    }
+
+    fn poll_one(
+        &mut self,
+        i: usize,
+        max_records: usize,
+        max_wait: Duration,
+        batch: &mut SourceBatch,
+        latest: &mut Latest,
+    ) -> Result<()> {
+        let source = &mut self.sources[i];
+        let records = source
+            .reader
+            .poll_batch(max_records, max_wait)
+            .with_context(|| format!("polling Kafka topic {}", source.reader.topic()))?;
+        for record in records {
+            let seq = batch.records_read;
+            batch.records_read += 1;
+            let at = RecordRef {
+                topic: source.topic,
+                partition: record.partition,
+                offset: record.offset,
+            };
+            let tp = TopicPartition {
+                topic: source.topic,
+                partition: record.partition,
+            };
+            batch.next_offsets.insert(tp, record.offset + 1);
+            if let Some(ts) = record.timestamp_ms {
+                batch.timestamps_ms.push(ts);
+            }
+            let p = &self.processing;
+            let ingested = ingest_versioned(
+                &source.format,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                &p.limits,
+                &p.chunking,
+                p.tokens.as_ref(),
+                &mut self.versions,
+            );
+            let outcome = match &ingested {
+                Ingested::Upsert { .. } => "upsert",
+                Ingested::Delete { .. } => "delete",
+                Ingested::Unchanged { .. } => "unchanged",
+                Ingested::Skipped => "skipped",
+                Ingested::Rejected(r) => {
+                    let failure = Failure {
+                        class: r.class,
+                        stage: r.stage.as_str(),
+                        message: &r.message,
+                    };
+                    self.dlq.send(&record, &failure)?;
+                    "dlq"
+                }
+            };
+            Metrics::outcome(&self.metrics.documents, outcome, 1);
+            if let Some((id, update)) = ingested.update() {
+                latest.insert(id, (seq, at, update));
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the group offsets of `offsets` to the reader of each topic: in the background
+    /// (`sync` false) or synchronously. Failures are returned per topic, after trying all.
+    pub fn commit(&self, offsets: &Offsets, sync: bool) -> Vec<anyhow::Error> {
+        let mut errors = Vec::new();
+        for s in &self.sources {
+            let mine: BTreeMap<i32, i64> = offsets
+                .iter()
+                .filter(|(tp, _)| tp.topic == s.topic)
+                .map(|(tp, o)| (tp.partition, *o))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let result = if sync {
+                s.reader.commit(&mine)
+            } else {
+                s.reader.commit_async(&mine)
+            };
+            if let Err(e) = result {
+                errors.push(anyhow::Error::new(e).context(format!("topic {}", s.reader.topic())));
+            }
+        }
+        errors
+    }
+
+    /// Every source's reader, for lag reports.
+    pub fn readers(&self) -> impl Iterator<Item = &PartitionReader> {
+        self.sources.iter().map(|s| &s.reader)
     }
 }

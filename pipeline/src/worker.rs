@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use freshet_embedding::{CachedEmbedder, EmbeddingConfig, FastEmbedder};
-use freshet_kafka::{partitions_for_worker, KafkaConfig, PartitionReader};
+use freshet_kafka::{KafkaConfig, PartitionReader};
 use freshet_operators::dataflow::{chunk_deltas, embed_deltas, DocUpdate, Time, BOOTSTRAP_TIME};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::vec::Map;
@@ -24,19 +24,23 @@ use crate::embedder::{SharedCache, WorkerEmbedder};
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::preflight::IndexedState;
+use crate::sink::plan::{Offsets, TopicPartition};
 use crate::sink::{sink, Fatal, SinkMsg, Sinks};
-use crate::source::{Processing, Source};
+use crate::source::{Processing, Source, Sources};
+use crate::topics::{assign, Topic};
 
 /// What every worker of the process shares.
 pub struct Shared {
     pub pipeline: PipelineConfig,
     pub kafka: KafkaConfig,
     pub embedding: EmbeddingConfig,
-    /// The document topic's partitions.
-    pub partitions: Vec<i32>,
-    /// Next offset per partition from the last tantivy commit (process 0; others resume from
-    /// the group's offsets).
-    pub start_offsets: BTreeMap<i32, i64>,
+    /// The topics read, each with its record format.
+    pub topics: Vec<Topic>,
+    /// Each topic's partitions, in the order of `topics`.
+    pub partitions: Vec<Vec<i32>>,
+    /// Next offset per topic partition from the last tantivy commit (process 0; others resume
+    /// from the group's offsets).
+    pub start_offsets: Offsets,
     pub cache: SharedCache,
     pub dlq: DeadLetters,
     pub processing: Arc<Processing>,
@@ -82,7 +86,7 @@ impl Inputs {
 /// Runs one worker until the process is told to stop (then drains) or a fatal error.
 pub fn run_worker(worker: &mut Worker, shared: &Shared) {
     let index = worker.index();
-    let mut source = open_source(shared, index, worker.peers());
+    let mut source = open_sources(shared, index, worker.peers());
     shared.ready.worker_reading();
     let embedder = load_embedder(shared, index);
     let sinks = if index == 0 {
@@ -138,34 +142,47 @@ pub fn run_worker(worker: &mut Worker, shared: &Shared) {
     );
 }
 
-/// This worker's share of the partitions (`p % workers == index`), if any.
-fn open_source(shared: &Shared, index: usize, peers: usize) -> Option<Source> {
-    let mine = partitions_for_worker(&shared.partitions, index, peers);
-    if mine.is_empty() {
-        return None;
-    }
-    let start: BTreeMap<i32, i64> = shared
-        .start_offsets
-        .iter()
-        .filter(|(p, _)| mine.contains(p))
-        .map(|(p, o)| (*p, *o))
-        .collect();
-    let kafka = &shared.kafka;
-    match PartitionReader::new(kafka, &kafka.topic, &mine, &start) {
-        Ok(r) => Some(Source::new(
-            r,
-            shared.dlq.clone(),
-            shared.processing.clone(),
-            shared.metrics.clone(),
-        )),
-        Err(e) => {
-            shared.fail(
-                index,
-                format!("worker {index}: cannot read partitions {mine:?}: {e}"),
-            );
-            None
+/// This worker's share of the topics' partitions ([`assign`]), if any: a reader per topic.
+fn open_sources(shared: &Shared, index: usize, peers: usize) -> Option<Sources> {
+    let mut sources = Vec::new();
+    for (t, mine) in assign(&shared.partitions, index, peers)
+        .into_iter()
+        .enumerate()
+    {
+        let Some(topic) = shared.topics.get(t).filter(|_| !mine.is_empty()) else {
+            continue;
+        };
+        let start: BTreeMap<i32, i64> = mine
+            .iter()
+            .filter_map(|p| {
+                let tp = TopicPartition {
+                    topic: t,
+                    partition: *p,
+                };
+                shared.start_offsets.get(&tp).map(|o| (*p, *o))
+            })
+            .collect();
+        match PartitionReader::new(&shared.kafka, &topic.name, &mine, &start) {
+            Ok(r) => sources.push(Source::new(r, t, topic.format.clone())),
+            Err(e) => {
+                shared.fail(
+                    index,
+                    format!(
+                        "worker {index}: cannot read partitions {mine:?} of {}: {e}",
+                        topic.name
+                    ),
+                );
+                return None;
+            }
         }
     }
+    let sources = Sources::new(
+        sources,
+        shared.dlq.clone(),
+        shared.processing.clone(),
+        shared.metrics.clone(),
+    );
+    (!sources.is_empty()).then_some(sources)
 }
 
 /// This worker's model behind the process's cache; the cores are shared among the workers
@@ -199,8 +216,8 @@ fn feed(
     shared: &Shared,
     inputs: &mut Inputs,
     probe: &ProbeHandle<Time>,
-    mut source: Option<&mut Source>,
-    pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
+    mut source: Option<&mut Sources>,
+    pending: &mut VecDeque<(Time, Offsets)>,
 ) {
     let index = worker.index();
     let p = &shared.pipeline;
@@ -255,7 +272,7 @@ fn feed(
         if last_lag.elapsed() > Duration::from_secs(5) {
             last_lag = Instant::now();
             if let Some(src) = source.as_deref() {
-                report_lag(src.reader(), &shared.metrics);
+                report_lag(src, &shared.metrics);
             }
         }
     }
@@ -269,8 +286,8 @@ fn drain(
     shared: &Shared,
     inputs: Inputs,
     probe: &ProbeHandle<Time>,
-    source: Option<&Source>,
-    pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
+    source: Option<&Sources>,
+    pending: &mut VecDeque<(Time, Offsets)>,
 ) {
     let index = worker.index();
     if shared.stop.load(Ordering::SeqCst) {
@@ -284,7 +301,7 @@ fn drain(
     }
     commit_durable(shared, probe, pending, source, index, true);
     if let Some(src) = source {
-        report_lag(src.reader(), &shared.metrics);
+        report_lag(src, &shared.metrics);
     }
     if !probe.done() {
         tracing::warn!(
@@ -312,8 +329,8 @@ fn next_epoch(prev: Time) -> Time {
 fn commit_durable(
     shared: &Shared,
     probe: &ProbeHandle<Time>,
-    pending: &mut VecDeque<(Time, BTreeMap<i32, i64>)>,
-    source: Option<&Source>,
+    pending: &mut VecDeque<(Time, Offsets)>,
+    source: Option<&Sources>,
     index: usize,
     sync: bool,
 ) {
@@ -334,27 +351,25 @@ fn commit_durable(
     };
     // The index commit already holds these offsets; the group commit is where processes other
     // than 0 resume, and what lag monitoring reads; a failure is logged, not fatal.
-    let result = if sync {
-        src.reader().commit(&offsets)
-    } else {
-        src.reader().commit_async(&offsets)
-    };
-    if let Err(e) = result {
-        tracing::warn!(worker = index, error = %e, "committing Kafka offsets failed");
+    for e in src.commit(&offsets, sync) {
+        tracing::warn!(worker = index, error = %format!("{e:#}"), "committing Kafka offsets failed");
     }
 }
 
-fn report_lag(reader: &PartitionReader, metrics: &Metrics) {
-    let (Ok(high), Ok(committed)) = (reader.high_watermarks(), reader.committed()) else {
-        return;
-    };
-    for (p, h) in high {
-        let next = committed.get(&p).copied().unwrap_or(0).max(0);
-        metrics
-            .consumer_lag
-            .get_or_create(&crate::metrics::Partition {
-                partition: p.to_string(),
-            })
-            .set((h - next).max(0));
+fn report_lag(sources: &Sources, metrics: &Metrics) {
+    for reader in sources.readers() {
+        let (Ok(high), Ok(committed)) = (reader.high_watermarks(), reader.committed()) else {
+            continue;
+        };
+        for (p, h) in high {
+            let next = committed.get(&p).copied().unwrap_or(0).max(0);
+            metrics
+                .consumer_lag
+                .get_or_create(&crate::metrics::Partition {
+                    topic: reader.topic().to_string(),
+                    partition: p.to_string(),
+                })
+                .set((h - next).max(0));
+        }
     }
 }

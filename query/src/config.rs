@@ -29,6 +29,8 @@ pub struct Config {
     kafka: toml::Table,
     chunking: toml::Table,
     metrics: toml::Table,
+    // The pipeline's `[[sources]]` (an array of tables).
+    sources: Vec<toml::Table>,
     // Read by the ingest service only.
     ingest: toml::Table,
 }
@@ -330,7 +332,8 @@ mod tests {
         std::fs::write(
             &file,
             "[pipeline]\nworkers = 3\n[kafka]\ntopic = \"t\"\n[query]\nlisten = \"127.0.0.1:1\"\n\
-             rerank_backend = \"remote\"\nrerank_url = \"http://x/rerank\"\n",
+             rerank_backend = \"remote\"\nrerank_url = \"http://x/rerank\"\n\
+             [[sources]]\ntopic = \"pg.t\"\nformat = \"debezium\"\nid_fields = [\"id\"]\n",
         )
         .unwrap();
         let c = Config::load_with_env(

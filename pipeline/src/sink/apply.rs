@@ -107,9 +107,10 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         .tantivy
         .apply(&upserts, &deletes)
         .context("writing to tantivy")?;
-    let mut offsets = BTreeMap::new();
-    offsets.insert(sinks.kafka.topic.clone(), sinks.offsets.clone());
-    let payload = CommitPayload::new(offsets, batch.last_epoch);
+    let payload = CommitPayload::new(
+        plan::by_topic_name(&sinks.topics, &sinks.offsets),
+        batch.last_epoch,
+    );
     sinks
         .tantivy
         .commit(&payload)
@@ -203,7 +204,13 @@ fn dead_letter(
     record: Option<RecordRef>,
     failure: &Failure<'_>,
 ) -> Result<()> {
-    let topic = &sinks.kafka.topic;
+    let topic = match record {
+        Some(r) => sinks
+            .topics
+            .get(r.topic)
+            .ok_or_else(|| anyhow!("a record of unknown topic {}", r.topic))?,
+        None => sinks.topics.first().ok_or_else(|| anyhow!("no topics"))?,
+    };
     let original = match record {
         Some(r) => PartitionReader::read_one(
             &sinks.kafka,

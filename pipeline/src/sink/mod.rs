@@ -34,7 +34,7 @@ use crate::metrics::Metrics;
 pub enum SinkMsg {
     Record(Box<SinkRecord>),
     Progress {
-        next_offsets: BTreeMap<i32, i64>,
+        next_offsets: plan::Offsets,
         timestamps_ms: Vec<i64>,
         /// The latest record of each document read in the epoch, so that a version refused
         /// at write time can be dead-lettered as it was read.
@@ -44,14 +44,16 @@ pub enum SinkMsg {
 
 /// The writers, owned by the sink operator.
 pub struct Sinks {
-    /// The document topic's settings (its records are read again to dead-letter them).
+    /// The broker's settings (records are read again to dead-letter them).
     pub kafka: KafkaConfig,
+    /// The topics read, by index ([`plan::TopicPartition::topic`]).
+    pub topics: Vec<String>,
     pub dlq: crate::dlq::DeadLetters,
     pub tantivy: ChunkIndexWriter,
     pub milvus: MilvusSink,
     pub runtime: tokio::runtime::Runtime,
     /// Offsets already durable (from the last tantivy commit), updated as epochs commit.
-    pub offsets: BTreeMap<i32, i64>,
+    pub offsets: plan::Offsets,
     pub metrics: Metrics,
     /// Documents removed from the indexes after a refusal whose refused version the dataflow
     /// still holds: their next version is written whole (see [`plan`]). Empty after a restart,
@@ -260,7 +262,13 @@ mod tests {
                 input
             });
             input.send(SinkMsg::Progress {
-                next_offsets: BTreeMap::from([(0, 5)]),
+                next_offsets: BTreeMap::from([(
+                    plan::TopicPartition {
+                        topic: 0,
+                        partition: 0,
+                    },
+                    5,
+                )]),
                 timestamps_ms: vec![],
                 records: vec![],
             });

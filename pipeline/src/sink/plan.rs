@@ -25,9 +25,23 @@ use freshet_operators::dataflow::{SinkRecord, Time};
 
 use super::SinkMsg;
 
-/// Where a record is on the document topic.
+/// A partition of one of the topics the pipeline reads: the topic's index in the configured
+/// topics ([`crate::topics::topics`]) and the partition.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct TopicPartition {
+    pub topic: usize,
+    pub partition: i32,
+}
+
+/// The next offset to read, per topic partition.
+pub type Offsets = BTreeMap<TopicPartition, i64>;
+
+/// Where a record is: its topic (index in the configured topics), partition and offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordRef {
+    pub topic: usize,
     pub partition: i32,
     pub offset: i64,
 }
@@ -79,8 +93,8 @@ pub struct EmbedRefusal {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Batch {
     pub last_epoch: Time,
-    /// Next offset per partition read in these epochs (the highest seen).
-    pub next_offsets: BTreeMap<i32, i64>,
+    /// Next offset per topic partition read in these epochs (the highest seen).
+    pub next_offsets: Offsets,
     /// Kafka timestamps of the records (ms).
     pub timestamps_ms: Vec<i64>,
     pub docs: BTreeMap<String, DocChanges>,
@@ -206,6 +220,19 @@ pub fn removals(d: &DocChanges) -> Vec<String> {
     let mut remove: BTreeSet<String> = d.deletes.clone();
     remove.extend(d.upserts.keys().cloned());
     remove.into_iter().collect()
+}
+
+/// The commit payload's offsets: topic name → partition → next offset.
+pub fn by_topic_name(topics: &[String], offsets: &Offsets) -> BTreeMap<String, BTreeMap<i32, i64>> {
+    let mut out: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
+    for (tp, o) in offsets {
+        if let Some(name) = topics.get(tp.topic) {
+            out.entry(name.clone())
+                .or_default()
+                .insert(tp.partition, *o);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -54,13 +54,18 @@ fn stored(c: &Chunk) -> Chunk {
     }
 }
 
+const TP0: TopicPartition = TopicPartition {
+    topic: 0,
+    partition: 0,
+};
+
 fn no_lost() -> BTreeSet<String> {
     BTreeSet::new()
 }
 
 fn progress(records: &[(&str, i64)]) -> SinkMsg {
     SinkMsg::Progress {
-        next_offsets: BTreeMap::from([(0, records.iter().map(|r| r.1).max().unwrap_or(0) + 1)]),
+        next_offsets: BTreeMap::from([(TP0, records.iter().map(|r| r.1).max().unwrap_or(0) + 1)]),
         timestamps_ms: vec![],
         records: records
             .iter()
@@ -68,6 +73,7 @@ fn progress(records: &[(&str, i64)]) -> SinkMsg {
                 (
                     d.to_string(),
                     RecordRef {
+                        topic: 0,
                         partition: 0,
                         offset: *o,
                     },
@@ -101,7 +107,7 @@ fn later_epochs_win_per_chunk_and_progress_merges() {
     ];
     let b = collapse(epochs, &no_lost()).unwrap();
     assert_eq!(b.last_epoch, 9);
-    assert_eq!(b.next_offsets, BTreeMap::from([(0, 8)]));
+    assert_eq!(b.next_offsets, BTreeMap::from([(TP0, 8)]));
     let d = &b.docs["a"];
     assert_eq!(d.deletes.iter().collect::<Vec<_>>(), vec![&v1[1].chunk_id]);
     let ids: Vec<&String> = d.upserts.keys().collect();
@@ -165,6 +171,7 @@ fn embed_refusals_name_their_epoch_record() {
         vec![EmbedRefusal {
             doc_id: "a".into(),
             record: Some(RecordRef {
+                topic: 0,
                 partition: 0,
                 offset: 10
             }),
@@ -431,4 +438,18 @@ fn refusals_converge_to_the_sequential_reference() {
         );
     }
     assert!(writes > 0);
+}
+
+#[test]
+fn commit_offsets_are_named_by_topic() {
+    let topics = vec!["documents".to_string(), "pg.public.t".to_string()];
+    let tp = |topic, partition| TopicPartition { topic, partition };
+    let offsets = BTreeMap::from([(tp(0, 0), 5), (tp(0, 3), 7), (tp(1, 0), 2), (tp(2, 0), 9)]);
+    assert_eq!(
+        by_topic_name(&topics, &offsets),
+        BTreeMap::from([
+            ("documents".to_string(), BTreeMap::from([(0, 5), (3, 7)])),
+            ("pg.public.t".to_string(), BTreeMap::from([(0, 2)])),
+        ])
+    );
 }
