@@ -15,6 +15,7 @@ use freshet_operators::ingest::ingest;
 use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::ChunkIndexReader;
 
+pub mod cdc;
 pub mod ingest;
 pub mod proxy;
 pub mod query;
@@ -99,6 +100,8 @@ pub struct Case {
     producer: DocumentProducer,
     /// Highest offset produced per partition.
     produced: BTreeMap<i32, i64>,
+    /// The same for each other topic the case publishes to ([`Case::send_to`]).
+    produced_elsewhere: BTreeMap<String, BTreeMap<i32, i64>>,
     pipeline: Option<Child>,
     /// Further processes of a multi-process (cluster) pipeline.
     peers: Vec<Child>,
@@ -127,6 +130,7 @@ impl Case {
             metrics_port: free_port(),
             producer,
             produced: BTreeMap::new(),
+            produced_elsewhere: BTreeMap::new(),
             pipeline: None,
             peers: Vec::new(),
             extra_env: Vec::new(),
@@ -143,6 +147,16 @@ impl Case {
             .producer
             .send(&self.kafka.topic, key.as_bytes(), value)?;
         let e = self.produced.entry(p).or_insert(o);
+        *e = (*e).max(o);
+        Ok(())
+    }
+
+    /// Publishes one record to another topic the pipeline reads; [`Case::wait_indexed`] waits
+    /// for it too.
+    pub fn send_to(&mut self, topic: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let (p, o) = self.producer.send(topic, key, value)?;
+        let produced = self.produced_elsewhere.entry(topic.to_string());
+        let e = produced.or_default().entry(p).or_insert(o);
         *e = (*e).max(o);
         Ok(())
     }
@@ -323,12 +337,14 @@ impl Case {
             self.check_alive()?;
             if let Ok(reader) = ChunkIndexReader::open(self.tantivy_path()) {
                 if let Ok(Some(payload)) = reader.last_payload() {
-                    let done = payload.offsets.get(&self.kafka.topic);
-                    if self
-                        .produced
-                        .iter()
-                        .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|next| *next > *o))
-                    {
+                    let topics = std::iter::once((&self.kafka.topic, &self.produced))
+                        .chain(&self.produced_elsewhere);
+                    if topics.into_iter().all(|(topic, produced)| {
+                        let done = payload.offsets.get(topic);
+                        produced
+                            .iter()
+                            .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|n| *n > *o))
+                    }) {
                         return Ok(());
                     }
                 }
