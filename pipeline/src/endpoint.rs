@@ -15,7 +15,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::metrics::Metrics;
+use prometheus_client::registry::Registry;
 
 /// Where the pipeline is on its way to reading records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +97,11 @@ impl Readiness {
         }
     }
 
+    /// Ready (a process without workers: the folder sync after its start scan).
+    pub fn running(&self) {
+        self.set(Phase::Running);
+    }
+
     pub fn stopping(&self) {
         self.set(Phase::Stopping);
     }
@@ -125,12 +130,13 @@ impl Readiness {
 
 #[derive(Clone)]
 struct Shared {
-    metrics: Metrics,
+    registry: Arc<Registry>,
     ready: Readiness,
 }
 
-/// Serves the endpoint on `listen` from a thread of its own; returns the bound address.
-pub fn serve(listen: &str, metrics: Metrics, ready: Readiness) -> Result<SocketAddr> {
+/// Serves the endpoint on `listen` from a thread of its own (the metrics of `registry`);
+/// returns the bound address.
+pub fn serve(listen: &str, registry: Arc<Registry>, ready: Readiness) -> Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen for metrics on {listen}"))?;
     listener.set_nonblocking(true)?;
@@ -139,7 +145,7 @@ pub fn serve(listen: &str, metrics: Metrics, ready: Readiness) -> Result<SocketA
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(Shared { metrics, ready });
+        .with_state(Shared { registry, ready });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -161,12 +167,16 @@ pub fn serve(listen: &str, metrics: Metrics, ready: Readiness) -> Result<SocketA
 }
 
 async fn metrics_text(State(s): State<Shared>) -> impl IntoResponse {
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &s.registry).is_err() {
+        text.clear();
+    }
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.metrics.encode(),
+        text,
     )
 }
 
@@ -185,6 +195,7 @@ mod tests {
     use std::io::{Read, Write};
 
     use super::*;
+    use crate::metrics::Metrics;
 
     fn get(addr: SocketAddr, path: &str) -> (u16, String) {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -225,7 +236,7 @@ mod tests {
         metrics.commits.inc();
         let ready = Readiness::new();
         ready.step("opening the tantivy index");
-        let addr = serve("127.0.0.1:0", metrics, ready.clone()).unwrap();
+        let addr = serve("127.0.0.1:0", metrics.registry.clone(), ready.clone()).unwrap();
         let (status, body) = get(addr, "/metrics");
         assert_eq!(status, 200);
         assert!(body.contains("freshet_pipeline_commits_total 1"), "{body}");

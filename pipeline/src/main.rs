@@ -74,7 +74,11 @@ fn real_main() -> Result<()> {
             let metrics = Metrics::new();
             let ready = Readiness::new();
             if !config.metrics.listen.is_empty() {
-                let addr = endpoint::serve(&config.metrics.listen, metrics.clone(), ready.clone())?;
+                let addr = endpoint::serve(
+                    &config.metrics.listen,
+                    metrics.registry.clone(),
+                    ready.clone(),
+                )?;
                 tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
             }
             freshet_pipeline::run::run(config, stop.clone(), metrics, ready)?;

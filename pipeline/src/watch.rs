@@ -1,16 +1,28 @@
 //! `freshet watch DIR…`: folder sync ([`freshet_sources::watch`]) publishing to the configured
-//! document topic, refused files to the dead-letter topic, until SIGINT/SIGTERM.
+//! document topic, refused files to the dead-letter topic, until SIGINT/SIGTERM; with
+//! `--metrics-listen`, `/metrics` (`freshet_watch_*`, `pipeline/METRICS.md`), `/healthz` and
+//! `/readyz` (ready once the start scan is published).
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
 
 use anyhow::{Context, Result};
 use freshet_kafka::{admin, DlqProducer, DocumentProducer};
-use freshet_sources::watch::{watch, Filter, KafkaOutlet, State, Syncer, Tree, WatchSettings};
+use freshet_sources::watch::{
+    watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
+};
 use freshet_sources::Mapping;
 
 use crate::config::Config;
+use crate::endpoint::{self, Readiness};
 
 /// The command line of `freshet watch`.
 #[derive(Clone, Debug, clap::Args)]
@@ -34,6 +46,97 @@ pub struct WatchArgs {
     /// A burst of events ends after this many quiet milliseconds.
     #[arg(long, default_value_t = 20)]
     pub debounce_ms: u64,
+    /// `host:port` serving `/metrics`, `/healthz` and `/readyz` (off by default: the
+    /// pipeline's endpoint has `[metrics] listen`).
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
+}
+
+/// The watcher's metrics (`freshet_watch_*`).
+struct WatchMetrics {
+    registry: Arc<Registry>,
+    records: Family<Vec<(String, String)>, Counter>,
+    dead_letters: Counter,
+    files: Family<Vec<(String, String)>, Counter>,
+    syncs: Family<Vec<(String, String)>, Counter>,
+    sync_seconds: Histogram,
+    last_sync: Gauge<f64, AtomicU64>,
+}
+
+impl WatchMetrics {
+    fn new() -> Self {
+        let mut r = Registry::with_prefix("freshet_watch");
+        let records = Family::default();
+        r.register(
+            "records",
+            "Records published, by op (upsert, delete)",
+            records.clone(),
+        );
+        let dead_letters = Counter::default();
+        r.register(
+            "dead_letters",
+            "Files sent to the dead-letter topic",
+            dead_letters.clone(),
+        );
+        let files = Family::default();
+        r.register(
+            "files_checked",
+            "Files looked at by syncs, by result (unchanged, touched: same bytes, new times)",
+            files.clone(),
+        );
+        let syncs = Family::default();
+        r.register(
+            "syncs",
+            "Syncs, by kind (scan: every root; events)",
+            syncs.clone(),
+        );
+        let sync_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        r.register(
+            "sync_seconds",
+            "One sync: reading the changed files, producing, waiting for the acks, the state",
+            sync_seconds.clone(),
+        );
+        let last_sync = Gauge::<f64, AtomicU64>::default();
+        r.register(
+            "last_sync_timestamp_seconds",
+            "When the last sync finished (Unix time)",
+            last_sync.clone(),
+        );
+        WatchMetrics {
+            registry: Arc::new(r),
+            records,
+            dead_letters,
+            files,
+            syncs,
+            sync_seconds,
+            last_sync,
+        }
+    }
+
+    fn observe(&self, r: &SyncReport) {
+        let label = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        self.records
+            .get_or_create(&label("op", "upsert"))
+            .inc_by(r.upserts as u64);
+        self.records
+            .get_or_create(&label("op", "delete"))
+            .inc_by(r.deletes as u64);
+        self.dead_letters.inc_by(r.dead_letters as u64);
+        let files = &self.files;
+        files
+            .get_or_create(&label("result", "unchanged"))
+            .inc_by(r.unchanged as u64);
+        files
+            .get_or_create(&label("result", "touched"))
+            .inc_by(r.touched as u64);
+        let kind = if r.full { "scan" } else { "events" };
+        self.syncs.get_or_create(&label("kind", kind)).inc();
+        self.sync_seconds.observe(r.elapsed.as_secs_f64());
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.last_sync.set(now.as_secs_f64());
+    }
 }
 
 pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
@@ -70,11 +173,23 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         ..WatchSettings::default()
     };
+    let metrics = WatchMetrics::new();
+    let ready = Readiness::new();
+    ready.step("publishing what changed since the last run");
+    if let Some(listen) = &args.metrics_listen {
+        let addr = endpoint::serve(listen, metrics.registry.clone(), ready.clone())?;
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    }
     let mut first = true;
     watch(&mut syncer, &settings, stop, |r| {
-        if first || r.published() + r.dead_letters > 0 {
+        metrics.observe(r);
+        if first {
+            ready.running();
+        }
+        if r.full || r.published() + r.dead_letters > 0 {
             tracing::info!(
-                scan = first,
+                scan = r.full,
+                seconds = r.elapsed.as_secs_f64(),
                 upserts = r.upserts,
                 deletes = r.deletes,
                 dead_letters = r.dead_letters,

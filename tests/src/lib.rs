@@ -79,7 +79,8 @@ fn unique(name: &str) -> String {
     format!("{name}_{}_{}", std::process::id(), nanos % 1_000_000_000)
 }
 
-pub(crate) fn free_port() -> u16 {
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
+use freshet_tests::query::request;
 use freshet_tests::watch::{directory_records, WatchProcess};
-use freshet_tests::{expected_chunks, workspace_root, Case};
+use freshet_tests::{expected_chunks, free_port, workspace_root, Case};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -57,8 +58,19 @@ fn watched_directory_changes_reach_both_indexes_exactly() -> Result<()> {
 
     case.start_pipeline()?;
     let node = case.start_query(&[])?;
-    let mut watcher = case.start_watch(&dir, &state, &[])?;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut watcher = case.start_watch(&dir, &state, &["--metrics-listen", &metrics])?;
     exact(&mut case, &dir, &mut watcher)?;
+    // Its endpoint: ready after the start scan, which published seven files and refused one.
+    assert_eq!(request(&metrics, "GET", "/readyz", &[], b"")?.status, 200);
+    let text = request(&metrics, "GET", "/metrics", &[], b"")?.body;
+    for line in [
+        "freshet_watch_records_total{op=\"upsert\"} 7",
+        "freshet_watch_dead_letters_total 1",
+        "freshet_watch_syncs_total{kind=\"scan\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
     // The unreadable file is dead-lettered with its path, not published.
     let dlq = case.dlq_records(1, Duration::from_secs(30))?;
     assert_eq!(dlq.len(), 1);

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::files::file_bytes_document;
 use crate::publish::{Mapping, Outgoing};
@@ -47,6 +48,10 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Files whose times changed but whose bytes did not: recorded, not published.
     pub touched: usize,
+    /// Every root was compared (a start, or a lost event queue), not just some paths.
+    pub full: bool,
+    /// How long the sync took: reading, producing, the acknowledgements, the state.
+    pub elapsed: Duration,
 }
 
 impl SyncReport {
@@ -117,13 +122,18 @@ impl<O: Outlet> Syncer<O> {
     /// Every root: what a start (or a lost event queue) needs.
     pub fn sync_all(&mut self) -> Result<SyncReport> {
         let dirs: Vec<PathBuf> = self.tree.roots.iter().map(|r| r.dir.clone()).collect();
-        self.sync_paths(dirs)
+        let report = self.sync_paths(dirs)?;
+        Ok(SyncReport {
+            full: true,
+            ..report
+        })
     }
 
     /// The files and directories at `paths` (existing or not), each with everything below it.
     /// On an error nothing of the unfinished batch is recorded: calling again with the same
     /// paths publishes what is still missing.
     pub fn sync_paths(&mut self, paths: impl IntoIterator<Item = PathBuf>) -> Result<SyncReport> {
+        let started = Instant::now();
         self.pending.clear();
         self.pending_bytes = 0;
         self.report = SyncReport::default();
@@ -149,6 +159,7 @@ impl<O: Outlet> Syncer<O> {
             }
         }
         self.flush(&mut total)?;
+        total.elapsed = started.elapsed();
         Ok(total)
     }
 

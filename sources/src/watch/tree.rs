@@ -144,6 +144,8 @@ impl Tree {
                 continue;
             }
             let Ok(rel) = relative_id(&root.dir, entry.path()) else {
+                // No id can name it (ids are UTF-8): said, not published.
+                tracing::warn!(path = %entry.path().display(), "skipping a file whose path is not UTF-8");
                 continue;
             };
             if self.filter.accepts(&rel) {
