@@ -140,6 +140,7 @@ impl FileOptions {
                 "title" => o.title = Some(v.clone()),
                 "source" => o.source = Some(v.clone()),
                 "acl" => o.acl.push(v.clone()),
+                "metadata" if v.trim().is_empty() => o.metadata = Map::new(),
                 "metadata" => match serde_json::from_str::<Value>(v) {
                     Ok(Value::Object(m)) => o.metadata = m,
                     _ => {

@@ -128,34 +128,43 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<B
 }
 
 /// Checks the API key when keys are configured (`Authorization: Bearer <key>` or
-/// `X-API-Key: <key>`, compared in constant time).
+/// `X-API-Key: <key>`, compared in constant time). Every credential sent must be valid: a wrong
+/// `Authorization` is refused even beside a right `X-API-Key`.
 pub fn authorize(keys: &[String], headers: &HeaderMap) -> Result<(), ApiError> {
     if keys.is_empty() {
         return Ok(());
     }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
-    match given {
-        Some(g)
-            if keys
-                .iter()
-                .any(|k| constant_time_eq(k.as_bytes(), g.trim().as_bytes())) =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "invalid API key",
-        )),
-        None => Err(ApiError::new(
+    let bearer = headers.get(header::AUTHORIZATION).map(|v| {
+        v.to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+    });
+    let api_key = headers
+        .get("x-api-key")
+        .map(|v| v.to_str().ok().map(str::trim));
+    let given: Vec<Option<&str>> = [bearer, api_key].into_iter().flatten().collect();
+    if given.is_empty() {
+        return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`",
-        )),
+        ));
+    }
+    let valid = |g: &Option<&str>| {
+        g.is_some_and(|g| {
+            keys.iter()
+                .any(|k| constant_time_eq(k.as_bytes(), g.as_bytes()))
+        })
+    };
+    if given.iter().all(valid) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "invalid API key",
+        ))
     }
 }
 

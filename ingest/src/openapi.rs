@@ -102,13 +102,15 @@ fn paths() -> Value {
         "/v1/documents/{id}": {
             "put": {
                 "summary": "Write one document: a JSON envelope, or a file with its media type",
+                "description": "The query parameters describe a file upload; with a JSON envelope (which carries its own fields) any of them is a 400.",
                 "security": security,
                 "parameters": [
                     id,
                     query("title", "File upload: the title (default: the file's own heading or <title>; for PDF/DOCX/EPUB, the file's metadata).", json!({"type": "string"})),
                     query("source", "File upload: the document's source (URL, path).", json!({"type": "string"})),
-                    query("acl", "File upload: one ACL principal; repeat for more. None: public.", json!({"type": "string"})),
-                    query("metadata", "File upload: a JSON object of metadata.", json!({"type": "string"}))
+                    query("acl", "File upload: one ACL principal; repeat for more. None: public.", json!({"type": "string", "minLength": 1})),
+                    {"name": "metadata", "in": "query", "required": false, "description": "File upload: a JSON object of metadata (URL-encoded JSON text; empty: none).",
+                     "content": {"application/json": {"schema": {"type": "object"}}}}
                 ],
                 "requestBody": {"required": true, "content": {
                     "application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}},

@@ -327,6 +327,13 @@ async fn api_keys_guard_the_v1_routes_only() {
     )
     .await;
     assert_eq!(s, 200);
+    // A wrong credential beside a right one is refused; two right ones pass.
+    let both = [JSON, ("x-api-key", "k2"), ("authorization", "Basic k2")];
+    let (s, _) = call(&r, "PUT", "/v1/documents/a", &both, body).await;
+    assert_eq!(s, 401);
+    let both = [JSON, ("x-api-key", "k2"), ("authorization", "Bearer k1")];
+    let (s, _) = call(&r, "PUT", "/v1/documents/a", &both, body).await;
+    assert_eq!(s, 200);
     let (s, _) = call(
         &r,
         "DELETE",
