@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use freshet_kafka::PartitionReader;
+use freshet_kafka::{KafkaConfig, PartitionReader};
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_sources::{file_document, list_files, Mapping};
 
@@ -65,32 +65,79 @@ pub fn directory_records(dir: &Path) -> Result<Vec<(String, Option<Vec<u8>>)>> {
     Ok(out)
 }
 
+/// Starts `freshet watch dir` on `kafka`'s topic and dead-letter topic, logging to `log`.
+pub fn spawn_watch(
+    kafka: &KafkaConfig,
+    dir: &Path,
+    state: &Path,
+    log: &Path,
+    args: &[&str],
+) -> Result<WatchProcess> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let properties: Vec<String> = kafka
+        .client_properties
+        .iter()
+        .map(|(k, v)| format!("{k:?} = {v:?}"))
+        .collect();
+    let child = Command::new(freshet_bin())
+        .arg("watch")
+        .arg(dir)
+        .arg("--state")
+        .arg(state)
+        .args(args)
+        .env("FRESHET_KAFKA_BROKERS", &kafka.brokers)
+        .env("FRESHET_KAFKA_TOPIC", &kafka.topic)
+        .env("FRESHET_KAFKA_DLQ_TOPIC", &kafka.dlq_topic)
+        .env(
+            "FRESHET_KAFKA_CLIENT_PROPERTIES",
+            format!("{{{}}}", properties.join(", ")),
+        )
+        .env("FRESHET_LOG", "info")
+        .stdout(Stdio::from(file.try_clone()?))
+        .stderr(Stdio::from(file))
+        .spawn()
+        .with_context(|| format!("starting {} watch", freshet_bin().display()))?;
+    Ok(WatchProcess {
+        child: Some(child),
+        log: log.to_path_buf(),
+    })
+}
+
+/// The latest value per key of a topic (`None`: a tombstone).
+pub type Latest = BTreeMap<String, Option<Vec<u8>>>;
+
+/// Every record of `kafka.topic` (all partitions, from the start), read until the high
+/// watermarks: the latest value per key and how many records there were.
+pub fn topic_contents(kafka: &KafkaConfig) -> Result<(Latest, usize)> {
+    let partitions = freshet_kafka::admin::partitions(kafka, &kafka.topic)?;
+    let mut cfg = kafka.clone();
+    cfg.group_id = format!("{}-contents-{}", kafka.group_id, std::process::id());
+    let start: BTreeMap<i32, i64> = partitions.iter().map(|p| (*p, 0)).collect();
+    let mut reader = PartitionReader::new(&cfg, &kafka.topic, &partitions, &start)?;
+    let high: i64 = reader.high_watermarks()?.values().sum();
+    let mut latest = BTreeMap::new();
+    let mut read = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (read as i64) < high {
+        if Instant::now() > deadline {
+            bail!("read {read} of {high} records of {}", kafka.topic);
+        }
+        for r in reader.poll_batch(1000, Duration::from_millis(500))? {
+            read += 1;
+            let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).to_string();
+            latest.insert(key, r.value);
+        }
+    }
+    Ok((latest, read))
+}
+
 impl Case {
     /// Starts `freshet watch dir` on this case's topic with its state at `state`.
     pub fn start_watch(&self, dir: &Path, state: &Path, args: &[&str]) -> Result<WatchProcess> {
-        let log = self.dir.join("watch.log");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?;
-        let child = Command::new(freshet_bin())
-            .arg("watch")
-            .arg(dir)
-            .arg("--state")
-            .arg(state)
-            .args(args)
-            .env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
-            .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
-            .env("FRESHET_KAFKA_DLQ_TOPIC", &self.kafka.dlq_topic)
-            .env("FRESHET_LOG", "info")
-            .stdout(Stdio::from(file.try_clone()?))
-            .stderr(Stdio::from(file))
-            .spawn()
-            .with_context(|| format!("starting {} watch", freshet_bin().display()))?;
-        Ok(WatchProcess {
-            child: Some(child),
-            log,
-        })
+        spawn_watch(&self.kafka, dir, state, &self.dir.join("watch.log"), args)
     }
 
     /// Records the document topic holds (its high watermarks), which [`Case::wait_indexed`]

@@ -3,7 +3,7 @@
 //! Both wait for the broker's acknowledgement before returning, so a successful return means
 //! the record is durable (`acks=all`).
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::client::ClientContext;
@@ -259,10 +259,65 @@ fn check_topic(topic: &str) -> Result<()> {
     }
 }
 
+/// The producer behind [`DocumentProducer`] and [`DlqProducer`], replaced by a fresh one after
+/// a failed delivery. An idempotent producer whose deliveries timed out while the broker was
+/// away can be left unable to produce once it is back (tansu answers the epoch bump that
+/// follows with an unknown error, forever); a new producer gets a new producer id and starts
+/// clean. The records of the failed call are the caller's to send again.
+struct Renewing {
+    cfg: KafkaConfig,
+    what: &'static str,
+    current: RwLock<Arc<Inner>>,
+}
+
+impl Renewing {
+    fn new(cfg: &KafkaConfig, what: &'static str) -> Result<Self> {
+        Ok(Renewing {
+            cfg: cfg.clone(),
+            what,
+            current: RwLock::new(Arc::new(Inner::new(cfg, what)?)),
+        })
+    }
+
+    fn current(&self) -> Result<Arc<Inner>> {
+        self.current
+            .read()
+            .map(|g| g.clone())
+            .map_err(|_| Error::Fatal("producer lock poisoned".into()))
+    }
+
+    /// Runs `f` on the current producer; a failed delivery renews it.
+    fn run<T>(&self, f: impl FnOnce(&Inner) -> Result<T>) -> Result<T> {
+        let inner = self.current()?;
+        let out = f(&inner);
+        if matches!(out, Err(Error::Delivery { .. } | Error::Timeout { .. })) {
+            self.renew(&inner);
+        }
+        out
+    }
+
+    fn renew(&self, failed: &Arc<Inner>) {
+        match Inner::new(&self.cfg, self.what) {
+            Ok(fresh) => {
+                if let Ok(mut g) = self.current.write() {
+                    // Another caller may have renewed it already.
+                    if Arc::ptr_eq(&g, failed) {
+                        *g = Arc::new(fresh);
+                        tracing::warn!("a delivery failed: the producer is replaced by a new one");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a delivery failed and no new producer could be made")
+            }
+        }
+    }
+}
+
 /// Publishes keyed documents (lz4, `acks=all`, idempotent). Used by the source connectors, the
 /// sample publisher, tests and benchmarks.
 pub struct DocumentProducer {
-    inner: Inner,
+    inner: Renewing,
 }
 
 impl std::fmt::Debug for DocumentProducer {
@@ -274,7 +329,7 @@ impl std::fmt::Debug for DocumentProducer {
 impl DocumentProducer {
     pub fn new(cfg: &KafkaConfig) -> Result<Self> {
         Ok(DocumentProducer {
-            inner: Inner::new(cfg, "creating document producer")?,
+            inner: Renewing::new(cfg, "creating document producer")?,
         })
     }
 
@@ -282,14 +337,16 @@ impl DocumentProducer {
     /// Returns the partition and offset it was written at.
     pub fn send(&self, topic: &str, key: &[u8], value: Option<&[u8]>) -> Result<(i32, i64)> {
         check_topic(topic)?;
-        self.inner.produce_one(
-            topic,
-            Outgoing {
-                key: Some(key),
-                value,
-                headers: None,
-            },
-        )
+        self.inner.run(|inner| {
+            inner.produce_one(
+                topic,
+                Outgoing {
+                    key: Some(key),
+                    value,
+                    headers: None,
+                },
+            )
+        })
     }
 
     /// Produces all `records` (key, value; `None` value = tombstone) with many in flight, then
@@ -312,20 +369,22 @@ impl DocumentProducer {
         records: impl IntoIterator<Item = (Vec<u8>, Option<Vec<u8>>)>,
     ) -> Result<Vec<(i32, i64)>> {
         check_topic(topic)?;
-        let mut batch = Batch::new(&self.inner, topic);
-        for (key, value) in records {
-            batch.push(Outgoing {
-                key: Some(&key),
-                value: value.as_deref(),
-                headers: None,
-            });
-        }
-        batch.finish()
+        self.inner.run(|inner| {
+            let mut batch = Batch::new(inner, topic);
+            for (key, value) in records {
+                batch.push(Outgoing {
+                    key: Some(&key),
+                    value: value.as_deref(),
+                    headers: None,
+                });
+            }
+            batch.finish()
+        })
     }
 
     /// Waits until everything enqueued has been delivered.
     pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
+        self.inner.current()?.flush()
     }
 }
 
@@ -341,7 +400,7 @@ pub struct Failure<'a> {
 
 /// Sends records that could not be processed to the dead-letter topic.
 pub struct DlqProducer {
-    inner: Inner,
+    inner: Renewing,
     topic: String,
 }
 
@@ -359,7 +418,7 @@ impl DlqProducer {
     pub fn new(cfg: &KafkaConfig) -> Result<Self> {
         check_topic(&cfg.dlq_topic)?;
         Ok(DlqProducer {
-            inner: Inner::new(cfg, "creating dlq producer")?,
+            inner: Renewing::new(cfg, "creating dlq producer")?,
             topic: cfg.dlq_topic.clone(),
         })
     }
@@ -385,14 +444,16 @@ impl DlqProducer {
                 value: v.as_deref(),
             });
         }
-        let (partition, offset) = self.inner.produce_one(
-            &self.topic,
-            Outgoing {
-                key: original.key.as_deref(),
-                value: original.value.as_deref(),
-                headers: Some(owned),
-            },
-        )?;
+        let (partition, offset) = self.inner.run(|inner| {
+            inner.produce_one(
+                &self.topic,
+                Outgoing {
+                    key: original.key.as_deref(),
+                    value: original.value.as_deref(),
+                    headers: Some(owned),
+                },
+            )
+        })?;
         tracing::debug!(
             dlq = %self.topic, partition, offset,
             source_topic = %original.topic, source_partition = original.partition,
@@ -404,7 +465,7 @@ impl DlqProducer {
 
     /// Waits until everything enqueued has been delivered.
     pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
+        self.inner.current()?.flush()
     }
 }
 
