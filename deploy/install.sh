@@ -104,6 +104,11 @@ if [[ ! -x "$FRESHET_VENV/bin/python" || ($DO_LITE == 1 && ! -x "$FRESHET_LITE_V
         APT_PKGS+=("python${pyver}-venv")
     fi
 fi
+# PostgreSQL 15 with wal2json, for the CDC test against a real database
+# (tests/tests/postgres_cdc_e2e.rs, started by deploy/start-postgres.sh).
+[[ -x /usr/lib/postgresql/15/bin/initdb ]] || APT_PKGS+=(postgresql-15)
+[[ -f /usr/lib/postgresql/15/lib/wal2json.so ]] || APT_PKGS+=(postgresql-15-wal2json)
+command -v psql >/dev/null 2>&1 || APT_PKGS+=(postgresql-client-15)
 if ((${#APT_PKGS[@]})); then
     apt_install "${APT_PKGS[@]}"
 else

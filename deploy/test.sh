@@ -22,9 +22,11 @@ export FRESHET_MILVUS_LITE_PORT="${FRESHET_MILVUS_LITE_PORT:-19630}"
 stop_lite() { FRESHET_RUN_DIR="$LITE_RUN_DIR" "$here/stop-milvus.sh" || true; }
 stop_all() {
     stop_lite
+    "$here/stop-postgres.sh" || true
     "$here/stop-all.sh" || true
 }
 stop_lite >/dev/null 2>&1
+"$here/stop-postgres.sh" >/dev/null 2>&1 || true
 "$here/stop-all.sh" >/dev/null 2>&1 || true
 rm -rf "$FRESHET_RUN_DIR"
 mkdir -p "$FRESHET_RUN_DIR"
@@ -33,6 +35,9 @@ trap stop_all EXIT
 FRESHET_RUN_DIR="$LITE_RUN_DIR" FRESHET_MILVUS_IMPL=lite FRESHET_MILVUS_PORT="$FRESHET_MILVUS_LITE_PORT" \
     "$here/start-milvus.sh"
 export FRESHET_MILVUS_LITE_URL="http://127.0.0.1:$FRESHET_MILVUS_LITE_PORT"
+# PostgreSQL with wal2json, for tests/tests/postgres_cdc_e2e.rs.
+export FRESHET_POSTGRES_PORT="${FRESHET_POSTGRES_PORT:-5433}"
+"$here/start-postgres.sh"
 
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"

@@ -3,6 +3,9 @@
 //! schema wrapper; the structure of `operators/tests/fixtures/debezium`, though `serde_json`
 //! orders each object's members by name), the `[[sources]]` configuration that maps the table,
 //! and the documents its rows say, written independently of the decoder as envelopes.
+//! [`postgres`] captures a real PostgreSQL table's changes and writes them the same way.
+
+pub mod postgres;
 
 use std::collections::BTreeMap;
 
@@ -53,14 +56,48 @@ fn row_schema(field: &str) -> Value {
 
 /// A change event value: `op` with `before` and `after`, as the connector writes it.
 pub fn event(op: &str, before: Value, after: Value, wrapped: bool, lsn: i64) -> Vec<u8> {
-    let ts = 1_732_000_000_000 + lsn;
+    event_at(
+        op,
+        before,
+        after,
+        wrapped,
+        &Position::new("shop", "public", "articles", lsn),
+    )
+}
+
+/// Where a change happened, for the event's `source` block.
+pub struct Position<'a> {
+    pub db: &'a str,
+    pub schema: &'a str,
+    pub table: &'a str,
+    pub lsn: i64,
+    pub tx_id: i64,
+    pub ts_ms: i64,
+}
+
+impl<'a> Position<'a> {
+    pub fn new(db: &'a str, schema: &'a str, table: &'a str, lsn: i64) -> Self {
+        Position {
+            db,
+            schema,
+            table,
+            lsn,
+            tx_id: 700 + lsn,
+            ts_ms: 1_732_000_000_000 + lsn,
+        }
+    }
+}
+
+/// [`event`] at `at`.
+pub fn event_at(op: &str, before: Value, after: Value, wrapped: bool, at: &Position) -> Vec<u8> {
+    let (ts, lsn) = (at.ts_ms, at.lsn);
     let payload = json!({
         "before": before, "after": after,
         "source": {"version": "2.7.3.Final", "connector": "postgresql", "name": "shop",
                    "ts_ms": ts, "ts_us": ts * 1000, "ts_ns": ts * 1_000_000,
-                   "snapshot": if op == "r" { "true" } else { "false" }, "db": "shop",
-                   "sequence": format!("[null,\"{lsn}\"]"), "schema": "public",
-                   "table": "articles", "txId": 700 + lsn, "lsn": lsn, "xmin": null},
+                   "snapshot": if op == "r" { "true" } else { "false" }, "db": at.db,
+                   "sequence": format!("[null,\"{lsn}\"]"), "schema": at.schema,
+                   "table": at.table, "txId": at.tx_id, "lsn": lsn, "xmin": null},
         "op": op, "ts_ms": ts + 5, "ts_us": (ts + 5) * 1000, "ts_ns": (ts + 5) * 1_000_000,
         "transaction": null});
     let v = if wrapped {
@@ -110,6 +147,11 @@ acl_field = "acl"
 /// and body joined by a blank line (a null summary left out), the language as metadata, the
 /// ACL as a list (a comma-separated value split and trimmed).
 pub fn document_of(row: &Value) -> (String, Vec<u8>) {
+    document_in(row, SOURCE)
+}
+
+/// [`document_of`] with another `source`.
+pub fn document_in(row: &Value, source: &str) -> (String, Vec<u8>) {
     let id = format!("{ID_PREFIX}{}", row["id"]);
     let text: Vec<&str> = ["summary", "body"]
         .iter()
@@ -129,7 +171,7 @@ pub fn document_of(row: &Value) -> (String, Vec<u8>) {
         _ => Vec::new(),
     };
     let doc = json!({"op": "upsert", "id": id, "title": row["title"], "text": text.join("\n\n"),
-                     "content_type": "text/markdown", "source": SOURCE,
+                     "content_type": "text/markdown", "source": source,
                      "metadata": {"lang": row["lang"]}, "acl": acl});
     (id, serde_json::to_vec(&doc).unwrap_or_default())
 }
