@@ -1,9 +1,11 @@
 //! Debezium change events (Kafka Connect's JSON converter) to [`Change`]s.
 //!
-//! Follows the PostgreSQL connector's documented output (Debezium 2.7 / 3.x documentation,
-//! "Data change events": keys named `<topic.prefix>.<schema>.<table>.Key`, values
-//! `….Envelope` with `before`, `after`, `source`, `op`, `ts_ms`, `ts_us`, `ts_ns`,
-//! `transaction`). The other relational connectors share the envelope.
+//! Follows the PostgreSQL connector's documented output (the "Data change events" of Debezium's
+//! documentation for 2.6 and later, whose events carry `ts_us` and `ts_ns`; the fixtures in
+//! `operators/tests/fixtures/debezium` are its examples): keys named
+//! `<topic.prefix>.<schema>.<table>.Key`, values `….Envelope` with `before`, `after`, `source`,
+//! `op`, `ts_ms`, `ts_us`, `ts_ns`, `transaction`. The other relational connectors share the
+//! envelope.
 //!
 //! # Shapes
 //!
