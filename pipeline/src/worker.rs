@@ -1,8 +1,8 @@
-//! One timely worker of `freshet run`: its partition reader and model, the dataflow it builds
-//! (chunk deltas → embed → sink), and the loop that feeds the dataflow one epoch per poll, holds
-//! back while too many of its epochs are not durable, commits the group offsets of durable
-//! epochs, and drains on stop. The dataflow closure only builds operators; the loops, the
-//! commits and shutdown are here.
+//! One timely worker of `freshet run`: its partition readers (one per topic) and model, the
+//! dataflow it builds (chunk deltas → embed → sink), and the loop that feeds the dataflow one
+//! epoch per poll, holds back while too many of its epochs are not durable, commits the group
+//! offsets of durable epochs, and drains on stop. The dataflow closure only builds operators;
+//! the loops, the commits and shutdown are here.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
