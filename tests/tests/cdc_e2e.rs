@@ -130,19 +130,24 @@ fn envelope(id: &str, text: &str) -> Value {
            "content_type": "text/markdown", "source": format!("test://{id}")})
 }
 
-#[test]
-fn a_tables_changes_keep_both_indexes_exact_beside_the_document_topic() -> Result<()> {
-    let mut case = Case::new("cdc", 2)?;
+/// A case reading its document topic (`partitions`) and a Debezium topic of 3 partitions.
+fn two_topics(name: &str, partitions: i32) -> Result<Cdc> {
+    let mut case = Case::new(name, partitions)?;
     let topic = format!("cdc.{}", case.name);
     admin::ensure_topic(&case.kafka, &topic, 3)?;
     cdc::use_sources(&mut case, &topic)?;
-    let mut t = Cdc {
+    Ok(Cdc {
         case,
         topic,
         table: Table::new(),
         docs: Vec::new(),
         lsn: 0,
-    };
+    })
+}
+
+#[test]
+fn a_tables_changes_keep_both_indexes_exact_beside_the_document_topic() -> Result<()> {
+    let mut t = two_topics("cdc", 2)?;
 
     // The snapshot, in both converter shapes, and documents on the other topic.
     for id in 1..=12 {
@@ -211,6 +216,31 @@ fn a_tables_changes_keep_both_indexes_exact_beside_the_document_topic() -> Resul
     t.delete(104, false)?;
     t.change_key(105, article(5, 5), true)?;
     t.case.start_pipeline()?;
+    t.assert_exact()?;
+    t.case.stop_pipeline()?;
+    Ok(())
+}
+
+/// A two-process cluster shares both topics' partitions; after a SIGKILL of both, the restarted
+/// cluster resumes every topic (process 0 from the index commit, process 1 from the group's
+/// offsets) and converges.
+#[test]
+fn a_two_process_cluster_reads_both_topics_and_recovers() -> Result<()> {
+    let mut t = two_topics("cdc-cluster", 2)?;
+    for id in 1..=8 {
+        t.insert("r", article(id, 1), id % 2 == 1)?;
+    }
+    t.doc("doc-1", Some(envelope("doc-1", "Plain doc.")))?;
+    t.case.start_cluster(2)?;
+    t.assert_exact()?;
+    t.update(article(2, 2), true)?;
+    t.change_key(3, article(103, 2), false)?;
+    t.delete(4, true)?;
+    t.case.kill_pipeline()?;
+    t.insert("c", article(9, 1), false)?;
+    t.update(article(103, 3), true)?;
+    t.doc("doc-2", Some(envelope("doc-2", "Second plain doc.")))?;
+    t.case.start_cluster(2)?;
     t.assert_exact()?;
     t.case.stop_pipeline()?;
     Ok(())
