@@ -13,28 +13,43 @@ use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
 
 use freshet_pipeline::config::Config;
 
-/// Index state against the topic: what is durable, what is still to do.
+/// Index state against the topics the pipeline reads: what is durable, what is still to do.
 pub struct Status {
     pub chunks_in_tantivy: u64,
     pub chunks_in_milvus: u64,
+    pub topics: Vec<TopicStatus>,
+}
+
+/// One topic's durable offsets (the newest tantivy commit) against its high watermarks.
+pub struct TopicStatus {
+    pub topic: String,
     pub durable: BTreeMap<i32, i64>,
     pub high: BTreeMap<i32, i64>,
 }
 
 impl Status {
     pub fn caught_up(&self) -> bool {
-        covers(&self.durable, &self.high)
+        self.topics.iter().all(|t| covers(&t.durable, &t.high))
     }
 }
 
 /// The high watermark of every partition of the document topic (read with a throwaway group
 /// named after the pipeline's, with `purpose` appended).
 pub fn high_watermarks(kafka: &KafkaConfig, purpose: &str) -> Result<BTreeMap<i32, i64>> {
-    let partitions =
-        admin::partitions(kafka, &kafka.topic).context("reading the topic's partitions")?;
+    high_watermarks_of(kafka, &kafka.topic, purpose)
+}
+
+/// [`high_watermarks`] of another topic.
+pub fn high_watermarks_of(
+    kafka: &KafkaConfig,
+    topic: &str,
+    purpose: &str,
+) -> Result<BTreeMap<i32, i64>> {
+    let partitions = admin::partitions(kafka, topic)
+        .with_context(|| format!("reading the partitions of {topic}"))?;
     let mut probe_cfg = kafka.clone();
     probe_cfg.group_id = format!("{}-{purpose}", kafka.group_id);
-    let reader = PartitionReader::new(&probe_cfg, &kafka.topic, &partitions, &BTreeMap::new())?;
+    let reader = PartitionReader::new(&probe_cfg, topic, &partitions, &BTreeMap::new())?;
     Ok(reader.high_watermarks()?)
 }
 
@@ -54,9 +69,16 @@ pub fn durable_offsets(index: &std::path::Path, topic: &str) -> BTreeMap<i32, i6
         .unwrap_or_default()
 }
 
+/// The status of every topic the configuration names (`[[sources]]`, or `kafka.topic`).
 pub fn status(config: &Config) -> Result<Status> {
-    let high = high_watermarks(&config.kafka, "status")?;
-    let durable = durable_offsets(&config.tantivy.path, &config.kafka.topic);
+    let mut topics = Vec::new();
+    for t in config.topics()? {
+        topics.push(TopicStatus {
+            high: high_watermarks_of(&config.kafka, &t.name, "status")?,
+            durable: durable_offsets(&config.tantivy.path, &t.name),
+            topic: t.name,
+        });
+    }
     let chunks_in_tantivy = ChunkIndexReader::open(&config.tantivy.path)
         .map(|r| r.count())
         .unwrap_or(0);
@@ -72,22 +94,23 @@ pub fn status(config: &Config) -> Result<Status> {
     Ok(Status {
         chunks_in_tantivy,
         chunks_in_milvus,
-        durable,
-        high,
+        topics,
     })
 }
 
-/// Prints the status; with `wait`, first waits until every record on the topic is durable.
+/// Prints the status; with `wait`, first waits until every record on the topics is durable.
 pub fn print_status(config: &Config, wait: Option<Duration>) -> Result<()> {
     let deadline = wait.map(|w| Instant::now() + w);
     loop {
         let s = status(config)?;
         let done = s.caught_up();
         if done || deadline.is_none_or(|d| Instant::now() > d) {
-            println!(
-                "topic {}: durable offsets {:?} of {:?}",
-                config.kafka.topic, s.durable, s.high
-            );
+            for t in &s.topics {
+                println!(
+                    "topic {}: durable offsets {:?} of {:?}",
+                    t.topic, t.durable, t.high
+                );
+            }
             println!(
                 "tantivy {}: {} chunks",
                 config.tantivy.path.display(),
@@ -103,7 +126,7 @@ pub fn print_status(config: &Config, wait: Option<Duration>) -> Result<()> {
             println!(
                 "{}",
                 if done {
-                    "caught up: every record on the topic is indexed"
+                    "caught up: every record on the topics is indexed"
                 } else {
                     "behind"
                 }
