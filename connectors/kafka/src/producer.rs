@@ -3,14 +3,16 @@
 //! Both wait for the broker's acknowledgement before returning, so a successful return means
 //! the record is durable (`acks=all`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, RwLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
 use crate::client::{client_config, log_client_error, log_line};
 use crate::{dlq_headers, Error, KafkaConfig, Record, Result};
@@ -70,12 +72,32 @@ impl ProducerContext for DeliveryContext {
     }
 }
 
-/// The shared machinery: a threaded producer whose delivery reports go to per-call channels.
+/// How long one poll of the delivery-report queue may wait. rdkafka's own `ThreadedProducer`
+/// polls every 100 ms and, as a poll's last millisecond rounds down to a zero timeout, spins
+/// through it: about 1% of a core per idle producer. A 1 s poll spins 0.1% and still hands each
+/// report on as soon as it arrives; it bounds how long dropping a producer waits for its thread.
+const POLL: Duration = Duration::from_secs(1);
+
+/// The shared machinery: a producer whose delivery reports go to per-call channels, polled by
+/// a thread of its own.
 struct Inner {
-    producer: ThreadedProducer<DeliveryContext>,
+    producer: Arc<BaseProducer<DeliveryContext>>,
+    stop: Arc<AtomicBool>,
+    poller: Option<JoinHandle<()>>,
     /// Upper bound on waiting for one delivery report (librdkafka's message timeout plus
     /// slack); reports always come before it unless the client is wedged.
     report_timeout: Duration,
+}
+
+impl Drop for Inner {
+    /// Stops the poll thread (within one [`POLL`]); the producer itself purges and flushes
+    /// when its last handle goes.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.poller.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One record to produce.
@@ -94,11 +116,26 @@ impl Inner {
             .filter_map(|k| cc.get(k)?.parse().ok())
             .max()
             .unwrap_or(300_000);
-        let producer = cc
-            .create_with_context(DeliveryContext)
-            .map_err(Error::kafka(what))?;
+        let producer: Arc<BaseProducer<DeliveryContext>> = Arc::new(
+            cc.create_with_context(DeliveryContext)
+                .map_err(Error::kafka(what))?,
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let poller = {
+            let (producer, stop) = (producer.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("freshet-producer-poll".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        producer.poll(POLL);
+                    }
+                })
+                .map_err(|e| Error::Fatal(format!("starting the producer's poll thread: {e}")))?
+        };
         Ok(Inner {
             producer,
+            stop,
+            poller: Some(poller),
             report_timeout: if message_timeout_ms == 0 {
                 // 0 = librdkafka retries forever.
                 Duration::from_secs(365 * 24 * 3600)
