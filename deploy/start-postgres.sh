@@ -26,9 +26,26 @@ if [[ "$(id -u)" == 0 ]]; then
     as_pg=(runuser -u postgres --)
 fi
 
-mkdir -p "$DATA" "$(dirname "$LOGFILE")"
+mkdir -p "$(dirname "$LOGFILE")"
+# The postgres user must reach the data directory and the log; under root's home (mode 700) it
+# cannot. Then both live under /tmp, one cluster per run directory and port, linked from
+# $FRESHET_RUN_DIR (a fresh run directory gets a fresh cluster).
+if ((${#as_pg[@]})) && [[ ! -e "$DATA" ]] && ! "${as_pg[@]}" test -x "$FRESHET_RUN_DIR" 2>/dev/null; then
+    key=$(printf '%s' "$FRESHET_RUN_DIR" | cksum | cut -d' ' -f1)
+    outside="${TMPDIR:-/tmp}/freshet-postgres-$PORT-$key"
+    rm -rf "$outside"
+    mkdir -p "$outside/data"
+    touch "$outside/postgres.log"
+    ln -s "$outside/data" "$DATA"
+    ln -sf "$outside/postgres.log" "$LOGFILE"
+    log "the postgres user cannot reach $FRESHET_RUN_DIR: cluster in $outside (linked from it)"
+fi
+mkdir -p "$DATA"
 touch "$LOGFILE"
-if ((${#as_pg[@]})); then chown postgres "$DATA" "$LOGFILE"; fi
+# The server is given the resolved paths: it cannot follow links through root's home.
+DATA=$(readlink -f "$DATA")
+SERVER_LOG=$(readlink -f "$LOGFILE")
+if ((${#as_pg[@]})); then chown postgres "$DATA" "$SERVER_LOG"; fi
 chmod 700 "$DATA"
 
 if "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
@@ -44,7 +61,7 @@ if [[ ! -f "$DATA/PG_VERSION" ]]; then
         >>"$LOGFILE" 2>&1 || die_with_log "$LOGFILE" "initdb failed"
 fi
 t0=$SECONDS
-"${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOGFILE" -w -t "$TIMEOUT" \
+"${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$DATA" -l "$SERVER_LOG" -w -t "$TIMEOUT" \
     -o "-c listen_addresses=$HOST -p $PORT -k $DATA -c wal_level=logical -c max_replication_slots=32 -c max_wal_senders=4" \
     start >/dev/null || die_with_log "$LOGFILE" "postgres did not start within ${TIMEOUT}s"
 wait_for_tcp "$HOST" "$PORT" "$TIMEOUT" || die_with_log "$LOGFILE" "postgres does not accept connections on $HOST:$PORT"

@@ -6,7 +6,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PG_BIN="${FRESHET_POSTGRES_BIN:-/usr/lib/postgresql/15/bin}"
-DATA="$FRESHET_RUN_DIR/postgres"
+# Resolved: start-postgres.sh may have placed the cluster outside the run directory.
+DATA=$(readlink -f "$FRESHET_RUN_DIR/postgres" || echo "$FRESHET_RUN_DIR/postgres")
 if [[ ! -f "$DATA/postmaster.pid" ]]; then
     log "postgres: not running (no $DATA/postmaster.pid)"
     exit 0
