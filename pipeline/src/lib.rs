@@ -5,6 +5,7 @@ pub mod config;
 pub mod dlq;
 pub mod embedder;
 pub mod endpoint;
+pub mod faults;
 pub mod limits;
 pub mod metrics;
 pub mod preflight;

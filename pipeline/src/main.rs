@@ -70,6 +70,7 @@ fn real_main() -> Result<()> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Run => {
+            freshet_pipeline::faults::install()?;
             let stop = stop_flag()?;
             let metrics = Metrics::new();
             let ready = Readiness::new();

@@ -351,9 +351,11 @@ fn commit_durable(
     };
     // The index commit already holds these offsets; the group commit is where processes other
     // than 0 resume, and what lag monitoring reads; a failure is logged, not fatal.
+    fail::fail_point!("offsets.before_commit");
     for e in src.commit(&offsets, sync) {
         tracing::warn!(worker = index, error = %format!("{e:#}"), "committing Kafka offsets failed");
     }
+    fail::fail_point!("offsets.after_commit");
 }
 
 fn report_lag(sources: &Sources, metrics: &Metrics) {

@@ -16,6 +16,7 @@ use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::ChunkIndexReader;
 
 pub mod cdc;
+pub mod chaos;
 pub mod ingest;
 pub mod proxy;
 pub mod query;
@@ -310,6 +311,19 @@ impl Case {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The pipeline's exit status if it has exited (it is then no longer running), `None` while
+    /// it runs or when none was started.
+    pub fn try_wait_pipeline(&mut self) -> Result<Option<std::process::ExitStatus>> {
+        let Some(child) = self.pipeline.as_mut() else {
+            return Ok(None);
+        };
+        let status = child.try_wait()?;
+        if status.is_some() {
+            self.pipeline = None;
+        }
+        Ok(status)
     }
 
     pub fn log_tail(&self) -> String {

@@ -89,6 +89,7 @@ impl MilvusSink {
         if !ids.is_empty() {
             self.delete(&ids).await?;
         }
+        fail::fail_point!("milvus.after_delete");
         let mut valid = Vec::with_capacity(keep.len());
         for (i, r) in keep {
             match self.validate_row(&r.0, &r.1) {

@@ -185,6 +185,7 @@ impl ChunkIndexWriter {
         let encoded = payload.encode()?;
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&encoded);
+        fail::fail_point!("tantivy.commit_prepared");
         prepared.commit()?;
         self.reader.reload()?;
         Ok(())

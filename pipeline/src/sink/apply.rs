@@ -69,6 +69,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         with_retries("milvus", || sinks.runtime.block_on(milvus.delete(&removed)))
             .context("removing refused documents from Milvus")?;
     }
+    fail::fail_point!("sink.after_milvus");
 
     // Dead letters before the commit that moves the offsets past their records.
     for r in &batch.embed_refusals {
@@ -88,6 +89,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         dead_letter(sinks, doc, batch.records.get(doc).copied(), &failure)?;
     }
 
+    fail::fail_point!("sink.after_dead_letters");
     let mut upserts: Vec<Chunk> = Vec::new();
     let mut deletes: Vec<String> = removed;
     for (doc, d) in &batch.docs {
@@ -115,6 +117,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         .tantivy
         .commit(&payload)
         .context("committing tantivy")?;
+    fail::fail_point!("sink.after_commit");
     let m = &sinks.metrics;
     m.sink_write("tantivy", started.elapsed().as_secs_f64());
     m.sink("tantivy", "delete", deletes.len() as u64);
