@@ -33,7 +33,6 @@ pub struct Prepared {
     /// Each topic's partitions, in the order of `topics`.
     pub partitions: Vec<Vec<i32>>,
     pub cache: SharedCache,
-    pub dlq: DeadLetters,
     /// Process 0 only (it owns the sinks).
     pub recovered: Option<Recovered>,
 }
@@ -98,7 +97,6 @@ pub fn preflight(config: &Config, metrics: &Metrics, ready: &Readiness) -> Resul
         topics,
         partitions,
         cache,
-        dlq,
         recovered,
     })
 }
@@ -141,7 +139,8 @@ fn recover(
     )
     .with_context(|| format!("opening the tantivy index {}", path.display()))?;
     let mut start_offsets = Offsets::new();
-    if let Some(payload) = tantivy.last_payload()? {
+    let payload = tantivy.last_payload()?;
+    if let Some(payload) = &payload {
         // Each topic resumes where the commit left it; a topic it does not name starts from
         // the group's offsets, or the beginning.
         for (t, topic) in topics.iter().enumerate() {
@@ -184,6 +183,18 @@ fn recover(
         .context("connecting to Milvus")?;
     tracing::info!(%collection, elapsed = ?started.elapsed(), "the Milvus collection is loaded");
 
+    // The dead letters written since the last commit (all of them before a first commit), so
+    // that none is written twice (see crate::dlq).
+    ready.step(format!(
+        "reading the dead-letter topic {}",
+        config.kafka.dlq_topic
+    ));
+    let (dlq_from, resume) = payload
+        .map(|p| (p.dead_letters_next, p.offsets))
+        .unwrap_or_default();
+    let scan = crate::dlq::already_sent(&config.kafka, &dlq_from, &resume)
+        .context("reading the dead-letter topic")?;
+
     let leaves: Vec<&Chunk> = by_doc
         .values()
         .flatten()
@@ -198,6 +209,8 @@ fn recover(
             kafka: config.kafka.clone(),
             topics: topics.iter().map(|t| t.name.clone()).collect(),
             dlq: dlq.clone(),
+            dlq_sent: scan.sent,
+            dlq_next: scan.ends,
             tantivy,
             milvus,
             runtime,

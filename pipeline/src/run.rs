@@ -42,7 +42,6 @@ pub fn run(
         partitions: prepared.partitions,
         start_offsets,
         cache: prepared.cache,
-        dlq: prepared.dlq,
         processing: Arc::new(Processing {
             limits: config.limits.clone(),
             chunking: config.chunking.clone(),

@@ -1,6 +1,6 @@
 //! One worker's sources: Kafka records of each topic it reads → decoded, prepared document
-//! updates for one epoch. Bad records go to the dead-letter topic (durably, before their offset
-//! can be committed).
+//! updates for one epoch. Bad records go with them to the sink, which dead-letters them before
+//! the commit that moves the offsets past them (see [`crate::dlq`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
 use freshet_operators::ingest::{ingest_versioned, Ingested, Versions};
 use freshet_operators::limits::RecordLimits;
 
-use crate::dlq::DeadLetters;
+use crate::dlq::Refused;
 use crate::metrics::Metrics;
 use crate::sink::plan::{Offsets, RecordRef, TopicPartition};
 
@@ -29,6 +29,8 @@ pub struct SourceBatch {
     /// Kafka timestamps (ms) of the records, for the source-to-durable latency.
     pub timestamps_ms: Vec<i64>,
     pub records_read: usize,
+    /// The records that cannot be indexed, for the dead-letter topic.
+    pub refused: Vec<Refused>,
 }
 
 /// Shared, read-only processing settings.
@@ -63,7 +65,6 @@ impl Source {
 /// Every topic partition one worker reads.
 pub struct Sources {
     sources: Vec<Source>,
-    dlq: DeadLetters,
     processing: Arc<Processing>,
     metrics: Metrics,
     /// The latest version of each document this worker prepared: an identical re-send is
@@ -75,15 +76,9 @@ pub struct Sources {
 type Latest = HashMap<String, (usize, RecordRef, Option<Vec<Chunk>>)>;
 
 impl Sources {
-    pub fn new(
-        sources: Vec<Source>,
-        dlq: DeadLetters,
-        processing: Arc<Processing>,
-        metrics: Metrics,
-    ) -> Self {
+    pub fn new(sources: Vec<Source>, processing: Arc<Processing>, metrics: Metrics) -> Self {
         Sources {
             sources,
-            dlq,
             processing,
             metrics,
             versions: Versions::default(),
@@ -96,8 +91,8 @@ impl Sources {
 
     /// Polls every topic for up to `max_records` records each, waiting at most `max_wait` in
     /// all (shared among the topics until one has records, then not at all). A record that
-    /// cannot be indexed goes to the dead-letter topic (acknowledged before this returns) and,
-    /// when it names a document, deletes that document (see `freshet_operators::ingest`).
+    /// cannot be indexed is returned among [`SourceBatch::refused`] and, when it names a
+    /// document, deletes that document (see `freshet_operators::ingest`).
     pub fn poll(&mut self, max_records: usize, max_wait: Duration) -> Result<SourceBatch> {
         let mut batch = SourceBatch::default();
         let mut latest: Latest = HashMap::new();
@@ -169,7 +164,7 @@ impl Sources {
                         stage: r.stage.as_str(),
                         message: &r.message,
                     };
-                    self.dlq.send(&record, &failure)?;
+                    batch.refused.push(Refused::new(record, at, &failure));
                     "dlq"
                 }
             };

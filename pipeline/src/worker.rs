@@ -19,7 +19,6 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
 use crate::config::PipelineConfig;
-use crate::dlq::DeadLetters;
 use crate::embedder::{SharedCache, WorkerEmbedder};
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
@@ -42,7 +41,6 @@ pub struct Shared {
     /// from the group's offsets).
     pub start_offsets: Offsets,
     pub cache: SharedCache,
-    pub dlq: DeadLetters,
     pub processing: Arc<Processing>,
     pub metrics: Metrics,
     pub stop: Arc<AtomicBool>,
@@ -176,12 +174,7 @@ fn open_sources(shared: &Shared, index: usize, peers: usize) -> Option<Sources> 
             }
         }
     }
-    let sources = Sources::new(
-        sources,
-        shared.dlq.clone(),
-        shared.processing.clone(),
-        shared.metrics.clone(),
-    );
+    let sources = Sources::new(sources, shared.processing.clone(), shared.metrics.clone());
     (!sources.is_empty()).then_some(sources)
 }
 
@@ -240,6 +233,7 @@ fn feed(
                             next_offsets: batch.next_offsets,
                             timestamps_ms: batch.timestamps_ms,
                             records: batch.records,
+                            refused: batch.refused,
                         });
                     }
                 }

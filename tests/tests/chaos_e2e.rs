@@ -10,8 +10,12 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use freshet_pipeline::faults::{KILLED_AT_MARK, KILL_AT_ENV};
 use freshet_tests::chaos::{self, Death, Size};
+use freshet_tests::{expected_chunks, Case};
 
 fn var(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
@@ -75,5 +79,56 @@ fn randomized_kills_converge_to_the_sequential_reference() -> Result<()> {
         writeln!(f, "{summary}")?;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    Ok(())
+}
+
+/// A dead letter written just before a kill (its record not yet covered by a commit) is not
+/// written again when the restarted pipeline reads that record a second time; later refusals
+/// still are.
+#[test]
+fn a_dead_letter_written_before_a_kill_is_not_written_again() -> Result<()> {
+    let mut case = Case::new("dlq_once", 1)?;
+    let mut log: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+    let mut send = |case: &mut Case, key: &str, value: &[u8]| -> Result<()> {
+        case.send(key, Some(value))?;
+        log.push((key.to_string(), Some(value.to_vec())));
+        Ok(())
+    };
+    // The refused record first: the first batch the sink applies holds it.
+    send(&mut case, "b", br#"{"op":"upsert","id":"b","text":"#)?;
+    send(
+        &mut case,
+        "a",
+        br#"{"title":"A","text":"alpha river delta"}"#,
+    )?;
+    case.extra_env
+        .push((KILL_AT_ENV.into(), "sink.after_dead_letters:1".into()));
+    case.start_pipeline()?;
+    let status = case.wait_exit(Duration::from_secs(60))?;
+    case.extra_env.clear();
+    ensure!(
+        case.log_tail().contains(KILLED_AT_MARK),
+        "not killed at the point ({status}); log:\n{}",
+        case.log_tail()
+    );
+    // The dead letter is out; the commit covering its record is not.
+    ensure!(case.dlq_records(1, Duration::from_secs(10))?.len() == 1);
+    send(&mut case, "c", b"\xff not json")?;
+    case.start_pipeline()?;
+    case.wait_indexed(Duration::from_secs(120))?;
+    case.assert_holds_exactly(&expected_chunks(&log)?)?;
+    let dlq = case.dlq_records(3, Duration::from_secs(4))?;
+    let keys: Vec<String> = dlq
+        .iter()
+        .map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned())
+        .collect();
+    assert_eq!(keys, ["b", "c"], "each refused record once, in order");
+    let full_log = std::fs::read_to_string(case.dir.join("pipeline.log"))?;
+    assert!(
+        full_log.contains("already on the dead-letter topic"),
+        "the restart found the dead letter; log:\n{}",
+        case.log_tail()
+    );
+    case.stop_pipeline()?;
     Ok(())
 }

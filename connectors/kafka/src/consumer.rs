@@ -307,13 +307,22 @@ impl PartitionReader {
     /// The high watermark (offset of the next record to be written) of every assigned
     /// partition, queried from the broker; consumer lag is this minus the next offset to read.
     pub fn high_watermarks(&self) -> Result<BTreeMap<i32, i64>> {
+        Ok(self
+            .watermarks()?
+            .into_iter()
+            .map(|(p, (_, high))| (p, high))
+            .collect())
+    }
+
+    /// The low (earliest offset still held) and high watermarks of every assigned partition.
+    pub fn watermarks(&self) -> Result<BTreeMap<i32, (i64, i64)>> {
         let mut out = BTreeMap::new();
         for p in &self.partitions {
-            let (_low, high) = self
+            let marks = self
                 .consumer
                 .fetch_watermarks(&self.topic, *p, REQUEST_TIMEOUT)
                 .map_err(Error::kafka("fetching watermarks"))?;
-            out.insert(*p, high);
+            out.insert(*p, marks);
         }
         Ok(out)
     }

@@ -468,7 +468,8 @@ impl DlqProducer {
     /// Produces `original`'s key and value unchanged (a null stays null) to the dead-letter
     /// topic, with the [`dlq_headers`] followed by the original headers, and waits until the
     /// broker has acknowledged it, so that the source offset may be committed afterwards.
-    pub fn send(&self, original: &Record, failure: &Failure<'_>) -> Result<()> {
+    /// Returns where the dead letter was written (partition, offset).
+    pub fn send(&self, original: &Record, failure: &Failure<'_>) -> Result<(i32, i64)> {
         let failed_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -497,7 +498,7 @@ impl DlqProducer {
             source_offset = original.offset, class = failure.class, stage = failure.stage,
             "record sent to dead-letter topic"
         );
-        Ok(())
+        Ok((partition, offset))
     }
 
     /// Waits until everything enqueued has been delivered.

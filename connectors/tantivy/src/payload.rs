@@ -20,6 +20,11 @@ pub struct CommitPayload {
     pub epoch: u64,
     /// Wall clock of the commit, milliseconds since the Unix epoch.
     pub committed_at_ms: u64,
+    /// Dead-letter topic partition -> the offset after the last dead letter the pipeline had
+    /// written when it made this commit: the dead letters from there on are those written
+    /// since, for records this commit does not cover yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dead_letters_next: BTreeMap<i32, i64>,
 }
 
 impl CommitPayload {
@@ -30,6 +35,7 @@ impl CommitPayload {
             offsets,
             epoch,
             committed_at_ms: now_ms(),
+            dead_letters_next: BTreeMap::new(),
         }
     }
 
@@ -39,5 +45,27 @@ impl CommitPayload {
 
     pub(crate) fn decode(raw: &str) -> Result<Self> {
         serde_json::from_str(raw).map_err(|e| Error::Payload(format!("{e} in {raw:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letter_marks_round_trip_and_older_payloads_read_without_them() {
+        let mut p = CommitPayload::new(
+            BTreeMap::from([("docs".into(), BTreeMap::from([(0, 5)]))]),
+            3,
+        );
+        assert!(!p.encode().unwrap().contains("dead_letters_next"));
+        p.dead_letters_next = BTreeMap::from([(0, 17)]);
+        assert_eq!(CommitPayload::decode(&p.encode().unwrap()).unwrap(), p);
+        let old =
+            r#"{"schema_version":3,"offsets":{"docs":{"0":5}},"epoch":3,"committed_at_ms":1}"#;
+        assert!(CommitPayload::decode(old)
+            .unwrap()
+            .dead_letters_next
+            .is_empty());
     }
 }

@@ -15,7 +15,7 @@ use freshet_operators::dataflow::Time;
 use freshet_operators::ingest::Stage;
 use freshet_tantivy::CommitPayload;
 
-use super::plan::{self, Batch, RecordRef};
+use super::plan::{self, Batch, RecordRef, TopicPartition};
 use super::{with_retries, SinkMsg, Sinks};
 use crate::metrics::Metrics;
 
@@ -38,6 +38,7 @@ struct Refusal {
 pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Result<()> {
     let batch =
         plan::collapse(epochs, &sinks.lost).map_err(|e| anyhow!("embedding failed: {e}"))?;
+    let durable_before = sinks.offsets.clone();
     for (p, o) in &batch.next_offsets {
         let e = sinks.offsets.entry(*p).or_insert(*o);
         *e = (*e).max(*o);
@@ -72,6 +73,27 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     fail::fail_point!("sink.after_milvus");
 
     // Dead letters before the commit that moves the offsets past their records.
+    for r in &batch.refused {
+        let tp = TopicPartition {
+            topic: r.at.topic,
+            partition: r.at.partition,
+        };
+        if durable_before
+            .get(&tp)
+            .is_some_and(|next| r.at.offset < *next)
+        {
+            // read again by a process resuming from older group offsets: written before the
+            // commit that covered it
+            continue;
+        }
+        let topic = topic_name(sinks, r.at.topic)?;
+        let failure = Failure {
+            class: &r.class,
+            stage: &r.stage,
+            message: &r.message,
+        };
+        send_once(sinks, &r.record(topic), &failure)?;
+    }
     for r in &batch.embed_refusals {
         let failure = Failure {
             class: EMBED_FAILED,
@@ -109,10 +131,19 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         .tantivy
         .apply(&upserts, &deletes)
         .context("writing to tantivy")?;
-    let payload = CommitPayload::new(
+    // Nothing the commit covers is dead-lettered again (see above): only the rest stays pending.
+    let durable = plan::by_topic_name(&sinks.topics, &sinks.offsets);
+    sinks.dlq_sent.retain(|(t, p, o), _| {
+        durable
+            .get(t)
+            .and_then(|m| m.get(p))
+            .is_none_or(|next| o >= next)
+    });
+    let mut payload = CommitPayload::new(
         plan::by_topic_name(&sinks.topics, &sinks.offsets),
         batch.last_epoch,
     );
+    payload.dead_letters_next = crate::dlq::resume_marks(&sinks.dlq_next, &sinks.dlq_sent);
     sinks
         .tantivy
         .commit(&payload)
@@ -202,22 +233,35 @@ fn write_milvus(
 /// document topic by its offset. When the topic no longer holds it (retention), a record keyed by
 /// the document id with a null value stands in, and the message says so.
 fn dead_letter(
-    sinks: &Sinks,
+    sinks: &mut Sinks,
     doc_id: &str,
     record: Option<RecordRef>,
     failure: &Failure<'_>,
 ) -> Result<()> {
     let topic = match record {
-        Some(r) => sinks
+        Some(r) => topic_name(sinks, r.topic)?,
+        None => sinks
             .topics
-            .get(r.topic)
-            .ok_or_else(|| anyhow!("a record of unknown topic {}", r.topic))?,
-        None => sinks.topics.first().ok_or_else(|| anyhow!("no topics"))?,
+            .first()
+            .map(String::as_str)
+            .ok_or_else(|| anyhow!("no topics"))?,
     };
+    if let Some(r) = record {
+        if sent_before(sinks, topic, r.partition, r.offset) {
+            tracing::info!(
+                topic,
+                partition = r.partition,
+                offset = r.offset,
+                "already on the dead-letter topic (written before the restart)"
+            );
+            return Ok(());
+        }
+    }
+    let topic = topic.to_string();
     let original = match record {
         Some(r) => PartitionReader::read_one(
             &sinks.kafka,
-            topic,
+            &topic,
             r.partition,
             r.offset,
             READ_BACK_TIMEOUT,
@@ -249,8 +293,39 @@ fn dead_letter(
             (stand_in, f)
         }
     };
-    sinks
-        .dlq
-        .send(&original, &failure)
+    send_once(sinks, &original, &failure)
         .with_context(|| format!("dead-lettering the record of {doc_id:?}"))
+}
+
+/// The name of the topic of index `t`.
+fn topic_name(sinks: &Sinks, t: usize) -> Result<&str> {
+    sinks
+        .topics
+        .get(t)
+        .map(String::as_str)
+        .ok_or_else(|| anyhow!("a record of unknown topic {t}"))
+}
+
+/// Whether the record at `topic` `partition`@`offset` has a dead letter from before a restart.
+fn sent_before(sinks: &Sinks, topic: &str, partition: i32, offset: i64) -> bool {
+    sinks
+        .dlq_sent
+        .contains_key(&(topic.to_string(), partition, offset))
+}
+
+/// Dead-letters `record` unless it was before a restart; notes how far the topic reaches.
+fn send_once(sinks: &mut Sinks, record: &Record, failure: &Failure<'_>) -> Result<()> {
+    if record.offset >= 0 && sent_before(sinks, &record.topic, record.partition, record.offset) {
+        tracing::info!(
+            topic = %record.topic,
+            partition = record.partition,
+            offset = record.offset,
+            "already on the dead-letter topic (written before the restart)"
+        );
+        return Ok(());
+    }
+    let (p, o) = sinks.dlq.send(record, failure)?;
+    let next = sinks.dlq_next.entry(p).or_insert(o + 1);
+    *next = (*next).max(o + 1);
+    Ok(())
 }

@@ -39,6 +39,8 @@ pub enum SinkMsg {
         /// The latest record of each document read in the epoch, so that a version refused
         /// at write time can be dead-lettered as it was read.
         records: Vec<(String, plan::RecordRef)>,
+        /// The records refused before the sink, to dead-letter.
+        refused: Vec<crate::dlq::Refused>,
     },
 }
 
@@ -49,6 +51,11 @@ pub struct Sinks {
     /// The topics read, by index ([`plan::TopicPartition::topic`]).
     pub topics: Vec<String>,
     pub dlq: crate::dlq::DeadLetters,
+    /// Source records already dead-lettered that may be read again ([`crate::dlq::already_sent`]).
+    pub dlq_sent: crate::dlq::Sent,
+    /// Dead-letter partition → the offset past every dead letter written or read at start
+    /// (with the pending ones, each commit's `dead_letters_next`: [`crate::dlq::resume_marks`]).
+    pub dlq_next: BTreeMap<i32, i64>,
     pub tantivy: ChunkIndexWriter,
     pub milvus: MilvusSink,
     pub runtime: tokio::runtime::Runtime,
@@ -271,6 +278,7 @@ mod tests {
                 )]),
                 timestamps_ms: vec![],
                 records: vec![],
+                refused: vec![],
             });
             input.advance_to(2);
             for _ in 0..50 {

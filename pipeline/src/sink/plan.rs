@@ -102,6 +102,8 @@ pub struct Batch {
     pub records: BTreeMap<String, RecordRef>,
     /// Records whose text the embedder refused, once per document and epoch.
     pub embed_refusals: Vec<EmbedRefusal>,
+    /// Records refused before the sink, in the order read.
+    pub refused: Vec<crate::dlq::Refused>,
 }
 
 /// Collapses complete epochs (in time order). A chunk's change over the batch is the union of
@@ -166,7 +168,9 @@ pub fn collapse(
                     next_offsets,
                     timestamps_ms,
                     records,
+                    refused,
                 } => {
+                    batch.refused.extend(refused);
                     for (p, o) in next_offsets {
                         let e = batch.next_offsets.entry(p).or_insert(o);
                         *e = (*e).max(o);

@@ -67,6 +67,7 @@ fn progress(records: &[(&str, i64)]) -> SinkMsg {
     SinkMsg::Progress {
         next_offsets: BTreeMap::from([(TP0, records.iter().map(|r| r.1).max().unwrap_or(0) + 1)]),
         timestamps_ms: vec![],
+        refused: vec![],
         records: records
             .iter()
             .map(|(d, o)| {
