@@ -328,8 +328,8 @@ fn credential(headers: &HeaderMap) -> Result<&str, String> {
         }
         (Some(c), None) | (None, Some(c)) if !c.is_empty() => Ok(c),
         _ => Err(
-            "missing credential: send `Authorization: Bearer <key or token>` or \
-             `X-API-Key: <key>`"
+            "missing credential: send an API key (`Authorization: Bearer <key>` or \
+             `X-API-Key: <key>`) or a token (`Authorization: Bearer <jwt>`)"
                 .into(),
         ),
     }
