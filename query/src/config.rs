@@ -13,6 +13,7 @@ use freshet_embedding::EmbeddingConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_tantivy::TantivyConfig;
 
+use crate::auth::settings::{JwtConfig, KeyConfig, Limits, Secret};
 use crate::fusion::FusionMethod;
 
 /// Everything the query node reads. The pipeline-only sections are accepted and ignored.
@@ -86,9 +87,28 @@ impl Consistency {
 pub struct QueryConfig {
     /// `host:port` of the HTTP API.
     pub listen: String,
-    /// Keys accepted on `/v1` routes (`Authorization: Bearer <key>` or `X-API-Key: <key>`).
-    /// Empty: no authentication.
-    pub api_keys: Vec<String>,
+    /// API keys bound to principals (`[[query.keys]]`: name, key / key_file / key_env,
+    /// principals, optional limits). See the `auth` module and docs/query-api.md.
+    pub keys: Vec<KeyConfig>,
+    /// Bare keys (`Authorization: Bearer <key>` or `X-API-Key: <key>`): they hold no
+    /// principals, so they see public documents only.
+    pub api_keys: Vec<Secret>,
+    /// A JWT issuer whose tokens identify callers (`[query.jwt]`).
+    pub jwt: JwtConfig,
+    /// Without keys or an issuer, search with the principals a request names (a node only an
+    /// authenticating proxy can reach); otherwise such a node serves public documents only.
+    pub trust_request_principals: bool,
+    /// Non-empty: `/metrics` needs one of these keys.
+    pub admin_keys: Vec<Secret>,
+    /// Non-empty: `/metrics` is served on this `host:port` (beside `/healthz`, `/readyz`)
+    /// instead of `listen`.
+    pub admin_listen: String,
+    /// Default limits of each key, token subject, or (unauthenticated) of all callers together:
+    /// requests per second sustained, at once (0: the rate, rounded up), and in flight.
+    /// 0 = unlimited. Past them: 429 with `Retry-After`.
+    pub rate_per_second: f64,
+    pub rate_burst: u32,
+    pub max_concurrent: u32,
     /// Largest request body accepted (bytes).
     pub max_body_bytes: usize,
     /// Longest query accepted (characters).
@@ -157,7 +177,15 @@ impl Default for QueryConfig {
     fn default() -> Self {
         QueryConfig {
             listen: "127.0.0.1:8080".into(),
+            keys: Vec::new(),
             api_keys: Vec::new(),
+            jwt: JwtConfig::default(),
+            trust_request_principals: false,
+            admin_keys: Vec::new(),
+            admin_listen: String::new(),
+            rate_per_second: 0.0,
+            rate_burst: 0,
+            max_concurrent: 0,
             max_body_bytes: 64 * 1024,
             max_query_chars: 4096,
             default_k: 10,
@@ -299,8 +327,62 @@ impl QueryConfig {
             }
             _ => {}
         }
-        if self.api_keys.iter().any(|k| k.trim().is_empty()) {
-            bail!("query.api_keys must not contain empty keys");
+        self.validate_auth()
+    }
+
+    /// The default limits (`rate_per_second`, `rate_burst`, `max_concurrent`).
+    pub fn limits(&self) -> Limits {
+        Limits {
+            rate_per_second: self.rate_per_second,
+            burst: self.rate_burst,
+            max_concurrent: self.max_concurrent,
+        }
+    }
+
+    fn validate_auth(&self) -> Result<()> {
+        for (what, keys) in [
+            ("api_keys", &self.api_keys),
+            ("admin_keys", &self.admin_keys),
+        ] {
+            if keys.iter().any(|k| k.0.trim().is_empty()) {
+                bail!("query.{what} must not contain empty keys");
+            }
+        }
+        self.limits().check("query")?;
+        let mut names = std::collections::BTreeSet::new();
+        for k in &self.keys {
+            if k.name.trim().is_empty() {
+                bail!("every [[query.keys]] entry needs a name");
+            }
+            if !names.insert(k.name.as_str()) {
+                bail!("query.keys: the name {:?} appears twice", k.name);
+            }
+            if k.principals.iter().any(|p| p.trim().is_empty()) {
+                bail!("query.keys {:?}: principals must not be empty", k.name);
+            }
+            Limits::with(self.limits(), k.rate_per_second, k.burst, k.max_concurrent)
+                .check(&format!("query.keys {:?}", k.name))?;
+        }
+        let j = &self.jwt;
+        if j.enabled() {
+            if j.audience.is_empty() || j.audience.iter().any(|a| a.is_empty()) {
+                bail!("query.jwt.audience: give the audience tokens must be issued for");
+            }
+            if j.groups_claim.is_empty() {
+                bail!("query.jwt.groups_claim must not be empty");
+            }
+            Limits::with(self.limits(), j.rate_per_second, j.burst, j.max_concurrent)
+                .check("query.jwt")?;
+        }
+        let authenticated = !self.keys.is_empty() || !self.api_keys.is_empty() || j.enabled();
+        if self.trust_request_principals && authenticated {
+            bail!(
+                "query.trust_request_principals is for a node without keys or an issuer (behind \
+                 an authenticating proxy); with keys or query.jwt, identities carry the principals"
+            );
+        }
+        if !self.admin_listen.is_empty() && self.admin_listen == self.listen {
+            bail!("query.admin_listen must differ from query.listen");
         }
         Ok(())
     }
@@ -347,7 +429,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.query.listen, "127.0.0.1:2");
-        assert_eq!(c.query.api_keys, vec!["k1".to_string()]);
+        assert_eq!(c.query.api_keys, vec![Secret::from("k1")]);
         assert_eq!(c.query.rerank_backend, RerankBackend::Remote);
         assert_eq!(c.milvus.collection, "c2");
     }

@@ -13,15 +13,19 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
+use crate::auth::Admission;
 use crate::pathway;
 use crate::request;
 use crate::retrieve::{Engine, RetrieveError};
 
 /// A JSON error answer.
+#[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -30,6 +34,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -42,11 +47,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(json!({"error": {"code": self.code, "message": self.message}})),
-        )
-            .into_response()
+        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        match self.retry_after {
+            Some(s) => (self.status, [(header::RETRY_AFTER, s.to_string())], body).into_response(),
+            None => (self.status, body).into_response(),
+        }
     }
 }
 
@@ -65,10 +70,10 @@ impl From<RetrieveError> for ApiError {
     }
 }
 
-/// The router of the query node.
+/// The router of the query node's API port (with `/metrics` unless `admin_listen` is set).
 pub fn router(engine: Arc<Engine>) -> Router {
     let limit = engine.config.query.max_body_bytes;
-    Router::new()
+    let mut r = Router::new()
         .route("/v1/retrieve", post(retrieve))
         .route("/v1/index", get(index_state))
         .route("/v1/index/wait", get(crate::wait::index_wait))
@@ -79,11 +84,24 @@ pub fn router(engine: Arc<Engine>) -> Router {
         )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
-        .fallback(not_found)
+        .route("/openapi.json", get(openapi));
+    if engine.config.query.admin_listen.is_empty() {
+        r = r.route("/metrics", get(metrics));
+    }
+    r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .with_state(engine)
+}
+
+/// The router of `admin_listen`: `/metrics`, `/healthz`, `/readyz`.
+pub fn admin_router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(engine)
 }
 
@@ -103,43 +121,15 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Checks the API key when keys are configured (constant-time comparison).
-pub(crate) fn authorize(engine: &Engine, headers: &HeaderMap) -> Result<(), ApiError> {
-    let keys = &engine.config.query.api_keys;
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
-    match given {
-        Some(g)
-            if keys
-                .iter()
-                .any(|k| constant_time_eq(k.as_bytes(), g.trim().as_bytes())) =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "invalid API key",
-        )),
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`",
-        )),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The principals a request searches with (see [`Admission::principals`]); a 403 is counted.
+pub(crate) fn principals(
+    engine: &Engine,
+    admission: &Admission,
+    requested: Option<Vec<String>>,
+) -> Result<Vec<String>, ApiError> {
+    admission.principals(requested).inspect_err(|_| {
+        engine.metrics.auth_rejection(&admission.name, "forbidden");
+    })
 }
 
 fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
@@ -178,12 +168,15 @@ async fn retrieve(
 ) -> Response {
     let mut mode = "unknown";
     let result = async {
-        authorize(&engine, &headers)?;
+        let admission = engine.auth.admit(&headers)?;
         let body = body_bytes(body, engine.config.query.max_body_bytes)?;
-        let plan = request::parse(&body)
-            .and_then(|r| r.plan(&engine.config.query, engine.reranker.is_some()))
+        let req = request::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
+        let requested = req.principals.clone();
+        let mut plan = req
+            .plan(&engine.config.query, engine.reranker.is_some())
             .map_err(|e| ApiError::bad_request(e.0))?;
         mode = plan.mode.as_str();
+        plan.filter.principals = Some(principals(&engine, &admission, requested)?);
         run_with_timeout(&engine, engine.retrieve(plan)).await
     }
     .await;
@@ -210,12 +203,14 @@ async fn pathway_retrieve(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        authorize(&engine, &headers)?;
+        let admission = engine.auth.admit(&headers)?;
         let body = body_bytes(body, engine.config.query.max_body_bytes)?;
         let req = pathway::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
-        let plan = pathway::plan(req, &engine)
+        let mut plan = pathway::plan(req, &engine)
             .await
             .map_err(|e| ApiError::bad_request(e.0))?;
+        // Pathway requests name no principals: the identity's, all of them.
+        plan.filter.principals = Some(principals(&engine, &admission, None)?);
         let r = run_with_timeout(&engine, engine.retrieve(plan)).await?;
         let outcome = if r.degraded.is_empty() {
             "ok"
@@ -242,25 +237,54 @@ async fn pathway_retrieve(
 }
 
 async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&engine, &headers) {
-        return e.into_response();
+    let result = async {
+        let admission = engine.auth.admit(&headers)?;
+        let filter = visible_to(principals(&engine, &admission, None)?);
+        let count = match engine.indexes.tantivy() {
+            Some(r) => tokio::task::spawn_blocking(move || r.count_matching(&filter))
+                .await
+                .map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                })?
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "unavailable",
+                        format!("tantivy: {e}"),
+                    )
+                })?,
+            None => 0,
+        };
+        let f = engine.indexes.freshness();
+        Ok::<_, ApiError>(Json(json!({
+            "file_count": count,
+            "last_modified": f.committed_at_ms / 1000,
+            "last_indexed": f.visible_at_ms / 1000,
+        })))
     }
-    let f = engine.indexes.freshness();
-    let count = engine.indexes.tantivy().map(|r| r.count()).unwrap_or(0);
-    Json(json!({
-        "file_count": count,
-        "last_modified": f.committed_at_ms / 1000,
-        "last_indexed": f.visible_at_ms / 1000,
-    }))
-    .into_response()
+    .await;
+    match result {
+        Ok(v) => v.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The filter of what these principals may see.
+fn visible_to(principals: Vec<String>) -> freshet_operators::filter::ChunkFilter {
+    freshet_operators::filter::ChunkFilter::none().principals(principals)
 }
 
 /// The pipeline commit this node serves: its Kafka offsets (per topic and partition, the next
 /// offset to read), so that a client can tell whether the records it published are searchable.
 async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&engine, &headers) {
-        return e.into_response();
-    }
+    let filter = match engine
+        .auth
+        .admit(&headers)
+        .and_then(|a| principals(&engine, &a, None))
+    {
+        Ok(p) => visible_to(p),
+        Err(e) => return e.into_response(),
+    };
     let Some(reader) = engine.indexes.tantivy() else {
         let reason = engine.indexes.status().tantivy.unwrap_or_default();
         return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
@@ -268,7 +292,7 @@ async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> R
     };
     let f = engine.indexes.freshness();
     let payload = tokio::task::spawn_blocking(move || {
-        let chunks = reader.count();
+        let chunks = reader.count_matching(&filter)?;
         reader.last_payload().map(|p| (p, chunks))
     })
     .await;
@@ -307,6 +331,8 @@ async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
         "tantivy": s.tantivy.clone().unwrap_or_else(|| "ok".into()),
         "milvus": s.milvus.clone().unwrap_or_else(|| "ok".into()),
         "index": {"epoch": f.epoch, "committed_at_ms": f.committed_at_ms},
+        "auth": engine.auth.mode(),
+        "auth_warnings": engine.auth.warnings(),
     }));
     if ready {
         (StatusCode::OK, body).into_response()
@@ -315,7 +341,10 @@ async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
     }
 }
 
-async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
+async fn metrics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    if let Err(e) = engine.auth.admit_admin(&headers) {
+        return e.into_response();
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -7,6 +7,7 @@
 //! node on the newest pipeline commit without restarts; `metrics` (spec: `query/METRICS.md`)
 //! and `openapi` describe it; `pathway` offers a Pathway-compatible endpoint.
 
+pub mod auth;
 pub mod config;
 pub mod fusion;
 pub mod http;

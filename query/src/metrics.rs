@@ -33,6 +33,13 @@ pub struct ModeLabels {
     pub mode: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectionLabels {
+    /// The credential's name (a key's `name`, `jwt`, `admin`, `unknown`, `none`), never a secret.
+    pub key: String,
+    pub reason: String,
+}
+
 fn latency_histogram() -> Histogram {
     // 0.25 ms .. ~16 s.
     Histogram::new(exponential_buckets(0.000_25, 2.0, 17))
@@ -52,6 +59,7 @@ pub struct Metrics {
     pub index_visible_delay: Histogram,
     pub ready: Gauge,
     pub query_embeddings: Family<OutcomeLabels, Counter>,
+    pub auth_rejections: Family<RejectionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -129,6 +137,12 @@ impl Metrics {
             "Query vectors by outcome: embedded by the model, or cache_hit",
             query_embeddings.clone(),
         );
+        let auth_rejections = Family::<RejectionLabels, Counter>::default();
+        r.register(
+            "auth_rejections",
+            "Requests refused by credential name and reason (unauthorized, forbidden, rate_limited, concurrency_limited)",
+            auth_rejections.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             requests,
@@ -141,6 +155,7 @@ impl Metrics {
             index_visible_delay,
             ready,
             query_embeddings,
+            auth_rejections,
         }
     }
 
@@ -150,6 +165,15 @@ impl Metrics {
                 endpoint: endpoint.into(),
                 mode: mode.into(),
                 outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    pub fn auth_rejection(&self, key: &str, reason: &str) {
+        self.auth_rejections
+            .get_or_create(&RejectionLabels {
+                key: key.into(),
+                reason: reason.into(),
             })
             .inc();
     }

@@ -23,6 +23,26 @@ fn err_resp(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
 }
 
+/// A 429 with its `Retry-After` header.
+fn too_many() -> Value {
+    let mut r = err_resp(
+        "Over the credential's request rate or concurrency limit (code too_many_requests)",
+    );
+    r["headers"] = json!({"Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer", "minimum": 1}}});
+    r
+}
+
+/// The credentials of an API route, and the answers authentication adds to its responses.
+fn secured(mut op: Value) -> Value {
+    op["security"] = json!([{"bearer": []}, {"apiKey": []}, {"jwt": []}]);
+    let r = &mut op["responses"];
+    r["401"] = err_resp("Missing or invalid credential (API key or JWT), or both headers sent");
+    r["403"] =
+        err_resp("The request names principals its credential does not hold (code forbidden)");
+    r["429"] = too_many();
+    op
+}
+
 /// Security schemes and the request, response and error schemas.
 fn components() -> Value {
     let stage = json!({
@@ -31,14 +51,16 @@ fn components() -> Value {
     });
     json!({
         "securitySchemes": {
-            "bearer": {"type": "http", "scheme": "bearer"},
-            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+            "bearer": {"type": "http", "scheme": "bearer", "description": "An API key of query.keys or query.api_keys"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "An API key of query.keys or query.api_keys"},
+            "jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "A token of the query.jwt issuer: iss, aud, exp (nbf) checked; the groups claim gives the principals"},
+            "adminKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "A key of query.admin_keys (also as Authorization: Bearer), for /metrics"}
         },
         "schemas": {
             "Error": {
                 "type": "object",
                 "properties": {"error": {"type": "object", "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "internal"]},
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "internal"]},
                     "message": {"type": "string"}
                 }}}
             },
@@ -55,7 +77,7 @@ fn components() -> Value {
                         "description": "Metadata conditions, all must hold, applied inside both searches: {\"key\": scalar} | {\"key\": {\"eq\": scalar}} | {\"key\": {\"in\": [scalars]}}.",
                         "additionalProperties": true
                     },
-                    "principals": {"type": "array", "items": {"type": "string"}, "description": "Caller's ACL principals; a chunk is visible if its document's acl is empty or intersects them. Omitted: public documents only."},
+                    "principals": {"type": "array", "items": {"type": "string"}, "description": "Narrows the principals of the credential (a chunk is visible if its document's acl is empty or intersects them): each must be held by the API key or token, else 403. Omitted: all of the credential's principals. [] : public documents only. On a node without authentication: public only (403 for any principal) unless query.trust_request_principals."},
                     "bm25_top_k": {"type": "integer", "minimum": 1, "description": "BM25 candidates (default query.route_top_k = 50)."},
                     "vector_top_k": {"type": "integer", "minimum": 1, "description": "Vector candidates (default 50)."},
                     "fusion": {"type": "object", "additionalProperties": false, "properties": {
@@ -130,21 +152,18 @@ fn components() -> Value {
 /// Every route.
 fn paths() -> Value {
     json!({
-        "/v1/retrieve": {"post": {
+        "/v1/retrieve": {"post": secured(json!({
             "summary": "Retrieve context for a query",
-            "security": [{"bearer": []}, {"apiKey": []}],
             "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveRequest"}}}},
             "responses": {
                 "200": {"description": "Results", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveResponse"}}}},
                 "400": err_resp("Invalid request"),
-                "401": err_resp("Missing or wrong API key"),
                 "413": err_resp("Body too large"),
                 "503": err_resp("An index or the reranker is unavailable, or the request timed out")
             }
-        }},
-        "/pathway/v1/retrieve": {"post": {
+        }))},
+        "/pathway/v1/retrieve": {"post": secured(json!({
             "summary": "Pathway DocumentStore-compatible retrieve",
-            "security": [{"bearer": []}, {"apiKey": []}],
             "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["query"], "properties": {
                 "query": {"type": "string"}, "k": {"type": "integer"},
                 "metadata_filter": {"type": ["string", "null"], "description": "JMESPath subset: key == 'v', key == `json`, contains(key, 'v'), joined by &&"},
@@ -157,22 +176,19 @@ fn paths() -> Value {
                 "400": err_resp("Invalid request"),
                 "503": err_resp("Unavailable")
             }
-        }},
-        "/v1/index": {"get": {
+        }))},
+        "/v1/index": {"get": secured(json!({
             "summary": "The pipeline commit this node serves: Kafka offsets per topic and partition (the next offset to read), epoch, commit time, chunk count",
-            "security": [{"bearer": []}, {"apiKey": []}],
             "responses": {
                 "200": {"description": "Index state", "content": {"application/json": {"schema": {"type": "object", "properties": {
                     "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "chunks": {"type": "integer"},
                     "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
                 }}}}},
-                "401": err_resp("Missing or wrong API key"),
                 "503": err_resp("The index is not open")
             }
-        }},
-        "/v1/index/wait": {"get": {
+        }))},
+        "/v1/index/wait": {"get": secured(json!({
             "summary": "Wait until a Kafka record is searchable: answers once the commit this node serves has a next offset above `offset` for the partition (the ingest service answers every write with its topic, partition and offset)",
-            "security": [{"bearer": []}, {"apiKey": []}],
             "parameters": [
                 {"name": "topic", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}},
                 {"name": "partition", "in": "query", "required": true, "schema": {"type": "integer", "minimum": 0}},
@@ -186,13 +202,21 @@ fn paths() -> Value {
                     "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "waited_ms": {"type": "integer"}
                 }}}}},
                 "400": err_resp("Missing or invalid parameter"),
-                "401": err_resp("Missing or wrong API key"),
                 "504": err_resp("Not searchable within timeout_ms (code timeout)")
             }
-        }},
+        }))},
+        "/pathway/v1/statistics": {"get": secured(json!({
+            "summary": "Pathway DocumentStore-compatible statistics (also POST): chunks visible to the credential's principals, last commit and visibility times",
+            "responses": {
+                "200": {"description": "{file_count, last_modified, last_indexed}", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "file_count": {"type": "integer", "description": "Chunks the caller may see"}, "last_modified": {"type": "integer"}, "last_indexed": {"type": "integer"}
+                }}}}},
+                "503": err_resp("The index is not readable")
+            }
+        }))},
         "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
-        "/readyz": {"get": {"summary": "Both indexes reachable", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OpenMetrics text"}}}},
+        "/readyz": {"get": {"summary": "Both indexes reachable; also how callers are authenticated (auth: keys, jwt, keys+jwt, trusted_proxy, none) and auth_warnings", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics (on query.admin_listen instead when set)", "security": [{}, {"adminKey": []}], "responses": {"200": {"description": "OpenMetrics text"}, "401": err_resp("query.admin_keys is set and the key is missing or wrong")}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
     })
 }
@@ -226,5 +250,24 @@ mod tests {
         }
         assert!(crate::request::parse(br#"{"query":"q","undocumented":1}"#).is_err());
         assert_eq!(props.len(), 13);
+    }
+
+    #[test]
+    fn every_api_route_documents_its_credentials_and_refusals() {
+        let doc = document();
+        for (path, method) in [
+            ("/v1/retrieve", "post"),
+            ("/pathway/v1/retrieve", "post"),
+            ("/pathway/v1/statistics", "get"),
+            ("/v1/index", "get"),
+            ("/v1/index/wait", "get"),
+        ] {
+            let op = &doc["paths"][path][method];
+            assert_eq!(op["security"].as_array().map(Vec::len), Some(3), "{path}");
+            for status in ["200", "401", "403", "429"] {
+                assert!(op["responses"][status].is_object(), "{path} {status}");
+            }
+            assert!(op["responses"]["429"]["headers"]["Retry-After"].is_object());
+        }
     }
 }

@@ -187,7 +187,11 @@ impl RetrieveRequest {
             None | Some(Value::Null) => ChunkFilter::none(),
             Some(v) => parse_filter(&v)?,
         };
-        filter.principals = Some(check_principals(self.principals.unwrap_or_default())?);
+        check_principals(self.principals.unwrap_or_default())?;
+        // Public documents only until the handler sets the principals of the caller's
+        // credential (`auth::Admission::principals`): a plan never searches with principals
+        // nobody vouched for.
+        filter.principals = Some(Vec::new());
 
         let fusion = fusion_params(self.fusion, cfg)?;
 
@@ -524,7 +528,8 @@ mod tests {
                 vec!["2020".to_string(), "2021".to_string()]
             )]
         );
-        assert_eq!(p.filter.principals, Some(vec!["group:a".to_string()]));
+        // Checked, but applied only after authentication (http::principals).
+        assert_eq!(p.filter.principals, Some(vec![]));
         assert_eq!(p.fusion.method, FusionMethod::Weighted);
         assert_eq!(p.fusion.bm25_weight, 0.2);
         assert_eq!(p.fusion.vector_weight, 0.5);

@@ -117,6 +117,7 @@ pub struct Engine {
     pub reranker: Option<Reranker>,
     pub counter: Arc<HfTokenCounter>,
     pub metrics: Metrics,
+    pub auth: crate::auth::Auth,
 }
 
 /// A candidate while it moves through the stages.

@@ -32,6 +32,8 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     mcfg.dim = embedders.dim();
     mcfg.model_id = embedders.model_id().to_owned();
     indexes.spawn_milvus_connector(mcfg);
+    let auth = crate::auth::Auth::new(&config.query, metrics.clone(), &|v| std::env::var(v).ok())?;
+    auth.log_startup();
     Ok(Arc::new(Engine {
         config,
         indexes,
@@ -39,20 +41,54 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         reranker,
         counter: Arc::new(counter),
         metrics,
+        auth,
     }))
 }
 
-/// Serves the API on `query.listen` until SIGINT/SIGTERM.
+/// Serves the API on `query.listen` (and `/metrics` on `query.admin_listen` when set) until
+/// SIGINT/SIGTERM.
 pub async fn serve(engine: Arc<Engine>) -> Result<()> {
     let addr = engine.config.query.listen.clone();
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     tracing::info!(%addr, "query node listening");
-    axum::serve(listener, crate::http::router(engine))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("HTTP server failed")
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let admin = match engine.config.query.admin_listen.as_str() {
+        "" => None,
+        admin_addr => {
+            let l = tokio::net::TcpListener::bind(admin_addr)
+                .await
+                .with_context(|| format!("cannot listen on {admin_addr} (query.admin_listen)"))?;
+            tracing::info!(addr = %admin_addr, "admin routes (/metrics) listening");
+            Some(l)
+        }
+    };
+    if !engine.auth.admin_guarded() {
+        tracing::info!("/metrics needs no key (query.admin_keys is empty)");
+    }
+    let api = axum::serve(listener, crate::http::router(engine.clone()))
+        .with_graceful_shutdown(stopped(stop_rx.clone()));
+    let admin = async {
+        match admin {
+            Some(l) => {
+                axum::serve(l, crate::http::admin_router(engine))
+                    .with_graceful_shutdown(stopped(stop_rx))
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let api = async { api.await.context("HTTP server failed") };
+    let admin = async { admin.await.context("admin HTTP server failed") };
+    tokio::try_join!(api, admin).map(|_| ())
 }
 
 async fn shutdown_signal() {

@@ -16,7 +16,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::{authorize, ApiError};
+use crate::http::ApiError;
 use crate::indexes::Indexes;
 use crate::retrieve::Engine;
 
@@ -76,7 +76,7 @@ pub async fn index_wait(
     params: Result<Query<WaitParams>, QueryRejection>,
 ) -> Response {
     let result = async {
-        authorize(&engine, &headers)?;
+        let _admission = engine.auth.admit(&headers)?;
         let params = params
             .map(|q| q.0)
             .map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;

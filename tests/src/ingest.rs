@@ -188,6 +188,7 @@ pub fn raw_request(
     }
     Ok(Reply {
         status,
+        head: head.to_owned(),
         body: rest.to_owned(),
     })
 }

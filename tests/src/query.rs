@@ -30,10 +30,20 @@ pub struct QueryNode {
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
+    /// The status line and headers.
+    pub head: String,
     pub body: String,
 }
 
 impl Reply {
+    /// The value of header `name` (case-insensitive), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
     pub fn json(&self) -> Result<Value> {
         serde_json::from_str(&self.body)
             .with_context(|| format!("not JSON (status {}): {}", self.status, self.body))
@@ -225,7 +235,11 @@ pub fn request(
     } else {
         rest.to_owned()
     };
-    Ok(Reply { status, body })
+    Ok(Reply {
+        status,
+        head: head.to_owned(),
+        body,
+    })
 }
 
 fn dechunk(mut s: &str) -> String {

@@ -223,7 +223,8 @@ fn wait_all(node: &QueryNode, written: &Value) -> Result<()> {
 fn a_client_waits_for_its_offset_then_finds_the_document() -> Result<()> {
     let mut case = Case::new("ingest_flow", 2)?;
     case.start_pipeline()?;
-    let node = case.start_query(&[])?;
+    // The requests name their principals: a node behind an authenticating proxy.
+    let node = case.start_query(&[("FRESHET_QUERY_TRUST_REQUEST_PRINCIPALS", "true".into())])?;
     let svc = case.start_ingest(&[])?;
 
     let w = svc.write(

@@ -85,7 +85,8 @@ fn pipeline_and_query_node_on_milvus_lite() -> Result<()> {
     case.wait_indexed(WAIT)?;
     let first = assert_exact(&case, &log)?;
 
-    let node = case.start_query(&[])?;
+    // The requests name their principals: a node behind an authenticating proxy.
+    let node = case.start_query(&[("FRESHET_QUERY_TRUST_REQUEST_PRINCIPALS", "true".into())])?;
     node.wait_ready(Duration::from_secs(60))?;
     for mode in ["vector", "hybrid", "bm25"] {
         let got = node.doc_ids(&json!({"query": "glacier melt", "mode": mode, "k": 4}))?;

@@ -367,7 +367,9 @@ fn acl_is_enforced_in_every_mode_and_option() -> Result<()> {
         case.send_json(id, &doc(id, "Revenue", &text(id), json!({}), acl))?;
     }
     case.wait_indexed(WAIT)?;
-    let node = case.start_query(&[])?;
+    // The requests name their principals: a node behind an authenticating proxy (keys and
+    // tokens bound to principals: auth_e2e).
+    let node = case.start_query(&[("FRESHET_QUERY_TRUST_REQUEST_PRINCIPALS", "true".into())])?;
     node.wait_ready(Duration::from_secs(60))?;
     let q = "quarterly revenue report forecast";
     node.wait_for(

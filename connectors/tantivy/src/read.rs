@@ -2,8 +2,8 @@
 //! [`crate::ChunkIndexReader`].
 
 use freshet_operators::chunk::Chunk;
-use tantivy::collector::{DocSetCollector, TopDocs};
-use tantivy::query::TermQuery;
+use tantivy::collector::{Count, DocSetCollector, TopDocs};
+use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{
     DocAddress, DocSet, Index, Searcher, TantivyDocument, TantivyError, Term, TERMINATED,
@@ -12,7 +12,7 @@ use tantivy::{
 use crate::bm25::Bm25Params;
 use crate::error::Result;
 use crate::payload::CommitPayload;
-use crate::query::{bm25_query, ChunkFilter};
+use crate::query::{bm25_query, filter_clauses, ChunkFilter};
 use crate::schema::ChunkSchema;
 
 pub(crate) fn load_all(searcher: &Searcher, s: &ChunkSchema) -> Result<Vec<Chunk>> {
@@ -25,6 +25,21 @@ pub(crate) fn load_all(searcher: &Searcher, s: &ChunkSchema) -> Result<Vec<Chunk
         }
     }
     Ok(out)
+}
+
+/// Number of live chunks that pass `filter`.
+pub(crate) fn count_matching(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    filter: &ChunkFilter,
+) -> Result<u64> {
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
+    clauses.extend(
+        filter_clauses(filter, s)?
+            .into_iter()
+            .map(|q| (Occur::Must, q)),
+    );
+    Ok(searcher.search(&BooleanQuery::new(clauses), &Count)? as u64)
 }
 
 pub(crate) fn get(searcher: &Searcher, s: &ChunkSchema, chunk_id: &str) -> Result<Option<Chunk>> {

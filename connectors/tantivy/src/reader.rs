@@ -139,6 +139,11 @@ impl ChunkIndexReader {
         self.reader.searcher().num_docs()
     }
 
+    /// Number of chunks visible to this reader that pass `filter` (e.g. a caller's principals).
+    pub fn count_matching(&self, filter: &ChunkFilter) -> Result<u64> {
+        read::count_matching(&self.reader.searcher(), &self.schema, filter)
+    }
+
     /// The payload of the latest commit on disk (which may be newer than what searches see
     /// until the next reload).
     pub fn last_payload(&self) -> Result<Option<CommitPayload>> {

@@ -431,6 +431,18 @@ fn acl_filter() {
         ["hr", "public"]
     );
     assert_eq!(visible(Some(&["__public__"])), ["public", "tricky"]);
+    // Counting applies the same filter.
+    let count = |f: &ChunkFilter| r.count_matching(f).unwrap();
+    assert_eq!(count(&ChunkFilter::none()), 4);
+    assert_eq!(
+        count(&ChunkFilter::none().principals(Vec::<String>::new())),
+        1
+    );
+    assert_eq!(count(&ChunkFilter::none().principals(["group:finance"])), 2);
+    assert_eq!(
+        count(&ChunkFilter::none().principals(["user:alice", "group:finance"])),
+        3
+    );
     // Top-k is computed after the filter: k=1 still finds the visible one.
     let hits = r
         .search_bm25("budget", 1, &ChunkFilter::none().principals(["group:hr"]))
