@@ -200,6 +200,20 @@ pub fn resume_marks(next: &BTreeMap<i32, i64>, pending: &Sent) -> BTreeMap<i32, 
     out
 }
 
+/// The source record a dead letter names (its `freshet.source.*` headers).
+fn source_of(r: &Record) -> Option<(String, i32, i64)> {
+    let text = |name: &str| {
+        r.header(name)
+            .flatten()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .map(str::to_string)
+    };
+    let topic = text(dlq_headers::SOURCE_TOPIC)?;
+    let partition = text(dlq_headers::SOURCE_PARTITION)?.parse().ok()?;
+    let offset = text(dlq_headers::SOURCE_OFFSET)?.parse().ok()?;
+    Some((topic, partition, offset))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,18 +231,4 @@ mod tests {
             BTreeMap::from([(0, 12), (1, 7), (2, 3)])
         );
     }
-}
-
-/// The source record a dead letter names (its `freshet.source.*` headers).
-fn source_of(r: &Record) -> Option<(String, i32, i64)> {
-    let text = |name: &str| {
-        r.header(name)
-            .flatten()
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .map(str::to_string)
-    };
-    let topic = text(dlq_headers::SOURCE_TOPIC)?;
-    let partition = text(dlq_headers::SOURCE_PARTITION)?.parse().ok()?;
-    let offset = text(dlq_headers::SOURCE_OFFSET)?.parse().ok()?;
-    Some((topic, partition, offset))
 }
