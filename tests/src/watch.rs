@@ -175,7 +175,17 @@ impl Case {
             let left = deadline.saturating_duration_since(Instant::now());
             self.wait_indexed(left.max(Duration::from_secs(1)))?;
             let got = ids(&self.tantivy_chunks()?);
-            let milvus: BTreeSet<String> = self.milvus_ids()?.into_iter().collect();
+            // A listing taken while Milvus still applies a write can disagree with its own
+            // count (freshet_milvus reports that): look again until the deadline.
+            let milvus: BTreeSet<String> = match self.milvus_ids() {
+                Ok(ids) => ids.into_iter().collect(),
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("listing Milvus again: {e:#}");
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if got == want && milvus == leaves {
                 return self.assert_holds_exactly(expected);
             }
