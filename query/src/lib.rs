@@ -22,3 +22,6 @@ pub mod retrieve;
 mod routes;
 pub mod server;
 pub mod wait;
+
+#[cfg(test)]
+mod fuzz_tests;
