@@ -1,6 +1,7 @@
 """Schemathesis hooks of tests/tests/api_fuzz_e2e.rs (loaded with SCHEMATHESIS_HOOKS).
 
-Adds one check: every 4xx answer is JSON of the shape {"error": {"code": str, "message": str}}.
+Adds one check (every 4xx answer is JSON of the shape {"error": {"code": str, "message": str}})
+and a serializer for the ingest service's NDJSON batch body.
 """
 
 import schemathesis
@@ -27,3 +28,16 @@ def error_shape(ctx, response, case):
             f"{response.status_code} answer lacks the error shape: {response.text[:200]!r}"
         )
     return None
+
+
+@schemathesis.serializer("application/x-ndjson")
+def ndjson(ctx, value):
+    """The ingest service's batch body: a string as it is, anything else as JSON lines."""
+    import json
+
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, bytes):
+        return value
+    items = value if isinstance(value, list) else [value]
+    return "\n".join(json.dumps(item) for item in items).encode("utf-8", "surrogatepass")
