@@ -127,6 +127,7 @@ pub(crate) fn split_code(
         out: Vec::new(),
     };
     walk.items(tree.root_node(), &[], tree.root_node().end_byte());
+    walk.cover_gaps();
     Some(walk.out)
 }
 
@@ -368,6 +369,34 @@ impl Walk<'_, '_> {
             let next = statements.get(i).map_or(range.end, |s| s.start_byte());
             self.tail(done..next, &sub);
             from = next;
+        }
+    }
+
+    /// Whatever the walk left between and after its pieces (tokens a grammar keeps outside every
+    /// item, text around a syntax error) joins the piece before it, or is a chunk of its own:
+    /// every character of the source is in a chunk.
+    fn cover_gaps(&mut self) {
+        let pieces = std::mem::take(&mut self.out);
+        let mut covered = 0;
+        for p in pieces {
+            if p.start > covered {
+                let path = self
+                    .out
+                    .last()
+                    .map_or(p.section.clone(), |l| l.section.clone());
+                self.tail(covered..p.start, &path);
+            }
+            covered = covered.max(p.end);
+            self.out.push(p);
+        }
+        let end = self.engine.text.len();
+        if end > covered {
+            let path = self
+                .out
+                .last()
+                .map(|l| l.section.clone())
+                .unwrap_or_default();
+            self.tail(covered..end, &path);
         }
     }
 

@@ -296,3 +296,28 @@ fn every_character_of_a_source_is_in_a_chunk() {
         }
     }
 }
+
+/// Found by fuzzing (a damaged JavaScript source): a `)` after a class, outside every item of
+/// the syntax tree, was in no chunk.
+#[test]
+fn text_outside_every_syntax_item_is_in_a_chunk() {
+    let source = CODE[2].0.replacen("  }\n}\n", "  }\n})\n", 1);
+    assert_ne!(source, CODE[2].0);
+    let source = format!("r#\"///*function k() {{ {source}");
+    for max in 2..40 {
+        let cfg = ChunkerConfig {
+            max_tokens: max,
+            overlap_tokens: max / 4,
+            ..ChunkerConfig::default()
+        };
+        let doc = document(
+            "d",
+            "\r".into(),
+            source.clone(),
+            ContentType::Code(Language::JavaScript),
+        );
+        let t = FastCounter::default();
+        let p = prepare_full(doc, &cfg, &t).expect("a valid config");
+        check(&p.cleaned, &p.chunks, &cfg, &t);
+    }
+}
