@@ -321,3 +321,30 @@ fn text_outside_every_syntax_item_is_in_a_chunk() {
         check(&p.cleaned, &p.chunks, &cfg, &t);
     }
 }
+
+/// Found by fuzzing (`PROPTEST_CASES=10000`): a heading indented by a space started its chunk
+/// with that space.
+#[test]
+fn an_indented_heading_starts_its_chunk_at_its_mark() {
+    let cfg = ChunkerConfig {
+        max_tokens: 83,
+        overlap_tokens: 4,
+        ..ChunkerConfig::default()
+    };
+    for text in ["- \r\n # the\na", "x\n   ## two\nbody", " # first\ntext"] {
+        let doc = document(
+            "d",
+            "<script>\u{2029}".into(),
+            text.into(),
+            ContentType::Markdown,
+        );
+        let t = FastCounter::default();
+        let p = prepare_full(doc, &cfg, &t).expect("a valid config");
+        check(&p.cleaned, &p.chunks, &cfg, &t);
+        assert!(
+            p.chunks.iter().any(|c| c.text.starts_with('#')),
+            "{:?}",
+            p.chunks
+        );
+    }
+}
