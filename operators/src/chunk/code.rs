@@ -378,7 +378,18 @@ impl Walk<'_, '_> {
     fn cover_gaps(&mut self) {
         let pieces = std::mem::take(&mut self.out);
         let mut covered = 0;
-        for p in pieces {
+        for mut p in pieces {
+            // A piece starts and ends with text (a header cut alone can end with its newline).
+            let text = &self.engine.text[p.start..p.end];
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            if trimmed.len() != text.len() {
+                p.start += text.len() - text.trim_start().len();
+                p.end = p.start + trimmed.len();
+                p.tokens = self.engine.count(p.start, p.end);
+            }
             if p.start > covered {
                 let path = self
                     .out

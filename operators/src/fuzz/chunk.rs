@@ -348,3 +348,24 @@ fn an_indented_heading_starts_its_chunk_at_its_mark() {
         );
     }
 }
+
+/// Found by fuzzing (`PROPTEST_CASES=10000`): in a damaged Rust source (`impl E//ngine {`), a
+/// container's header cut alone kept its trailing newline.
+#[test]
+fn a_header_cut_alone_is_trimmed() {
+    let text = CODE[0].0.replacen("impl Engine", "impl E//ngine", 1);
+    let mut cfg = ChunkerConfig {
+        strategy: ChunkStrategy::Syntax,
+        max_tokens: 49,
+        overlap_tokens: 8,
+        parent_max_tokens: 36,
+        child_max_tokens: 26,
+        child_overlap_tokens: 12,
+        ..ChunkerConfig::default()
+    };
+    cfg.per_content_type.clear();
+    let doc = document("d", String::new(), text, ContentType::Code(Language::Rust));
+    let t = FastCounter::default();
+    let p = prepare_full(doc, &cfg, &t).expect("a valid config");
+    check(&p.cleaned, &p.chunks, &cfg, &t);
+}

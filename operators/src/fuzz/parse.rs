@@ -302,7 +302,10 @@ fn has_word(blocks: &[Block]) -> bool {
     })
 }
 
-fn docx() -> impl Strategy<Value = (Vec<Block>, Vec<(String, Vec<u8>, bool)>)> {
+/// Archive entries: name, body, deflated.
+type Entries = Vec<(String, Vec<u8>, bool)>;
+
+fn docx() -> impl Strategy<Value = (Vec<Block>, Entries)> {
     let extra = proptest::collection::vec(
         (
             prop_oneof![
@@ -344,7 +347,7 @@ fn docx() -> impl Strategy<Value = (Vec<Block>, Vec<(String, Vec<u8>, bool)>)> {
 }
 
 /// A generated EPUB: its chapter's blocks, its entries, and whether it is a valid book.
-fn epub() -> impl Strategy<Value = (Vec<Block>, Vec<(String, Vec<u8>, bool)>, bool)> {
+fn epub() -> impl Strategy<Value = (Vec<Block>, Entries, bool)> {
     let spine = proptest::collection::vec(
         prop_oneof![4 => Just("c1"), 1 => Just("c2"), 1 => Just("nav"), 1 => Just("missing")],
         0..6,
