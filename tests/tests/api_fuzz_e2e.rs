@@ -243,6 +243,8 @@ fn schemathesis(name: &str, spec: &str, extra: &[&str], dir: &Path) -> Result<()
         .args(["--report", "junit", "--report-dir"])
         .arg(&report)
         .args(extra)
+        // its cache (`.schemathesis/`) goes to the case's directory, not the source tree
+        .current_dir(dir)
         .env("SCHEMATHESIS_HOOKS", "freshet_error_shape")
         .env("PYTHONPATH", workspace_root().join("tests/api_fuzz"))
         .stdout(Stdio::piped())
