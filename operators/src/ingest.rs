@@ -233,7 +233,9 @@ pub fn named_document(
         serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok()?;
     match object.get("id")? {
         serde_json::Value::String(s) if valid(s) => Some(s.clone()),
-        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
+            Some(n.to_string()).filter(|s| valid(s))
+        }
         _ => None,
     }
 }
@@ -458,5 +460,19 @@ mod tests {
         assert_eq!(run("a", Some(v1)), Ingested::Unchanged { id: "a".into() });
         assert_eq!(Ingested::Unchanged { id: "a".into() }.update(), None);
         assert_eq!(versions.len(), 2);
+    }
+
+    /// Found by fuzzing (`fuzz::decode`): a numeric id longer than `max_id_bytes` named a
+    /// document that no record can have indexed.
+    #[test]
+    fn a_numeric_id_over_the_limit_names_no_document() {
+        let limits = RecordLimits {
+            max_id_bytes: 4,
+            ..RecordLimits::default()
+        };
+        let named = |v: &str| named_document(None, Some(v.as_bytes()), &limits);
+        assert_eq!(named(r#"{"id":1234}"#), Some("1234".into()));
+        assert_eq!(named(r#"{"id":12345}"#), None);
+        assert_eq!(named(r#"{"id":-1234}"#), None);
     }
 }

@@ -37,6 +37,6 @@ pub mod table;
 pub mod title;
 
 #[cfg(test)]
-mod fuzz_tests;
+mod fuzz;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

@@ -23,3 +23,6 @@ pub mod retrieve;
 mod routes;
 pub mod server;
 pub mod wait;
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -417,7 +417,8 @@ fn scalar(key: &str, v: &Value) -> Result<String, BadRequest> {
     match v {
         Value::String(_) | Value::Bool(_) => Ok(v.to_string()),
         Value::Number(n) => {
-            if n.as_f64().is_some_and(f64::is_finite) {
+            // an integer must fit 64 signed bits (the vector index reads it as int64)
+            if (n.is_i64() || !n.is_u64()) && n.as_f64().is_some_and(f64::is_finite) {
                 Ok(v.to_string())
             } else {
                 bad!("filter {key:?}: number {n} is out of range")

@@ -152,8 +152,13 @@ fn metadata_literal(key: &str, json_value: &str) -> Result<String> {
         serde_json::Value::String(s) => quote(&s),
         serde_json::Value::Bool(b) => b.to_string(),
         serde_json::Value::Number(n) => {
-            if n.is_i64() || n.is_u64() {
+            if n.is_i64() {
                 n.to_string()
+            } else if n.is_u64() {
+                // Milvus reads an integer literal as int64: a larger one fails the whole search.
+                return Err(Error::InvalidFilter(format!(
+                    "metadata number {n} for key {key:?} is beyond the 64-bit signed range"
+                )));
             } else {
                 let f = n.as_f64().unwrap_or(f64::NAN);
                 if !f.is_finite() {
@@ -311,5 +316,28 @@ mod tests {
             &ChunkFilter::none().doc_ids(Vec::<String>::new())
         ));
         assert!(!excludes_all_stored(&ChunkFilter::none()));
+    }
+
+    /// Found by fuzzing the query node: an integer above i64::MAX made Milvus refuse to parse
+    /// the whole expression (a 503, and the node marked Milvus failed); it is an invalid filter.
+    #[test]
+    fn integers_beyond_int64_are_an_invalid_filter() {
+        let f = |v: &str| filter_expr(&ChunkFilter::none().metadata_eq("n", v));
+        assert_eq!(
+            f("9223372036854775807").unwrap(),
+            eq(r#""n""#, "9223372036854775807")
+        );
+        assert_eq!(
+            f("-9223372036854775808").unwrap(),
+            eq(r#""n""#, "-9223372036854775808")
+        );
+        assert!(matches!(
+            f("9223372036854775808"),
+            Err(Error::InvalidFilter(_))
+        ));
+        assert!(matches!(
+            f("18446744073709551615"),
+            Err(Error::InvalidFilter(_))
+        ));
     }
 }

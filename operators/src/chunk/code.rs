@@ -127,6 +127,7 @@ pub(crate) fn split_code(
         out: Vec::new(),
     };
     walk.items(tree.root_node(), &[], tree.root_node().end_byte());
+    walk.cover_gaps();
     Some(walk.out)
 }
 
@@ -262,8 +263,14 @@ impl Walk<'_, '_> {
         let mut cursor = node.walk();
         let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
         let mut run: Option<usize> = None;
+        // Where the last definition ended: what lies between it and the next item (a separator)
+        // belongs to it.
+        let mut after_def: Option<usize> = None;
         for (i, &c) in children.iter().enumerate() {
             if !self.is_def(c) {
+                if let Some(e) = after_def.take() {
+                    self.tail(e..c.start_byte(), path);
+                }
                 run.get_or_insert(c.start_byte());
                 continue;
             }
@@ -279,16 +286,24 @@ impl Walk<'_, '_> {
                 k -= 1;
                 start = prev.start_byte();
             }
+            if let Some(e) = after_def.take() {
+                self.tail(e..start, path);
+            }
             if let Some(r) = run.take() {
                 if r < start {
                     self.text_run(r..start, path);
                 }
             }
             self.definition(c, start, path);
+            after_def = Some(c.end_byte());
         }
+        // The text after the last item (separators, a container's closing brace) is chunked
+        // too: every character of the source is in a chunk.
+        let last = children.last().map_or(end, |c| c.end_byte()).max(end);
         if let Some(r) = run {
-            let last = children.last().map_or(end, |c| c.end_byte());
             self.text_run(r..last, path);
+        } else if let Some(e) = after_def {
+            self.tail(e..last, path);
         }
         // A header with nothing after it is a chunk of its own.
         if let Some(p) = self.prefix.take() {
@@ -333,23 +348,86 @@ impl Walk<'_, '_> {
                 end = Some(statements[j].end_byte());
                 j += 1;
             }
-            match end {
+            let done = match end {
                 Some(e) => {
                     self.emit(from..e, &sub);
                     i = j;
+                    e
                 }
                 None if from < statements[i].start_byte() => {
                     self.emit_split(from..statements[i].start_byte(), &sub);
+                    statements[i].start_byte()
                 }
                 None => {
                     self.emit_split(statements[i].byte_range(), &sub);
                     i += 1;
+                    statements[i - 1].end_byte()
                 }
+            };
+            // Separators between statements and the body's closing brace stay with the chunk
+            // before them.
+            let next = statements.get(i).map_or(range.end, |s| s.start_byte());
+            self.tail(done..next, &sub);
+            from = next;
+        }
+    }
+
+    /// Whatever the walk left between and after its pieces (tokens a grammar keeps outside every
+    /// item, text around a syntax error) joins the piece before it, or is a chunk of its own:
+    /// every character of the source is in a chunk.
+    fn cover_gaps(&mut self) {
+        let pieces = std::mem::take(&mut self.out);
+        let mut covered = 0;
+        for mut p in pieces {
+            // A piece starts and ends with text (a header cut alone can end with its newline).
+            let text = &self.engine.text[p.start..p.end];
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
+                continue;
             }
-            if let Some(s) = statements.get(i) {
-                from = s.start_byte();
+            if trimmed.len() != text.len() {
+                p.start += text.len() - text.trim_start().len();
+                p.end = p.start + trimmed.len();
+                p.tokens = self.engine.count(p.start, p.end);
+            }
+            if p.start > covered {
+                let path = self
+                    .out
+                    .last()
+                    .map_or(p.section.clone(), |l| l.section.clone());
+                self.tail(covered..p.start, &path);
+            }
+            covered = covered.max(p.end);
+            self.out.push(p);
+        }
+        let end = self.engine.text.len();
+        if end > covered {
+            let path = self
+                .out
+                .last()
+                .map(|l| l.section.clone())
+                .unwrap_or_default();
+            self.tail(covered..end, &path);
+        }
+    }
+
+    /// What follows a definition up to the next item (a separator, a closing brace): part of
+    /// the definition's last chunk when it fits there, else a chunk of its own.
+    fn tail(&mut self, range: Range<usize>, path: &[String]) {
+        let text = self.engine.text.get(range.clone()).unwrap_or("").trim_end();
+        if text.trim_start().is_empty() {
+            return;
+        }
+        let range = range.start..range.start + text.len();
+        if let Some(last) = self.out.last_mut().filter(|p| p.end == range.start) {
+            let tokens = self.engine.count(last.start, range.end);
+            if tokens <= (self.budget)(&last.section).max(1) {
+                last.end = range.end;
+                last.tokens = tokens;
+                return;
             }
         }
+        self.text_run(range, path);
     }
 
     /// Code between definitions, split as text.
@@ -581,7 +659,11 @@ mod tests {
             .text
             .ends_with("let words: Vec<&str> = query.split_whitespace().collect();"));
         for p in &parts {
-            let ends_statement = p.text.ends_with(';') || p.text.ends_with("collect()");
+            // the last one also holds the closing braces of the function and the impl
+            let text = p
+                .text
+                .trim_end_matches(|c: char| c == '}' || c.is_whitespace());
+            let ends_statement = text.ends_with(';') || text.ends_with("collect()");
             assert!(ends_statement, "whole statements: {:?}", p.text);
         }
     }

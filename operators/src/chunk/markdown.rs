@@ -258,7 +258,8 @@ pub(crate) fn sections(text: &str, range: Range<usize>) -> Vec<Section> {
             stack.pop();
         }
         stack.push((level, title.to_owned()));
-        heading = Some(ls..le);
+        // An indented heading's chunk starts at its `#` (chunk texts are trimmed).
+        heading = Some(ls + (line.len() - line.trim_start_matches(' ').len())..le);
         path = stack.iter().map(|(_, t)| t.clone()).collect();
         body_start = le;
     }

@@ -1,4 +1,4 @@
-//! Fuzz-ish robustness tests: a few hundred random and adversarial inputs through decode,
+//! Seeded robustness tests: a few hundred random and adversarial inputs through decode,
 //! clean, hash and chunking, checking that nothing panics and that the chunk invariants hold.
 
 use crate::chunk::tests::{check_chunks, Rng};
@@ -10,7 +10,7 @@ use crate::envelope::decode;
 use crate::limits::RecordLimits;
 use crate::prepare::prepare_full;
 
-const PIECES: &[&str] = &[
+pub(crate) const PIECES: &[&str] = &[
     "the",
     "quick",
     "brown",
@@ -135,7 +135,7 @@ fn random_config(rng: &mut Rng) -> ChunkerConfig {
 
 /// Every invariant a chunk list must hold for the cleaned document it came from: the shared
 /// per-chunk checks, then parent-child structure and coverage of the text.
-fn check(doc: &Document, chunks: &[Chunk], cfg: &ChunkerConfig, t: &dyn TokenCounter) {
+pub(crate) fn check(doc: &Document, chunks: &[Chunk], cfg: &ChunkerConfig, t: &dyn TokenCounter) {
     check_chunks(doc, chunks, cfg, t);
     let chars: Vec<char> = doc.text.chars().collect();
     let mut parent: Option<&Chunk> = None;
