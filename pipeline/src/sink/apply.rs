@@ -246,16 +246,8 @@ fn dead_letter(
             .map(String::as_str)
             .ok_or_else(|| anyhow!("no topics"))?,
     };
-    if let Some(r) = record {
-        if sent_before(sinks, topic, r.partition, r.offset) {
-            tracing::info!(
-                topic,
-                partition = r.partition,
-                offset = r.offset,
-                "already on the dead-letter topic (written before the restart)"
-            );
-            return Ok(());
-        }
+    if record.is_some_and(|r| sent_before(sinks, topic, r.partition, r.offset)) {
+        return Ok(());
     }
     let topic = topic.to_string();
     let original = match record {
@@ -306,22 +298,26 @@ fn topic_name(sinks: &Sinks, t: usize) -> Result<&str> {
         .ok_or_else(|| anyhow!("a record of unknown topic {t}"))
 }
 
-/// Whether the record at `topic` `partition`@`offset` has a dead letter from before a restart.
+/// Whether the record at `topic` `partition`@`offset` has a dead letter from before a restart
+/// (logged when it has).
 fn sent_before(sinks: &Sinks, topic: &str, partition: i32, offset: i64) -> bool {
-    sinks
+    let sent = sinks
         .dlq_sent
-        .contains_key(&(topic.to_string(), partition, offset))
+        .contains_key(&(topic.to_string(), partition, offset));
+    if sent {
+        tracing::info!(
+            topic,
+            partition,
+            offset,
+            "already on the dead-letter topic (written before the restart)"
+        );
+    }
+    sent
 }
 
 /// Dead-letters `record` unless it was before a restart; notes how far the topic reaches.
 fn send_once(sinks: &mut Sinks, record: &Record, failure: &Failure<'_>) -> Result<()> {
     if record.offset >= 0 && sent_before(sinks, &record.topic, record.partition, record.offset) {
-        tracing::info!(
-            topic = %record.topic,
-            partition = record.partition,
-            offset = record.offset,
-            "already on the dead-letter topic (written before the restart)"
-        );
         return Ok(());
     }
     let (p, o) = sinks.dlq.send(record, failure)?;

@@ -10,6 +10,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+use crate::RIVER_WORDS;
+
 /// One record to produce: what kind of change it is, its key and its value (`None`: a
 /// tombstone).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,27 +33,8 @@ pub const KINDS: &[&str] = &[
     "bad",
 ];
 
-const WORDS: &[&str] = &[
-    "river",
-    "delta",
-    "sediment",
-    "flow",
-    "basin",
-    "channel",
-    "estuary",
-    "tide",
-    "marsh",
-    "levee",
-    "current",
-    "erosion",
-    "meander",
-    "floodplain",
-    "silt",
-    "watershed",
-    "discharge",
-    "gauge",
-    "spring",
-    "freshet",
+/// Words past [`RIVER_WORDS`] that the generated paragraphs also use.
+const MORE_WORDS: &[&str] = &[
     "granite",
     "lichen",
     "aquifer",
@@ -63,6 +46,14 @@ const WORDS: &[&str] = &[
     "reservoir",
     "bedrock",
 ];
+
+/// The `i`-th word of [`RIVER_WORDS`] followed by [`MORE_WORDS`].
+fn word(i: usize) -> &'static str {
+    RIVER_WORDS
+        .get(i)
+        .copied()
+        .unwrap_or_else(|| MORE_WORDS[i - RIVER_WORDS.len()])
+}
 
 const GROUPS: &[&str] = &["group:eng", "group:ops", "group:legal", "user:ana"];
 
@@ -193,7 +184,7 @@ fn pick(rng: &mut StdRng, live: &BTreeMap<String, Doc>) -> Option<String> {
 fn paragraph(rng: &mut StdRng) -> String {
     let words = rng.gen_range(12..90);
     let mut s: Vec<&str> = (0..words)
-        .map(|_| WORDS[rng.gen_range(0..WORDS.len())])
+        .map(|_| word(rng.gen_range(0..RIVER_WORDS.len() + MORE_WORDS.len())))
         .collect();
     if let Some(w) = s.first_mut() {
         // a number keeps equal paragraphs rare
