@@ -173,7 +173,17 @@ impl QueryNode {
     ) -> Result<Vec<String>> {
         let deadline = Instant::now() + timeout;
         loop {
-            let ids = self.doc_ids(body)?;
+            // A node still connecting to Milvus answers 503 (`not connected yet`): ask again
+            // until the deadline, then report the last answer.
+            let ids = match self.doc_ids(body) {
+                Ok(ids) => ids,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("retrieving again: {e:#}");
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if pred(&ids) {
                 return Ok(ids);
             }
