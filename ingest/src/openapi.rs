@@ -55,15 +55,15 @@ fn components() -> Value {
                 "type": "object",
                 "description": "The document contract (docs/formats.md). Unknown fields are kept as metadata.",
                 "properties": {
-                    "op": {"type": "string", "enum": ["upsert", "delete"], "description": "PUT: absent or upsert. Batch: either."},
+                    "op": {"type": ["string", "null"], "enum": ["upsert", "delete", null], "description": "PUT: absent or upsert. Batch: either."},
                     "id": {"type": ["string", "integer"], "description": "PUT: optional, must equal the path's id. Batch: required."},
-                    "title": {"type": "string"},
-                    "text": {"type": "string"},
+                    "title": {"type": ["string", "null"]},
+                    "text": {"type": ["string", "null"]},
                     "content_base64": {"type": "string", "description": "The file of a binary content type (PDF, DOCX, EPUB)."},
-                    "content_type": {"type": "string", "default": "text/plain"},
-                    "source": {"type": "string"},
-                    "metadata": {"type": "object"},
-                    "acl": {"type": "array", "items": {"type": "string", "minLength": 1}}
+                    "content_type": {"type": ["string", "null"], "default": "text/plain"},
+                    "source": {"type": ["string", "null"]},
+                    "metadata": {"type": ["object", "null"]},
+                    "acl": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}
                 }
             },
             "Written": {
