@@ -62,6 +62,11 @@ pub struct PipelineConfig {
     pub max_epochs_in_flight: u64,
     /// Seconds to wait for in-flight work on SIGTERM/SIGINT before giving up.
     pub shutdown_timeout_s: u64,
+    /// How long a write that fails for a reason not about one record (Milvus unreachable or
+    /// timing out, a full disk under the index or the embedding cache) is retried before the
+    /// pipeline stops; nothing is committed meanwhile (docs/faults.md). 0: stop at the first
+    /// such failure.
+    pub stall_limit_s: u64,
     /// Partitions of the document topic when the pipeline has to create it.
     pub topic_partitions: i32,
 }
@@ -79,6 +84,7 @@ impl Default for PipelineConfig {
                 .join("embeddings.log"),
             max_epochs_in_flight: 16,
             shutdown_timeout_s: 30,
+            stall_limit_s: 600,
             topic_partitions: 4,
         }
     }

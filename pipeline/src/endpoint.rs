@@ -28,6 +28,8 @@ enum Phase {
         of: usize,
     },
     Running,
+    /// Running, but the sink cannot write (see `sink::stall`): why.
+    Stalled(String),
     Stopping,
     Failed(String),
 }
@@ -102,6 +104,29 @@ impl Readiness {
         self.set(Phase::Running);
     }
 
+    /// The sink cannot write and waits: `why` until [`Readiness::resumed`].
+    /// Since when counts from the first failure of the stall.
+    pub fn stalled(&self, why: impl Into<String>) {
+        let Ok(mut s) = self.0.lock() else { return };
+        match s.phase {
+            Phase::Stalled(_) => s.phase = Phase::Stalled(why.into()),
+            Phase::Running => {
+                s.phase = Phase::Stalled(why.into());
+                s.since = Instant::now();
+            }
+            _ => {}
+        }
+    }
+
+    /// The sink writes again (ready again, unless the pipeline is stopping).
+    pub fn resumed(&self) {
+        let Ok(mut s) = self.0.lock() else { return };
+        if matches!(s.phase, Phase::Stalled(_)) {
+            s.phase = Phase::Running;
+            s.since = Instant::now();
+        }
+    }
+
     pub fn stopping(&self) {
         self.set(Phase::Stopping);
     }
@@ -122,6 +147,7 @@ impl Readiness {
             Phase::Workers { reading, of } => Err(format!(
                 "{reading} of {of} workers read their partitions ({secs} s)"
             )),
+            Phase::Stalled(why) => Err(format!("stalled for {secs} s: {why}")),
             Phase::Stopping => Err("stopping".into()),
             Phase::Failed(why) => Err(format!("failed: {why}")),
         }

@@ -13,6 +13,7 @@ pub mod publish;
 pub mod run;
 pub mod sink;
 pub mod source;
+pub mod stall;
 pub mod topics;
 pub mod watch;
 pub mod worker;

@@ -32,6 +32,11 @@ pub struct SinkOp {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StallAt {
+    pub at: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeadLetter {
     pub class: String,
     pub stage: String,
@@ -61,6 +66,8 @@ pub struct Metrics {
     pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
     pub sink_write: Family<SinkLabel, Histogram>,
+    pub stall_retries: Family<StallAt, Counter>,
+    pub stalled: Gauge,
 }
 
 impl Metrics {
@@ -150,6 +157,19 @@ impl Metrics {
             "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + commit)",
             sink_write.clone(),
         );
+        let stall_retries = Family::<StallAt, Counter>::default();
+        r.register(
+            "stall_retries",
+            "Failed writes tried again, failures not about one record, by where (milvus, \
+             tantivy, dlq, embedding_cache)",
+            stall_retries.clone(),
+        );
+        let stalled = Gauge::default();
+        r.register(
+            "stalled",
+            "Writes being retried now (nothing is committed while one is), else 0",
+            stalled.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             documents,
@@ -166,6 +186,8 @@ impl Metrics {
             source_to_sink,
             embed_batch,
             sink_write,
+            stall_retries,
+            stalled,
         }
     }
 
@@ -182,6 +204,13 @@ impl Metrics {
         self.sink_write
             .get_or_create(&SinkLabel { sink: sink.into() })
             .observe(seconds);
+    }
+
+    /// Counts one failed write at `at` that is tried again.
+    pub fn stall_retry(&self, at: &str) {
+        self.stall_retries
+            .get_or_create(&StallAt { at: at.into() })
+            .inc();
     }
 
     pub fn outcome(family: &Family<Outcome, Counter>, outcome: &str, n: u64) {

@@ -5,8 +5,9 @@
 //! inconsistent fails here, before a record is read.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
@@ -23,6 +24,7 @@ use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::sink::plan::{Offsets, TopicPartition};
 use crate::sink::Sinks;
+use crate::stall::Stall;
 use crate::topics::Topic;
 
 /// Everything the workers start from.
@@ -50,7 +52,12 @@ pub struct Recovered {
 }
 
 /// Runs the checks and the recovery (see the module docs).
-pub fn preflight(config: &Config, metrics: &Metrics, ready: &Readiness) -> Result<Prepared> {
+pub fn preflight(
+    config: &Config,
+    metrics: &Metrics,
+    ready: &Readiness,
+    stop: &Arc<AtomicBool>,
+) -> Result<Prepared> {
     ready.step("loading the tokenizer and the embedding model");
     // The model is loaded here once to fail fast and to learn its id and dimension.
     let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
@@ -81,13 +88,9 @@ pub fn preflight(config: &Config, metrics: &Metrics, ready: &Readiness) -> Resul
     }
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
     let cache = open_cache(config)?;
-    let dlq = DeadLetters::new(
-        DlqProducer::new(kafka).context("creating the DLQ producer")?,
-        metrics.clone(),
-    );
     let recovered = if config.pipeline.process_index == 0 {
         Some(recover(
-            config, &topics, &mut model, &cache, &dlq, metrics, ready,
+            config, &topics, &mut model, &cache, metrics, ready, stop,
         )?)
     } else {
         None
@@ -125,9 +128,9 @@ fn recover(
     topics: &[Topic],
     model: &mut FastEmbedder,
     cache: &SharedCache,
-    dlq: &DeadLetters,
     metrics: &Metrics,
     ready: &Readiness,
+    stop: &Arc<AtomicBool>,
 ) -> Result<Recovered> {
     let path = &config.tantivy.path;
     ready.step(format!("opening the tantivy index {}", path.display()));
@@ -208,7 +211,10 @@ fn recover(
         sinks: Sinks {
             kafka: config.kafka.clone(),
             topics: topics.iter().map(|t| t.name.clone()).collect(),
-            dlq: dlq.clone(),
+            dlq: DeadLetters::new(
+                DlqProducer::new(&config.kafka).context("creating the DLQ producer")?,
+                metrics.clone(),
+            ),
             dlq_sent: scan.sent,
             dlq_next: scan.ends,
             tantivy,
@@ -217,6 +223,12 @@ fn recover(
             offsets: start_offsets.clone(),
             metrics: metrics.clone(),
             lost: Default::default(),
+            stall: Stall::new(
+                Duration::from_secs(config.pipeline.stall_limit_s),
+                stop.clone(),
+                ready.clone(),
+                metrics.clone(),
+            ),
         },
         start_offsets,
         bootstrap: by_doc.into_iter().collect(),

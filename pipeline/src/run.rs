@@ -22,7 +22,7 @@ pub fn run(
     metrics: Metrics,
     ready: Readiness,
 ) -> Result<()> {
-    let prepared = match preflight(&config, &metrics, &ready) {
+    let prepared = match preflight(&config, &metrics, &ready, &stop) {
         Ok(p) => p,
         Err(e) => {
             ready.failed(format!("{e:#}"));

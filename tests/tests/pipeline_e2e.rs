@@ -371,9 +371,10 @@ fn malformed_records_go_to_the_dlq_and_good_ones_are_indexed() -> Result<()> {
     Ok(())
 }
 
-/// Milvus unreachable mid-stream: the pipeline stops without committing tantivy (whose commit
-/// carries the Kafka offsets) past what reached Milvus, and once Milvus is back a restart
-/// converges to exact indexes.
+/// Milvus unreachable mid-stream for longer than the stall limit: the pipeline stops without
+/// committing tantivy (whose commit carries the Kafka offsets) past what reached Milvus, and once
+/// Milvus is back a restart converges to exact indexes. (A shorter outage stalls the running
+/// pipeline instead: tests/tests/resource_faults_e2e.rs.)
 #[test]
 fn milvus_outage_stops_before_tantivy_commits_and_a_restart_converges() -> Result<()> {
     let mut case = Case::new("milvus-outage", 2)?;
@@ -385,6 +386,8 @@ fn milvus_outage_stops_before_tantivy_commits_and_a_restart_converges() -> Resul
     ));
     // The default Milvus timeout: with the proxy cut, calls fail at once (connection refused),
     // and loading a new collection can take more than a few seconds while other tests run.
+    case.extra_env
+        .push(("FRESHET_PIPELINE_STALL_LIMIT_S".into(), "3".into()));
     let mut log = Vec::new();
     for i in 0..6 {
         let id = format!("o-{i}");
@@ -423,7 +426,8 @@ fn milvus_outage_stops_before_tantivy_commits_and_a_restart_converges() -> Resul
         "the pipeline must fail, not carry on: {status}"
     );
     assert!(
-        case.log_tail().contains("Milvus"),
+        case.log_tail().contains("writing to Milvus failed for")
+            && case.log_tail().contains("(stall_limit_s = 3)"),
         "the log says why: {}",
         case.log_tail()
     );

@@ -2,7 +2,8 @@
 //! commit carries the Kafka offsets. A document version that an index refuses (or whose text the
 //! model could not embed) is removed from both indexes and its record dead-lettered before the
 //! commit; everything else is written and the offsets move past it. A failure that is not about
-//! one record (Milvus unreachable, a full disk) returns an error: nothing is committed and the
+//! one record (Milvus unreachable or timing out, a full disk) is retried while nothing is
+//! committed ([`super::stall`]); once it outlasts the stall limit it returns an error and the
 //! pipeline stops, to replay the batch after a restart.
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use freshet_operators::ingest::Stage;
 use freshet_tantivy::CommitPayload;
 
 use super::plan::{self, Batch, RecordRef, TopicPartition};
-use super::{with_retries, SinkMsg, Sinks};
+use super::{SinkMsg, Sinks};
 use crate::metrics::Metrics;
 
 /// DLQ class of a version whose text the model could not embed.
@@ -66,9 +67,12 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         .flat_map(|doc| plan::removals(&batch.docs[doc]))
         .collect();
     if !removed.is_empty() {
-        let milvus = &sinks.milvus;
-        with_retries("milvus", || sinks.runtime.block_on(milvus.delete(&removed)))
-            .context("removing refused documents from Milvus")?;
+        let (milvus, runtime) = (&sinks.milvus, &sinks.runtime);
+        sinks
+            .stall
+            .retry("removing refused documents from Milvus", "milvus", |_| {
+                Ok(runtime.block_on(milvus.delete(&removed))?)
+            })?;
     }
     fail::fail_point!("sink.after_milvus");
 
@@ -127,10 +131,6 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         );
     }
     let started = Instant::now();
-    sinks
-        .tantivy
-        .apply(&upserts, &deletes)
-        .context("writing to tantivy")?;
     // Nothing the commit covers is dead-lettered again (see above): only the rest stays pending.
     let durable = plan::by_topic_name(&sinks.topics, &sinks.offsets);
     sinks.dlq_sent.retain(|(t, p, o), _| {
@@ -144,10 +144,23 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         batch.last_epoch,
     );
     payload.dead_letters_next = crate::dlq::resume_marks(&sinks.dlq_next, &sinks.dlq_sent);
+    // A failed write or commit leaves the writer in no known state (an indexing thread may have
+    // died on a full disk): each attempt after the first starts again from the last commit.
+    let tantivy = &mut sinks.tantivy;
     sinks
-        .tantivy
-        .commit(&payload)
-        .context("committing tantivy")?;
+        .stall
+        .retry("writing to tantivy", "tantivy", |attempt| {
+            if attempt > 0 {
+                tantivy
+                    .rollback()
+                    .context("rolling tantivy back to its last commit")?;
+            }
+            tantivy
+                .apply(&upserts, &deletes)
+                .context("staging the batch")?;
+            tantivy.commit(&payload).context("committing")?;
+            Ok(())
+        })?;
     fail::fail_point!("sink.after_commit");
     let m = &sinks.metrics;
     m.sink_write("tantivy", started.elapsed().as_secs_f64());
@@ -206,13 +219,10 @@ fn write_milvus(
         return Ok(());
     }
     let started = Instant::now();
-    let milvus = &sinks.milvus;
-    let refused_rows = with_retries("milvus", || {
-        sinks
-            .runtime
-            .block_on(milvus.replace_isolating(&deletes, &rows))
-    })
-    .context("writing to Milvus")?;
+    let (milvus, runtime) = (&sinks.milvus, &sinks.runtime);
+    let refused_rows = sinks.stall.retry("writing to Milvus", "milvus", |_| {
+        Ok(runtime.block_on(milvus.replace_isolating(&deletes, &rows))?)
+    })?;
     let m = &sinks.metrics;
     m.sink_write("milvus", started.elapsed().as_secs_f64());
     m.sink("milvus", "delete", deletes.len() as u64);
@@ -320,7 +330,12 @@ fn send_once(sinks: &mut Sinks, record: &Record, failure: &Failure<'_>) -> Resul
     if record.offset >= 0 && sent_before(sinks, &record.topic, record.partition, record.offset) {
         return Ok(());
     }
-    let (p, o) = sinks.dlq.send(record, failure)?;
+    let dlq = &sinks.dlq;
+    let (p, o) = sinks
+        .stall
+        .retry("writing to the dead-letter topic", "dlq", |_| {
+            dlq.send(record, failure)
+        })?;
     let next = sinks.dlq_next.entry(p).or_insert(o + 1);
     *next = (*next).max(o + 1);
     Ok(())

@@ -13,7 +13,6 @@ pub use apply::apply_epochs;
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
 
 use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusSink;
@@ -66,6 +65,8 @@ pub struct Sinks {
     /// still holds: their next version is written whole (see [`plan`]). Empty after a restart,
     /// whose state comes from the indexes.
     pub lost: std::collections::BTreeSet<String>,
+    /// How a write that fails for a reason not about one record is retried.
+    pub stall: crate::stall::Stall,
 }
 
 /// Set when the sink cannot go on; the driver stops the pipeline without committing.
@@ -227,24 +228,6 @@ impl Drop for SinkWriter {
         self.jobs.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-pub(crate) fn with_retries<T, E: std::fmt::Display>(
-    what: &str,
-    mut f: impl FnMut() -> Result<T, E>,
-) -> Result<T, E> {
-    let mut attempt = 0;
-    loop {
-        match f() {
-            Ok(v) => return Ok(v),
-            Err(e) if attempt < 3 => {
-                attempt += 1;
-                tracing::warn!(error = %e, attempt, "{what} write failed, retrying");
-                std::thread::sleep(Duration::from_millis(500 * attempt));
-            }
-            Err(e) => return Err(e),
         }
     }
 }
