@@ -4,10 +4,33 @@
 //! CONTRACT: [`Embedder`] is implemented by `freshet-embedding` (fastembed) and by test doubles;
 //! [`VectorCache`] by `freshet-embedding`'s persistent cache. Cache keys are [`cache_key`].
 
-/// Error from a model or a cache, as text (the operator does not care which backend failed).
+/// Error from a model or a cache, as text, and whether it may be about the texts asked for.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct EmbedError(pub String);
+#[error("{message}")]
+pub struct EmbedError {
+    pub message: String,
+    /// `false` for a failure of the machinery around the model (a cache that cannot be read
+    /// or written): never isolated to a text, it stops or stalls the pipeline.
+    pub may_be_about_texts: bool,
+}
+
+impl EmbedError {
+    /// A failure of the model, possibly caused by one of the texts.
+    pub fn new(message: impl Into<String>) -> Self {
+        EmbedError {
+            message: message.into(),
+            may_be_about_texts: true,
+        }
+    }
+
+    /// A failure that no text causes (the cache's disk is full, a lock is poisoned).
+    pub fn environment(message: impl Into<String>) -> Self {
+        EmbedError {
+            message: message.into(),
+            may_be_about_texts: false,
+        }
+    }
+}
 
 /// A text embedding model.
 pub trait Embedder {

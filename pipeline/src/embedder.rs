@@ -8,6 +8,7 @@ use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
 use freshet_operators::embed::{BatchEmbed, EmbedError, Embedder, VectorCache};
 
 use crate::metrics::Metrics;
+use crate::stall::Stall;
 
 /// The text [`WorkerEmbedder::model_works`] embeds: ordinary words any model takes.
 const CANARY: &str = "The river rises in spring when the snow melts.";
@@ -20,41 +21,70 @@ impl VectorCache for SharedCache {
     fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<f32>>>, EmbedError> {
         self.0
             .lock()
-            .map_err(|_| EmbedError("cache lock poisoned".into()))?
+            .map_err(|_| EmbedError::environment("cache lock poisoned"))?
             .get_many(keys)
     }
     fn put_many(&mut self, entries: &[([u8; 32], Vec<f32>)]) -> Result<(), EmbedError> {
         self.0
             .lock()
-            .map_err(|_| EmbedError("cache lock poisoned".into()))?
+            .map_err(|_| EmbedError::environment("cache lock poisoned"))?
             .put_many(entries)
     }
 }
 
 /// A worker's model behind its cache, counting what it does in the metrics. A worker whose
-/// model did not load (the pipeline is stopping then) embeds nothing.
+/// model did not load (the pipeline is stopping then) embeds nothing. A failure about no text
+/// (the cache cannot be read or written) stalls the worker ([`Stall`]) until the cache works
+/// again or the stall limit passes.
 pub struct WorkerEmbedder {
     cached: Option<CachedEmbedder<FastEmbedder, SharedCache>>,
     metrics: Metrics,
+    stall: Stall,
 }
 
 impl WorkerEmbedder {
     pub fn new(
         cached: Option<CachedEmbedder<FastEmbedder, SharedCache>>,
         metrics: Metrics,
+        stall: Stall,
     ) -> Self {
-        WorkerEmbedder { cached, metrics }
+        WorkerEmbedder {
+            cached,
+            metrics,
+            stall,
+        }
     }
 }
 
 impl BatchEmbed for WorkerEmbedder {
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let Some(cached) = self.cached.as_mut() else {
-            return Err(EmbedError("no embedding model on this worker".into()));
+            return Err(EmbedError::new("no embedding model on this worker"));
         };
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
         let started = Instant::now();
-        let (vectors, stats) = cached.embed(&refs)?;
+        // A model error may be about one of the texts: handed back at once, for the operator to
+        // isolate. Anything else is retried.
+        let mut model_error = None;
+        let done = self
+            .stall
+            .retry(
+                "embedding through the cache",
+                "embedding_cache",
+                |_| match cached.embed(&refs) {
+                    Ok(v) => Ok(Some(v)),
+                    Err(e) if e.may_be_about_texts => {
+                        model_error = Some(e);
+                        Ok(None)
+                    }
+                    Err(e) => Err(anyhow::Error::new(e)),
+                },
+            )
+            .map_err(|e| EmbedError::environment(format!("{e:#}")))?;
+        let Some((vectors, stats)) = done else {
+            return Err(model_error
+                .unwrap_or_else(|| EmbedError::new("the embedder failed without an error")));
+        };
         let m = &self.metrics;
         m.embed_batch.observe(started.elapsed().as_secs_f64());
         Metrics::outcome(&m.embedding_texts, "embedded", stats.embedded as u64);

@@ -198,7 +198,13 @@ fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
             None
         }
     };
-    WorkerEmbedder::new(model, shared.metrics.clone())
+    let stall = crate::stall::Stall::new(
+        Duration::from_secs(shared.pipeline.stall_limit_s),
+        shared.stop.clone(),
+        shared.ready.clone(),
+        shared.metrics.clone(),
+    );
+    WorkerEmbedder::new(model, shared.metrics.clone(), stall)
 }
 
 /// Reads one epoch per poll until stopped: sends the updates and the read progress, holds back

@@ -82,7 +82,7 @@ where
     let keys: Vec<[u8; 32]> = distinct.iter().map(|t| cache_key(&cache_id, t)).collect();
     let cached = cache.get_many(&keys)?;
     if cached.len() != keys.len() {
-        return Err(EmbedError(format!(
+        return Err(EmbedError::new(format!(
             "vector cache answered {} of {} keys",
             cached.len(),
             keys.len()
@@ -104,7 +104,7 @@ where
         let embedded = embedder.embed_passages(&batch_texts)?;
         stats.model_calls += 1;
         if embedded.len() != batch.len() {
-            return Err(EmbedError(format!(
+            return Err(EmbedError::new(format!(
                 "model returned {} vectors for {} texts",
                 embedded.len(),
                 batch.len()
@@ -113,15 +113,15 @@ where
         let mut entries = Vec::with_capacity(batch.len());
         for (&i, mut v) in batch.iter().zip(embedded) {
             if v.len() != dim {
-                return Err(EmbedError(format!(
+                return Err(EmbedError::new(format!(
                     "model returned a {}-dimensional vector, expected {dim}",
                     v.len()
                 )));
             }
             // Never cached: the caller isolates the text (see freshet_operators::dataflow).
             if !v.iter().all(|x| x.is_finite()) {
-                return Err(EmbedError(
-                    "model returned a vector with a NaN or infinite component".into(),
+                return Err(EmbedError::new(
+                    "model returned a vector with a NaN or infinite component",
                 ));
             }
             l2_normalize(&mut v);
@@ -375,14 +375,14 @@ mod tests {
             fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
                 self.0 += 1;
                 if self.0 > 1 {
-                    return Err(EmbedError("boom".into()));
+                    return Err(EmbedError::new("boom"));
                 }
                 Ok(texts.iter().map(|t| raw(t)).collect())
             }
         }
         let mut c = MemCache::default();
         let e = embed_with_cache(&mut Failing(0), &mut c, &["a", "b", "c"], 2).unwrap_err();
-        assert_eq!(e.0, "boom");
+        assert_eq!(e.message, "boom");
         assert_eq!(c.map.len(), 2, "the first batch was stored");
     }
 
@@ -411,7 +411,7 @@ mod tests {
         }
         let mut c = MemCache::default();
         let e = embed_with_cache(&mut Nan, &mut c, &["a", "bad"], 8).unwrap_err();
-        assert!(e.0.contains("NaN"), "{e}");
+        assert!(e.message.contains("NaN"), "{e}");
         assert!(c.map.is_empty());
         assert!(embed_with_cache(&mut Nan, &mut c, &["a"], 8).is_ok());
     }

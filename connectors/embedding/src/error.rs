@@ -31,8 +31,12 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<Error> for EmbedError {
+    /// A cache failure is about no text ([`EmbedError::environment`]); the rest may be.
     fn from(e: Error) -> Self {
-        EmbedError(e.to_string())
+        match e {
+            Error::Cache { .. } => EmbedError::environment(e.to_string()),
+            e => EmbedError::new(e.to_string()),
+        }
     }
 }
 
@@ -44,5 +48,25 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "unknown panic".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedding operator isolates texts only for errors that may be about them: a cache
+    /// that cannot be written must stop or stall the pipeline, not dead-letter every text.
+    #[test]
+    fn a_cache_failure_is_about_no_text() {
+        let cache: EmbedError = Error::Cache {
+            path: "/full/cache.log".into(),
+            reason: "append failed: No space left on device (os error 28)".into(),
+        }
+        .into();
+        assert!(!cache.may_be_about_texts);
+        assert!(cache.message.contains("No space left"), "{cache}");
+        let model: EmbedError = Error::Embed("input too long".into()).into();
+        assert!(model.may_be_about_texts);
     }
 }

@@ -6,7 +6,9 @@
 //! embeds a known text ([`BatchEmbed::model_works`]) becomes a [`SinkRecord::Rejected`]; its
 //! document's version is refused by the sink and dead-lettered, everything else is written. A
 //! vector with a NaN or infinite component is such a failure too. Only a failure that is not
-//! about one text (the model embeds nothing) stops the pipeline ([`SinkRecord::Failed`]).
+//! about one text (the model embeds nothing, or the embedder says so:
+//! [`EmbedError::may_be_about_texts`], e.g. a cache it cannot write) stops the pipeline
+//! ([`SinkRecord::Failed`]).
 
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
@@ -138,11 +140,12 @@ fn embed_isolating<E: BatchEmbed + ?Sized>(
                 }
             })
             .collect()),
-        Ok(vectors) => Err(EmbedError(format!(
+        Ok(vectors) => Err(EmbedError::new(format!(
             "the embedder returned {} vectors for {} texts",
             vectors.len(),
             texts.len()
         ))),
+        Err(e) if !e.may_be_about_texts => Err(e),
         Err(e) if texts.len() == 1 => {
             if embedder.model_works() {
                 Ok(vec![Err(e.to_string())])
@@ -190,6 +193,8 @@ mod tests {
         nan: Option<&'static str>,
         dead: bool,
         short: bool,
+        /// Fails every call as the machinery would (a cache it cannot write).
+        cache_full: bool,
         probes: usize,
     }
 
@@ -197,13 +202,16 @@ mod tests {
         fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
             self.calls.push(texts.to_vec());
             if self.dead {
-                return Err(EmbedError("model gone".into()));
+                return Err(EmbedError::new("model gone"));
+            }
+            if self.cache_full {
+                return Err(EmbedError::environment("cache: No space left on device"));
             }
             if let Some(b) = texts
                 .iter()
                 .find(|t| self.bad.iter().any(|b| t.contains(b)))
             {
-                return Err(EmbedError(format!("cannot embed {b:?}")));
+                return Err(EmbedError::new(format!("cannot embed {b:?}")));
             }
             if self.short {
                 return Ok(vec![]);
@@ -257,6 +265,25 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// A failure the embedder says is about no text (its cache cannot be written) is not split
+    /// down to texts to dead-letter them all: the whole batch fails, once.
+    #[test]
+    fn a_cache_that_cannot_be_written_fails_the_batch_instead_of_its_texts() {
+        let mut model = Fake {
+            cache_full: true,
+            ..Fake::default()
+        };
+        let out = embed_batch(
+            ["a", "b", "c"].iter().map(|t| leaf(t)).collect(),
+            &mut model,
+        );
+        assert!(
+            matches!(&out[..], [SinkRecord::Failed { error }] if error.contains("No space left")),
+            "{out:?}"
+        );
+        assert_eq!((model.calls.len(), model.probes), (1, 0));
     }
 
     /// Texts the model cannot embed are found by halving the batch; every other text gets its
