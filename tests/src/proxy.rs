@@ -1,4 +1,5 @@
-//! A TCP forwarder that a test can cut and restore, to take a dependency "down" for one process
+//! A TCP forwarder that a test can cut and restore, or hold (a dependency that accepts requests
+//! and never answers, so that its clients time out), to take a dependency "down" for one process
 //! without stopping the shared service (Milvus serves every test at once).
 
 use std::io::{Read, Write};
@@ -13,6 +14,7 @@ pub struct TcpProxy {
     /// `127.0.0.1:<port>` to connect to instead of the upstream.
     pub addr: String,
     down: Arc<AtomicBool>,
+    held: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
 }
 
@@ -21,9 +23,10 @@ impl TcpProxy {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?.to_string();
         let down = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let upstream = upstream.to_owned();
-        let (d, o) = (down.clone(), open.clone());
+        let (d, h, o) = (down.clone(), held.clone(), open.clone());
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 if d.load(Ordering::SeqCst) {
@@ -42,11 +45,29 @@ impl TcpProxy {
                 let (Ok(c3), Ok(s3)) = (client.try_clone(), server.try_clone()) else {
                     continue;
                 };
-                std::thread::spawn(move || pipe(client, server));
-                std::thread::spawn(move || pipe(s3, c3));
+                let (h1, h2) = (h.clone(), h.clone());
+                std::thread::spawn(move || pipe(client, server, &h1));
+                std::thread::spawn(move || pipe(s3, c3, &h2));
             }
         });
-        Ok(TcpProxy { addr, down, open })
+        Ok(TcpProxy {
+            addr,
+            down,
+            held,
+            open,
+        })
+    }
+
+    /// Stops forwarding bytes, in both directions and on every connection, without closing
+    /// any: requests reach nothing and get no answer, as from a server that hangs, until
+    /// [`TcpProxy::release`] delivers what waited.
+    pub fn hold(&self) {
+        self.held.store(true, Ordering::SeqCst);
+    }
+
+    /// Forwards again after [`TcpProxy::hold`].
+    pub fn release(&self) {
+        self.held.store(false, Ordering::SeqCst);
     }
 
     /// Closes every forwarded connection and refuses new ones until [`TcpProxy::restore`].
@@ -65,12 +86,15 @@ impl TcpProxy {
     }
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
+fn pipe(mut from: TcpStream, mut to: TcpStream, held: &AtomicBool) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                while held.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
