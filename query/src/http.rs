@@ -325,11 +325,13 @@ async fn healthz() -> Response {
 async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
     let s = engine.indexes.status();
     let f = engine.indexes.freshness();
-    let ready = s.tantivy.is_none() && s.milvus.is_none();
+    let auth = engine.auth.ready();
+    let ready = s.tantivy.is_none() && s.milvus.is_none() && auth.is_ok();
     let body = Json(json!({
         "ready": ready,
         "tantivy": s.tantivy.clone().unwrap_or_else(|| "ok".into()),
         "milvus": s.milvus.clone().unwrap_or_else(|| "ok".into()),
+        "jwks": auth.err().unwrap_or_else(|| "ok".into()),
         "index": {"epoch": f.epoch, "committed_at_ms": f.committed_at_ms},
         "auth": engine.auth.mode(),
         "auth_warnings": engine.auth.warnings(),

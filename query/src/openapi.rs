@@ -259,7 +259,7 @@ fn paths() -> Value {
         }))},
         "/pathway/v1/statistics": {"get": pathway_statistics(), "post": pathway_statistics()},
         "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
-        "/readyz": {"get": {"summary": "Both indexes reachable; also how callers are authenticated (auth: keys, jwt, keys+jwt, trusted_proxy, none) and auth_warnings", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
+        "/readyz": {"get": {"summary": "Both indexes reachable and, with a jwks_url, its keys fetched (jwks); also how callers are authenticated (auth: keys, jwt, keys+jwt, trusted_proxy, none) and auth_warnings", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics (on query.admin_listen instead when set)", "security": [{}, {"adminKey": []}], "responses": {"200": {"description": "OpenMetrics text"}, "401": err_resp("query.admin_keys is set and the key is missing or wrong")}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
     })

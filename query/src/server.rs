@@ -34,6 +34,7 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     indexes.spawn_milvus_connector(mcfg);
     let auth = crate::auth::Auth::new(&config.query, metrics.clone(), &|v| std::env::var(v).ok())?;
     auth.log_startup();
+    auth.start()?;
     Ok(Arc::new(Engine {
         config,
         indexes,

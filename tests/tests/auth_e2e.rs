@@ -2,7 +2,8 @@
 //! real `freshet-query` binary over HTTP. Keys and tokens bound to group A never see group B's
 //! document, in any mode, option or endpoint; naming a principal not held is a 403; an
 //! unauthenticated node serves public documents only and says so; `/metrics` behind the admin
-//! key and on its own address; 429 past a key's rate.
+//! key and on its own address; 429 past a key's rate; RS256 tokens verified with keys fetched
+//! from the issuer's JWKS URL.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -375,5 +376,81 @@ fn an_unauthenticated_node_serves_public_documents_only() -> Result<()> {
     assert_eq!(get(&node.addr, "/metrics", "")?.status, 401);
     assert_eq!(get(&node.addr, "/metrics", "admin-key")?.status, 200);
     case.stop_pipeline()?;
+    Ok(())
+}
+
+/// Serves `body` as a JWKS document at `http://127.0.0.1:<port>/certs` from a thread, as an
+/// identity provider does; returns the URL.
+fn serve_jwks(body: String) -> Result<String> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/certs", listener.local_addr()?);
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(reply.as_bytes());
+        }
+    });
+    Ok(url)
+}
+
+/// Tokens signed with a key the issuer publishes at its JWKS URL are verified and bound to
+/// their groups; a token naming a key the issuer does not publish is a 401.
+#[test]
+fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Result<()> {
+    let mut case = Case::new("auth_jwks", 1)?;
+    index_documents(&mut case)?;
+    let pem = std::fs::read(workspace_root().join("query/tests/fixtures/jwt/rsa-private.pem"))?;
+    let key = EncodingKey::from_rsa_pem(&pem)?;
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, Algorithm::RS256)?;
+    jwk.common.key_id = Some("idp-1".into());
+    let url = serve_jwks(serde_json::to_string(&jsonwebtoken::jwk::JwkSet {
+        keys: vec![jwk],
+    })?)?;
+    let node = case.start_query(&[(
+        "FRESHET_QUERY_JWT",
+        format!(r#"{{issuer = "https://idp.test", audience = ["freshet"], jwks_url = "{url}"}}"#),
+    )])?;
+    node.wait_ready(Duration::from_secs(60))?;
+    let ready = node.get("/readyz")?.json()?;
+    assert_eq!(
+        (&ready["auth"], &ready["jwks"]),
+        (&json!("jwt"), &json!("ok"))
+    );
+    let rs256 = |kid: &str, groups: Value| -> Result<String> {
+        let claims = json!({"iss": "https://idp.test", "aud": "freshet", "sub": "bob",
+            "exp": jsonwebtoken::get_current_timestamp() + 600, "groups": groups});
+        let header = Header {
+            kid: Some(kid.into()),
+            ..Header::new(Algorithm::RS256)
+        };
+        Ok(encode(&header, &claims, &key)?)
+    };
+    let jwt_a = rs256("idp-1", json!(["a"]))?;
+    let deadline = std::time::Instant::now() + VISIBLE;
+    for mode in MODES {
+        let body = json!({"query": QUERY, "mode": mode, "k": 10});
+        loop {
+            let (ids, _) = retrieve(&node, &jwt_a, &body)?;
+            assert!(!ids.contains("team-b"), "{mode}: {ids:?}");
+            if ids == set(&["public", "team-a"]) {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{mode}: {ids:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let b = json!({"query": QUERY, "mode": mode, "principals": ["group:b"]});
+        assert_forbidden(&post(&node, "/v1/retrieve", &jwt_a, &b)?, mode)?;
+    }
+    let unknown = rs256("idp-2", json!(["a", "b"]))?;
+    let r = post(&node, "/v1/retrieve", &unknown, &json!({"query": QUERY}))?;
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert!(r.body.contains("idp-2"), "{}", r.body);
     Ok(())
 }

@@ -1,14 +1,18 @@
 //! Verification of bearer JWTs from the configured issuer (`[query.jwt]`): signature (HS256
-//! secret, RS256/ES256 public key PEM, or a JWKS file, picked by the token's `kid`), `iss`,
-//! `aud`, `exp` and `nbf` (with `leeway_s`), then the groups claim becomes principals.
+//! secret, RS256/ES256 public key PEM, a JWKS file or a JWKS URL ([`super::jwks`]), picked by
+//! the token's `kid`), `iss`, `aud`, `exp` and `nbf` (with `leeway_s`), then the groups claim
+//! becomes principals.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
+use super::jwks::RemoteJwks;
 use super::settings::{resolve_secret, JwtConfig};
 
 /// A verified token's caller.
@@ -18,8 +22,8 @@ pub struct Claims {
     pub principals: BTreeSet<String>,
 }
 
-struct Key {
-    kid: Option<String>,
+pub(super) struct Key {
+    pub(super) kid: Option<String>,
     alg: Algorithm,
     key: DecodingKey,
 }
@@ -29,6 +33,7 @@ pub struct Verifier {
     issuer: String,
     audience: Vec<String>,
     keys: Vec<Key>,
+    remote: Option<Arc<RemoteJwks>>,
     groups_claim: String,
     group_prefix: String,
     subject_prefix: String,
@@ -93,16 +98,28 @@ impl Verifier {
         if !c.jwks_file.as_os_str().is_empty() {
             keys.extend(read_jwks(&c.jwks_file)?);
         }
-        if keys.is_empty() {
+        let remote = match c.jwks_url.as_str() {
+            "" => None,
+            url if url.starts_with("https://") || url.starts_with("http://") => {
+                Some(Arc::new(RemoteJwks::new(
+                    url.to_owned(),
+                    Duration::from_secs(c.jwks_refresh_s.max(1)),
+                    super::jwks::MIN_REFETCH,
+                )))
+            }
+            url => bail!("query.jwt.jwks_url {url:?}: not an http(s) URL"),
+        };
+        if keys.is_empty() && remote.is_none() {
             bail!(
                 "query.jwt.issuer is set but no key is: give hs256_secret (or _file, _env), \
-                 public_key_file or jwks_file"
+                 public_key_file, jwks_file or jwks_url"
             );
         }
         Ok(Some(Verifier {
             issuer: c.issuer.clone(),
             audience: c.audience.clone(),
             keys,
+            remote,
             groups_claim: c.groups_claim.clone(),
             group_prefix: c.group_prefix.clone(),
             subject_prefix: c.subject_prefix.clone(),
@@ -110,30 +127,43 @@ impl Verifier {
         }))
     }
 
+    /// The keys fetched from `jwks_url`, when one is configured.
+    pub fn remote(&self) -> Option<&Arc<RemoteJwks>> {
+        self.remote.as_ref()
+    }
+
     /// The caller of a valid token, or why the token is refused.
     pub fn verify(&self, token: &str) -> Result<Claims, String> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| format!("bad token: {e}"))?;
-        let key = self
+        let fits = |k: &&Key| {
+            k.alg == header.alg
+                && match (&header.kid, &k.kid) {
+                    (Some(want), Some(have)) => want == have,
+                    (Some(_), None) | (None, _) => true,
+                }
+        };
+        let fetched = self.remote.as_ref().map(|r| r.keys());
+        let found = self
             .keys
             .iter()
-            .find(|k| {
-                k.alg == header.alg
-                    && match (&header.kid, &k.kid) {
-                        (Some(want), Some(have)) => want == have,
-                        (Some(_), None) | (None, _) => true,
-                    }
-            })
-            .ok_or_else(|| {
-                format!(
-                    "no configured key verifies {:?} tokens{}",
-                    header.alg,
-                    header
-                        .kid
-                        .as_deref()
-                        .map(|k| format!(" with kid {k:?}"))
-                        .unwrap_or_default()
-                )
-            })?;
+            .find(fits)
+            .or_else(|| fetched.as_ref().and_then(|f| f.iter().find(fits)));
+        let Some(key) = found else {
+            let mut why = format!(
+                "no configured key verifies {:?} tokens{}",
+                header.alg,
+                header
+                    .kid
+                    .as_deref()
+                    .map(|k| format!(" with kid {k:?}"))
+                    .unwrap_or_default()
+            );
+            if let Some(r) = &self.remote {
+                r.unknown_kid();
+                why.push_str(" (the JWKS is fetched again)");
+            }
+            return Err(why);
+        };
         let mut v = Validation::new(key.alg);
         v.set_issuer(&[&self.issuer]);
         v.set_audience(&self.audience);
@@ -187,21 +217,24 @@ fn walk<'a>(claims: &'a Value, path: &str) -> Option<&'a Value> {
 fn read_jwks(path: &std::path::Path) -> Result<Vec<Key>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("query.jwt.jwks_file: cannot read {}", path.display()))?;
-    let set: JwkSet = serde_json::from_str(&text)
-        .with_context(|| format!("query.jwt.jwks_file {}: not a JWKS", path.display()))?;
+    parse_jwks(&text, &format!("query.jwt.jwks_file {}", path.display()))
+}
+
+/// The keys of a JWKS document; `what` names its source in errors.
+pub(super) fn parse_jwks(text: &str, what: &str) -> Result<Vec<Key>> {
+    let set: JwkSet = serde_json::from_str(text).with_context(|| format!("{what}: not a JWKS"))?;
     let mut keys = Vec::new();
     for jwk in &set.keys {
-        let key = DecodingKey::from_jwk(jwk)
-            .with_context(|| format!("query.jwt.jwks_file {}: a key", path.display()))?;
+        let key = DecodingKey::from_jwk(jwk).with_context(|| format!("{what}: a key"))?;
         let alg = match jwk.common.key_algorithm {
             Some(a) => a
                 .to_string()
                 .parse::<Algorithm>()
-                .with_context(|| format!("query.jwt.jwks_file: unsupported algorithm {a}"))?,
+                .with_context(|| format!("{what}: unsupported algorithm {a}"))?,
             None => match &jwk.algorithm {
                 jsonwebtoken::jwk::AlgorithmParameters::RSA(_) => Algorithm::RS256,
                 jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(_) => Algorithm::ES256,
-                _ => bail!("query.jwt.jwks_file: a key without \"alg\" that is neither RSA nor EC"),
+                _ => bail!("{what}: a key without \"alg\" that is neither RSA nor EC"),
             },
         };
         keys.push(Key {

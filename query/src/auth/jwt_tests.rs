@@ -206,6 +206,13 @@ fn configuration_mistakes_are_errors() {
         ..config()
     };
     assert!(Verifier::from_config(&bad_pem, &|_| None).is_err());
+    let not_a_url = JwtConfig {
+        hs256_secret: Default::default(),
+        jwks_url: "idp.example.com/certs".into(),
+        ..config()
+    };
+    let e = Verifier::from_config(&not_a_url, &|_| None).unwrap_err();
+    assert!(e.to_string().contains("not an http(s) URL"), "{e}");
     assert!(Verifier::from_config(&JwtConfig::default(), &|_| None)
         .unwrap()
         .is_none());

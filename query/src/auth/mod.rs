@@ -15,6 +15,7 @@
 //! Each identity has its own rate and concurrency limits (429 with `Retry-After` past them).
 //! `/metrics` can need an admin key (`admin_keys`).
 
+pub mod jwks;
 pub mod jwt;
 pub mod keys;
 pub mod limits;
@@ -203,6 +204,22 @@ impl Auth {
     }
 
     /// Logs the setup: a warning per [`Auth::warnings`].
+    /// Starts fetching the issuer's JWKS URL, when one is configured (inside a tokio runtime).
+    pub fn start(&self) -> Result<()> {
+        if let Some(remote) = self.jwt.as_ref().and_then(|(v, _)| v.remote()) {
+            remote.spawn()?;
+        }
+        Ok(())
+    }
+
+    /// `Err` with why while the node cannot verify tokens yet (its JWKS URL not fetched).
+    pub fn ready(&self) -> Result<(), String> {
+        match self.jwt.as_ref().and_then(|(v, _)| v.remote()) {
+            Some(remote) => remote.status(),
+            None => Ok(()),
+        }
+    }
+
     pub fn log_startup(&self) {
         for w in self.warnings() {
             tracing::warn!("{w}");

@@ -42,7 +42,7 @@ pub struct KeyConfig {
 }
 
 /// A JWT issuer (`[query.jwt]`): tokens signed by it (HS256 secret, RS256/ES256 public key PEM,
-/// or a JWKS file) with the right `iss` and `aud`, within `exp`/`nbf`, carry the caller's groups
+/// a JWKS file or a JWKS URL) with the right `iss` and `aud`, within `exp`/`nbf`, carry the caller's groups
 /// in `groups_claim`. An empty `issuer` turns JWT authentication off.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -57,6 +57,11 @@ pub struct JwtConfig {
     pub public_key_file: PathBuf,
     /// A JWKS document (`{"keys": [...]}`); the token's `kid` picks the key.
     pub jwks_file: PathBuf,
+    /// The issuer's JWKS URL (`https://…/.well-known/jwks.json`, or `jwks_uri` of its OpenID
+    /// configuration): fetched at start, every `jwks_refresh_s`, and when a token names an
+    /// unknown `kid` (at most every 30 s).
+    pub jwks_url: String,
+    pub jwks_refresh_s: u64,
     /// Claim holding the groups: an array of strings or one string; dots walk into objects
     /// (`realm_access.roles`).
     pub groups_claim: String,
@@ -82,6 +87,8 @@ impl Default for JwtConfig {
             hs256_secret_env: String::new(),
             public_key_file: PathBuf::new(),
             jwks_file: PathBuf::new(),
+            jwks_url: String::new(),
+            jwks_refresh_s: 300,
             groups_claim: "groups".into(),
             group_prefix: "group:".into(),
             subject_prefix: String::new(),
