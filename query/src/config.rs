@@ -138,8 +138,8 @@ pub struct QueryConfig {
     pub rerank_api: RerankApi,
     /// Sent as `model` to Cohere-style APIs (ignored by TEI).
     pub rerank_model: String,
-    /// Sent as `Authorization: Bearer` to the remote API; empty: none.
-    pub rerank_api_key: String,
+    /// Sent as `Authorization: Bearer` to the remote API; empty: none. `Debug` redacts it.
+    pub rerank_api_key: Secret,
     pub rerank_candidates: usize,
     pub max_rerank_candidates: usize,
     pub rerank_timeout_ms: u64,
@@ -203,7 +203,7 @@ impl Default for QueryConfig {
             rerank_url: String::new(),
             rerank_api: RerankApi::Tei,
             rerank_model: String::new(),
-            rerank_api_key: String::new(),
+            rerank_api_key: Secret::default(),
             rerank_candidates: 30,
             max_rerank_candidates: 100,
             rerank_timeout_ms: 5000,
@@ -432,6 +432,14 @@ mod tests {
         assert_eq!(c.query.api_keys, vec![Secret::from("k1")]);
         assert_eq!(c.query.rerank_backend, RerankBackend::Remote);
         assert_eq!(c.milvus.collection, "c2");
+        // Secrets are read, and never printed.
+        let c = Config::load_with_env(
+            None,
+            &env(&[("FRESHET_QUERY_RERANK_API_KEY", "rerank-secret-1")]),
+        )
+        .unwrap();
+        assert_eq!(c.query.rerank_api_key.0, "rerank-secret-1");
+        assert!(!format!("{c:?}").contains("rerank-secret-1"));
     }
 
     #[test]

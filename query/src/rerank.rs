@@ -37,7 +37,7 @@ impl Reranker {
                 &cfg.rerank_url,
                 cfg.rerank_api,
                 &cfg.rerank_model,
-                &cfg.rerank_api_key,
+                &cfg.rerank_api_key.0,
                 Duration::from_millis(cfg.rerank_timeout_ms),
             )?))),
         }
