@@ -70,10 +70,11 @@ pub async fn plan(
             None => Vec::new(),
         };
         let matching: Vec<String> = all.into_iter().filter(|s| re.is_match(s)).collect();
+        // The sources are listed regardless of ACLs: the error says no count, so that it does
+        // not tell how many sources the caller cannot see.
         if matching.len() > MAX_GLOB_SOURCES {
             return Err(BadRequest(format!(
-                "filepath_globpattern matches {} sources; at most {MAX_GLOB_SOURCES}",
-                matching.len()
+                "filepath_globpattern matches more than {MAX_GLOB_SOURCES} sources; narrow it"
             )));
         }
         plan.filter.sources = Some(matching);
