@@ -618,3 +618,39 @@ fn print_report(r: &LoadReport) {
         r.machine
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_count_errors_apart_from_latencies() {
+        let t0 = Instant::now();
+        let s = |phase, ms: Option<f64>, degraded| Sample {
+            phase,
+            due: t0,
+            latency_ms: ms,
+            server_ms: ms.map(|m| m / 2.0),
+            degraded,
+        };
+        let samples = [
+            s(WARMUP, Some(900.0), false),
+            s(INGEST, Some(10.0), false),
+            s(INGEST, None, false),
+            s(INGEST, Some(30.0), true),
+            s(IDLE, Some(5.0), false),
+        ];
+        let r = phase_report(
+            "ingest",
+            &samples,
+            |x| x.phase == INGEST,
+            Duration::ZERO,
+            None,
+        );
+        assert_eq!((r.requests, r.errors, r.degraded), (3, 1, 1));
+        assert_eq!((r.latency_ms.count, r.latency_ms.max), (2, 30.0));
+        assert_eq!(r.server_total_ms.max, 15.0);
+        assert_eq!(busy(Some((10, 100)), Some((40, 200))), Some(0.3));
+        assert_eq!(busy(Some((10, 100)), Some((10, 100))), None);
+    }
+}
