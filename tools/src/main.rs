@@ -5,6 +5,8 @@
 //! - `eval`: BEIR retrieval quality through the running pipeline and query node (the CI gate).
 //! - `bench-ingest`: ingest, re-send and edit costs through Kafka and the real pipeline.
 //! - `bench-latency`, `bench-freshness`: the query node under load, and produce-to-visible time.
+//! - `bench-load`: query latency at a steady rate during an ingest against idle, and the
+//!   ingest's throughput with and without the queries.
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
 //! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
@@ -14,6 +16,7 @@
 
 mod eval;
 mod inspect;
+mod load_bench;
 mod parse_bench;
 mod pipeline_bench;
 mod query_bench;
@@ -184,6 +187,10 @@ enum Command {
         #[arg(long)]
         watched_dir: Option<PathBuf>,
     },
+    /// Hybrid query latency at a steady request rate while the pipeline ingests a corpus, against
+    /// the same rate idle, and the ingest's throughput with and without the queries (in-process
+    /// pipeline, spawned query node; needs the broker and Milvus).
+    BenchLoad(load_bench::LoadBenchArgs),
     /// Benchmark folder sync at scale: `freshet watch` over generated files (first scan, idle
     /// CPU, restart over unchanged files; needs the broker).
     BenchWatch(watch_bench::WatchBenchArgs),
@@ -338,6 +345,10 @@ fn run(cli: Cli) -> Result<i32> {
                     watched_dir,
                 }))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(0)
+        }
+        Command::BenchLoad(args) => {
+            load_bench::run(&pipeline_config(&config)?, config.as_deref(), &args)?;
             Ok(0)
         }
         Command::BenchWatch(args) => {

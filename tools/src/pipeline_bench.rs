@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 
 use crate::inspect;
 use freshet_pipeline::config::Config;
+use freshet_pipeline::endpoint::Readiness;
 use freshet_pipeline::metrics::{self, Metrics};
 
 pub struct BenchArgs {
@@ -30,13 +31,13 @@ pub struct BenchArgs {
     pub json_out: Option<PathBuf>,
 }
 
-struct Doc {
+pub(crate) struct Doc {
     id: String,
     title: String,
     text: String,
 }
 
-fn load_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<Doc>> {
+pub(crate) fn load_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<Doc>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut docs = Vec::new();
@@ -63,7 +64,7 @@ fn load_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<Doc>> {
     Ok(docs)
 }
 
-fn envelope(d: &Doc) -> (Vec<u8>, Option<Vec<u8>>) {
+pub(crate) fn envelope(d: &Doc) -> (Vec<u8>, Option<Vec<u8>>) {
     let doc = Document {
         id: d.id.clone(),
         title: d.title.clone(),
@@ -119,13 +120,14 @@ fn writes_since(before: &BTreeMap<String, u64>, m: &Metrics) -> BTreeMap<String,
 }
 
 /// A copy of `config` with its own topic, collection, index and embedding cache (in a new
-/// temporary directory, returned too), so that the benchmark starts from nothing.
-fn fresh_config(config: &Config) -> Result<(Config, PathBuf)> {
+/// temporary directory, returned too), so that the benchmark starts from nothing. Names carry
+/// the time in milliseconds, so two fresh configurations of one run differ.
+pub(crate) fn fresh_config(config: &Config) -> Result<(Config, PathBuf)> {
     let tag = format!(
         "{}",
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs()
+            .as_millis()
     );
     let dir = std::env::temp_dir().join(format!("freshet-bench-{tag}"));
     std::fs::create_dir_all(&dir)?;
@@ -164,11 +166,45 @@ fn raw_fastembed(cfg: &Config) -> Result<(usize, f64)> {
 }
 
 /// The pipeline, run in a thread of this process.
-type Pipeline = std::thread::JoinHandle<Result<()>>;
+pub(crate) type Pipeline = std::thread::JoinHandle<Result<()>>;
+
+/// Starts the real pipeline on `cfg` in a thread of this process.
+pub(crate) fn spawn_pipeline(
+    cfg: &Config,
+    stop: &Arc<AtomicBool>,
+    metrics: &Metrics,
+    ready: Readiness,
+) -> Pipeline {
+    let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
+    std::thread::spawn(move || freshet_pipeline::run::run(cfg, stop, metrics, ready))
+}
+
+/// Asks the pipeline to stop and waits for it; its error, if it failed.
+pub(crate) fn stop_pipeline(stop: &AtomicBool, handle: Option<Pipeline>) -> Result<()> {
+    stop.store(true, Ordering::SeqCst);
+    if let Some(h) = handle {
+        h.join()
+            .map_err(|_| anyhow!("pipeline thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// Chunks the pipeline has upserted so far.
+pub(crate) fn chunks_upserted(m: &Metrics) -> u64 {
+    m.chunks
+        .get_or_create(&metrics::Outcome {
+            outcome: "upsert".into(),
+        })
+        .get()
+}
 
 /// Waits until the tantivy commit covers every record on the topic; if the pipeline stops,
 /// says why.
-fn wait_caught_up(cfg: &Config, running: &mut Option<Pipeline>, timeout: Duration) -> Result<()> {
+pub(crate) fn wait_caught_up(
+    cfg: &Config,
+    running: &mut Option<Pipeline>,
+    timeout: Duration,
+) -> Result<()> {
     let high = inspect::high_watermarks(&cfg.kafka, "bench-probe")?;
     let deadline = Instant::now() + timeout;
     loop {
@@ -207,21 +243,11 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let metrics = Metrics::new();
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
-    let mut handle = Some({
-        let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
-        std::thread::spawn(move || {
-            freshet_pipeline::run::run(cfg, stop, metrics, Default::default())
-        })
-    });
+    let mut handle = Some(spawn_pipeline(&cfg, &stop, &metrics, Default::default()));
     let limit = Duration::from_secs(3600);
     wait_caught_up(&cfg, &mut handle, limit)?;
     let first_s = start.elapsed().as_secs_f64();
-    let chunks = metrics
-        .chunks
-        .get_or_create(&metrics::Outcome {
-            outcome: "upsert".into(),
-        })
-        .get();
+    let chunks = chunks_upserted(&metrics);
     let embedded_first = counter(&metrics, "embedded");
     eprintln!("first ingest: {first_s:.1} s, {chunks} chunks, {embedded_first} embedded");
 
@@ -254,11 +280,7 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
     let (edit_embedded, edit_writes) = (counter(&metrics, "embedded") - e1, writes(&metrics) - w1);
     let edit_by_sink = writes_since(&by_sink_before, &metrics);
 
-    stop.store(true, Ordering::SeqCst);
-    if let Some(h) = handle {
-        h.join()
-            .map_err(|_| anyhow!("pipeline thread panicked"))??;
-    }
+    stop_pipeline(&stop, handle)?;
 
     let (raw_texts, raw_s) = raw_fastembed(&cfg)?;
     let n = docs.len() as f64;

@@ -50,14 +50,14 @@ impl Percentiles {
     }
 }
 
-fn client(concurrency: usize) -> Result<reqwest::Client> {
+pub(crate) fn client(concurrency: usize) -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency.max(1) * 2)
         .timeout(Duration::from_secs(30))
         .build()?)
 }
 
-async fn post(
+pub(crate) async fn post(
     client: &reqwest::Client,
     url: &str,
     key: Option<&str>,
@@ -123,7 +123,7 @@ async fn query_cache_hits(client: &reqwest::Client, base: &str) -> Option<f64> {
     })
 }
 
-fn read_queries(path: &PathBuf) -> Result<Vec<String>> {
+pub(crate) fn read_queries(path: &PathBuf) -> Result<Vec<String>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let out: Vec<String> = text
