@@ -2,7 +2,7 @@
 //! real `freshet-query` binary over HTTP. Keys and tokens bound to group A never see group B's
 //! document, in any mode, option or endpoint; naming a principal not held is a 403; an
 //! unauthenticated node serves public documents only and says so; `/metrics` behind the admin
-//! key and on its own address; 429 past a key's rate; RS256 tokens verified with keys fetched
+//! key and on its own address; 429 past a key's rate and past its requests in flight; RS256 tokens verified with keys fetched
 //! from the issuer's JWKS URL.
 
 use std::collections::BTreeSet;
@@ -150,7 +150,8 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
     let admin_addr = format!("127.0.0.1:{}", free_port());
     let keys = r#"[{name = "team-a", key = "key-a", principals = ["group:a"]},
         {name = "all", key = "key-all", principals = ["group:a", "group:b"]},
-        {name = "slow", key = "key-slow", principals = ["group:a"], rate_per_second = 0.2, burst = 2}]"#;
+        {name = "slow", key = "key-slow", principals = ["group:a"], rate_per_second = 0.2, burst = 2},
+        {name = "single", key = "key-single", principals = ["group:a"], max_concurrent = 1}]"#;
     let node = case.start_query(&[
         ("FRESHET_QUERY_KEYS", keys.into()),
         ("FRESHET_QUERY_API_KEYS", r#"["legacy-key"]"#.into()),
@@ -308,6 +309,36 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
     assert!((1..=5).contains(&wait), "{wait}");
     assert_eq!(post(&node, "/v1/retrieve", "key-a", &bm25)?.status, 200);
 
+    // 429 past the key's requests in flight (1): a wait for a record never written holds the
+    // key's slot for 5 s; meanwhile its next request is refused, and after it, admitted.
+    let wait_path = format!(
+        "/v1/index/wait?topic={}&partition=0&offset=1000000&timeout_ms=5000",
+        case.kafka.topic
+    );
+    let addr = node.addr.clone();
+    let holder = std::thread::spawn(move || get(&addr, &wait_path, "key-single"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let refused = post(&node, "/v1/retrieve", "key-single", &bm25)?;
+    let held = holder
+        .join()
+        .map_err(|_| anyhow!("the waiting request panicked"))??;
+    assert_eq!(
+        held.status, 504,
+        "the wait held the slot and timed out: {}",
+        held.body
+    );
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(
+        refused.body.contains("too many requests in flight"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.header("retry-after").is_some(), "{}", refused.head);
+    assert_eq!(
+        post(&node, "/v1/retrieve", "key-single", &bm25)?.status,
+        200
+    );
+
     // /metrics: only on the admin address, only with the admin key.
     assert_eq!(get(&node.addr, "/metrics", "admin-key")?.status, 404);
     assert_eq!(get(&admin_addr, "/metrics", "")?.status, 401);
@@ -323,6 +354,9 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
     assert!(m
         .body
         .contains(r#"auth_rejections_total{key="slow",reason="rate_limited"} 1"#));
+    assert!(m
+        .body
+        .contains(r#"auth_rejections_total{key="single",reason="concurrency_limited"}"#));
     assert!(
         !m.body.contains("key-a") && !m.body.contains("alice"),
         "no secret or subject"
