@@ -112,10 +112,20 @@ pub struct Case {
 
 impl Case {
     pub fn new(name: &str, partitions: i32) -> Result<Case> {
+        Case::new_on(
+            name,
+            partitions,
+            &env("FRESHET_KAFKA_BROKERS"),
+            &env("FRESHET_MILVUS_URL"),
+        )
+    }
+
+    /// [`Case::new`] on another broker and Milvus than the shared ones.
+    pub fn new_on(name: &str, partitions: i32, brokers: &str, milvus_url: &str) -> Result<Case> {
         let id = unique(name);
         let dir = std::env::temp_dir().join("freshet-tests").join(&id);
         std::fs::create_dir_all(&dir)?;
-        let mut kafka = KafkaConfig::with_brokers(env("FRESHET_KAFKA_BROKERS"));
+        let mut kafka = KafkaConfig::with_brokers(brokers);
         kafka.topic = format!("docs.{id}");
         kafka.dlq_topic = format!("docs.{id}.dlq");
         kafka.group_id = format!("freshet-{id}");
@@ -127,7 +137,7 @@ impl Case {
             dir,
             kafka,
             collection: format!("t_{}", id.replace(['.', '-'], "_")),
-            milvus_url: env("FRESHET_MILVUS_URL"),
+            milvus_url: milvus_url.to_string(),
             partitions,
             metrics_port: free_port(),
             producer,
