@@ -360,25 +360,31 @@ impl Case {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_alive()?;
-            if let Ok(reader) = ChunkIndexReader::open(self.tantivy_path()) {
-                if let Ok(Some(payload)) = reader.last_payload() {
-                    let topics = std::iter::once((&self.kafka.topic, &self.produced))
-                        .chain(&self.produced_elsewhere);
-                    if topics.into_iter().all(|(topic, produced)| {
-                        let done = payload.offsets.get(topic);
-                        produced
-                            .iter()
-                            .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|n| *n > *o))
-                    }) {
-                        return Ok(());
-                    }
-                }
+            if self.is_indexed() {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 bail!("not indexed within {timeout:?}; log:\n{}", self.log_tail());
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The tantivy commit reflects every record produced so far.
+    pub fn is_indexed(&self) -> bool {
+        let Ok(Some(payload)) =
+            ChunkIndexReader::open(self.tantivy_path()).and_then(|r| r.last_payload())
+        else {
+            return false;
+        };
+        let topics =
+            std::iter::once((&self.kafka.topic, &self.produced)).chain(&self.produced_elsewhere);
+        topics.into_iter().all(|(topic, produced)| {
+            let done = payload.offsets.get(topic);
+            produced
+                .iter()
+                .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|n| *n > *o))
+        })
     }
 
     /// Every chunk in the tantivy index.

@@ -138,7 +138,11 @@ pub fn trial(
     run(seed, size, cfg, services).with_context(|| {
         format!(
             "chaos trial seed {seed} failed; reproduce with FRESHET_CHAOS_SEED={seed} \
-             FRESHET_CHAOS_TRIALS=1 deploy/test.sh -- --test chaos_e2e"
+             FRESHET_CHAOS_TRIALS=1 FRESHET_CHAOS_CHANGES={} FRESHET_CHAOS_OUTAGES={} \
+             FRESHET_CHAOS_MILVUS_DOWN_MAX_S={} deploy/test.sh -- --test chaos_e2e",
+            size.changes,
+            cfg.names(),
+            cfg.milvus_down_max.as_secs()
         )
     })
 }

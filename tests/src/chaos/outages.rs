@@ -44,8 +44,41 @@ impl Config {
         }
     }
 
-    pub fn any(&self) -> bool {
-        self.broker || self.milvus || self.query
+    /// As `FRESHET_CHAOS_OUTAGES` names them.
+    pub fn names(&self) -> String {
+        let on: Vec<&str> = [
+            (self.broker, "broker"),
+            (self.milvus, "milvus"),
+            (self.query, "query"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if on.is_empty() {
+            "none".into()
+        } else {
+            on.join(",")
+        }
+    }
+}
+
+/// Restarts of a pipeline stopped by an outage, per trial, before the trial fails.
+const MAX_RESTARTS: usize = 5;
+
+/// The case's Milvus ids, asking again for up to 2 minutes while Milvus answers an error: after
+/// a restart, Milvus loads its collections again in the background, and answers "collection not
+/// loaded" until then.
+fn milvus_ids_once_loaded(case: &Case) -> Result<Vec<String>> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match case.milvus_ids() {
+            Ok(ids) => return Ok(ids),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("listing Milvus ids again: {e:#}");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -212,24 +245,46 @@ impl Outages {
                 }
             }
         }
-        if let Some(status) = case.try_wait_pipeline()? {
-            if status.success() || status.signal().is_some() {
+        // Supervised catch-up: a run stopped by the outage (or by Milvus still loading the
+        // collection after its restart) is started again, a few times at most.
+        let deadline = Instant::now() + super::CATCH_UP;
+        loop {
+            if let Some(status) = case.try_wait_pipeline()? {
+                if status.success() || status.signal().is_some() {
+                    bail!(
+                        "run {life} ended with {status} during an outage; log:\n{}",
+                        case.log_tail()
+                    );
+                }
+                if self.report.pipeline_exits.len() >= MAX_RESTARTS {
+                    bail!(
+                        "run {life} stopped again after {MAX_RESTARTS} restarts ({status}); \
+                         log:\n{}",
+                        case.log_tail()
+                    );
+                }
+                let tail = case.log_tail();
+                let line = tail
+                    .lines()
+                    .find(|l| l.contains("ERROR"))
+                    .unwrap_or("(no error line)");
+                self.report
+                    .pipeline_exits
+                    .push(format!("run {life}: {status}: {line}"));
+                case.start_pipeline()?;
+            }
+            if case.is_indexed() {
+                break;
+            }
+            if Instant::now() > deadline {
                 bail!(
-                    "run {life} ended with {status} during an outage; log:\n{}",
+                    "run {life} did not catch up within {:?} after its outage; log:\n{}",
+                    super::CATCH_UP,
                     case.log_tail()
                 );
             }
-            let tail = case.log_tail();
-            let line = tail
-                .lines()
-                .find(|l| l.contains("ERROR") || l.contains("Error"))
-                .unwrap_or("(no error line)");
-            self.report
-                .pipeline_exits
-                .push(format!("run {life}: {status}: {line}"));
-            case.start_pipeline()?;
+            std::thread::sleep(Duration::from_millis(200));
         }
-        case.wait_indexed(super::CATCH_UP)?;
         // Caught up and idle: Milvus holds exactly the leaves of tantivy's commit, so no commit
         // went past what reached Milvus (a run that kept going never reconciled the two).
         let leaves: BTreeSet<String> = case
@@ -238,7 +293,7 @@ impl Outages {
             .filter(|c| c.kind == ChunkKind::Leaf)
             .map(|c| c.chunk_id)
             .collect();
-        let rows: BTreeSet<String> = case.milvus_ids()?.into_iter().collect();
+        let rows: BTreeSet<String> = milvus_ids_once_loaded(case)?.into_iter().collect();
         ensure!(
             leaves == rows,
             "after the outage in run {life}, Milvus lacks {:?} and has extra {:?}",
@@ -296,5 +351,9 @@ mod tests {
         assert_eq!((plan.broker, plan.milvus), (None, None));
         assert_eq!(plan.query, Plan::new(7, &running, &cfg).query);
         assert!((0..running.len()).all(|l| !plan.hosts(l)));
+        // the names a failing trial's command line repeats
+        assert_eq!(cfg.names(), "broker,milvus,query");
+        assert_eq!(only_query.names(), "query");
+        assert_eq!(Config::none().names(), "none");
     }
 }
