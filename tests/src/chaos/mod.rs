@@ -273,6 +273,7 @@ fn run(
     )?;
     outages.after(&mut case, size.kills)?;
     case.wait_indexed(CATCH_UP)?;
+    outages.node_serves_vectors()?;
     let queries = match querier {
         Some(q) => q.stop()?,
         None => QueryStats::default(),

@@ -192,6 +192,33 @@ impl Outages {
         Ok(())
     }
 
+    /// Waits up to 2 minutes for the query node to answer a vector query with 200: after
+    /// every outage, it serves the vector route again.
+    pub fn node_serves_vectors(&self) -> Result<()> {
+        let Some(node) = self.node.as_ref() else {
+            return Ok(());
+        };
+        let body = serde_json::json!({
+            "query": "river delta", "mode": "vector", "principals": ["group:a"],
+            "filter": {"lang": "en"},
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let last = match node.post("/v1/retrieve", &body) {
+                Ok(r) if r.status == 200 => return Ok(()),
+                Ok(r) => format!("{}: {}", r.status, r.body),
+                Err(e) => format!("{e:#}"),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "the query node does not serve vector queries again: {last}; log:\n{}",
+                    node.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     /// Called before run `life` sends its `op`-th record.
     pub fn before(&mut self, case: &Case, life: usize, op: usize) -> Result<()> {
         let at = |w: Option<When>| w.filter(|w| w.life == life && w.op == op);
@@ -264,10 +291,12 @@ impl Outages {
                     );
                 }
                 let tail = case.log_tail();
+                // its first error line, else its last line
                 let line = tail
                     .lines()
                     .find(|l| l.contains("ERROR"))
-                    .unwrap_or("(no error line)");
+                    .or_else(|| tail.lines().last())
+                    .unwrap_or("(empty log)");
                 self.report
                     .pipeline_exits
                     .push(format!("run {life}: {status}: {line}"));
