@@ -9,9 +9,9 @@ exactly the same arguments as `milvus-server`.
    with SO_REUSEADDR and would have been fine. Probing with SO_REUSEADDR still
    fails when another process is *listening* on the port.
 2. The proxy port (--proxy-port) is made strict: fail instead of moving it.
-3. The health/metrics port (9091, or the next free one) never lands on a port
-   listed in FRESHET_MILVUS_AVOID_PORTS (comma separated; start-milvus.sh puts
-   the Kafka port there).
+3. The health/metrics port (FRESHET_MILVUS_HEALTH_PORT, default 9091, or the
+   next free one) never lands on a port listed in FRESHET_MILVUS_AVOID_PORTS
+   (comma separated; start-milvus.sh puts the Kafka ports there).
 """
 
 import os
@@ -75,6 +75,14 @@ def _patch():
 
     cfg_cls.try_bind_port = try_bind_port
     cfg_cls.resolve_all_listen_ports = resolve_all_listen_ports
+
+    # The servers main() picks from are made when the module is imported.
+    health = os.environ.get("FRESHET_MILVUS_HEALTH_PORT", "").strip()
+    if health.isdigit():
+        for name in ("default_server", "debug_server"):
+            server = getattr(milvus, name, None)
+            if server is not None:
+                server.webservice_port = int(health)
 
 
 if __name__ == "__main__":

@@ -178,6 +178,23 @@ standalone)
     while read -r flag p; do
         [[ -n "$flag" ]] && PORT_ARGS+=("$flag" "$p")
     done < <(prev_ports)
+    # On a proxy port other than 19530, every other port (health, embedded etcd, the
+    # components) is the first free one above the proxy port, never a default: the wrapper's
+    # defaults (9091, 2379, 19529, 19531, 53100, ...) belong to the Milvus on 19530, and the
+    # next free one it would move to can be 9092 (Kafka's default) or one that Milvus needs
+    # once it restarts. Two instances on proxy ports 20 or more apart never share a port.
+    HEALTH_PORT_START=9091
+    if [[ "$PORT" != 19530 ]]; then
+        read -r -a near <<<"$(free_ports $((PORT + 1)) 11)"
+        ((${#near[@]} == 11)) || die "could not find 11 free TCP ports above $PORT for milvus"
+        HEALTH_PORT_START=${near[0]}
+        if ((${#PORT_ARGS[@]} == 0)); then
+            PORT_ARGS=(--root-coord-port "${near[3]}" --proxy-internal-port "${near[4]}"
+                --query-coord-port "${near[5]}" --query-node-port "${near[6]}"
+                --index-coord-port "${near[7]}" --index-node-port "${near[8]}"
+                --data-coord-port "${near[9]}" --data-node-port "${near[10]}")
+        fi
+    fi
     # Embedded etcd: its ports are fixed (2379/2380) unless it gets its own
     # config file, which Milvus reads from etcd.config.path (env
     # ETCD_CONFIG_PATH; the wrapper's template has no such key). Reuse the
@@ -191,8 +208,12 @@ standalone)
     fi
     if [[ -z "$ETCD_CLIENT_PORT" || -z "$ETCD_PEER_PORT" ]] ||
         [[ -n "$(busy_ports "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT")" ]]; then
-        read -r ETCD_CLIENT_PORT ETCD_PEER_PORT <<<"$(free_ports 2379 2)"
-        [[ -n "${ETCD_PEER_PORT:-}" ]] || die "could not find two free TCP ports >= 2379 for the embedded etcd"
+        if [[ "$PORT" != 19530 ]]; then
+            ETCD_CLIENT_PORT=${near[1]} ETCD_PEER_PORT=${near[2]}
+        else
+            read -r ETCD_CLIENT_PORT ETCD_PEER_PORT <<<"$(free_ports 2379 2)"
+        fi
+        [[ -n "${ETCD_PEER_PORT:-}" ]] || die "could not find two free TCP ports for the embedded etcd"
     fi
     cat >"$ETCD_CONF" <<EOF
 # written by freshet deploy/start-milvus.sh; embedded etcd, loopback only
@@ -204,7 +225,8 @@ initial-advertise-peer-urls: http://127.0.0.1:$ETCD_PEER_PORT
 initial-cluster: default=http://127.0.0.1:$ETCD_PEER_PORT
 EOF
     # milvus_launch.py == milvus-server (same arguments) with fixed port probing.
-    CMD=(env "ETCD_CONFIG_PATH=$ETCD_CONF" "FRESHET_MILVUS_AVOID_PORTS=${FRESHET_KAFKA_PORT:-9092}"
+    CMD=(env "ETCD_CONFIG_PATH=$ETCD_CONF" "FRESHET_MILVUS_AVOID_PORTS=9092,${FRESHET_KAFKA_PORT:-9092}"
+        "FRESHET_MILVUS_HEALTH_PORT=$HEALTH_PORT_START"
         "$FRESHET_PYTHON" "$FRESHET_DEPLOY_DIR/milvus_launch.py"
         --data "$DATA" --proxy-port "$PORT" --etcd-port "$ETCD_CLIENT_PORT" "${PORT_ARGS[@]}")
     for c in "${MILVUS_COMPONENTS[@]}"; do CMD+=(--extra-config "$c.ip=$HOST"); done

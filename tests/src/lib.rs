@@ -113,10 +113,20 @@ pub struct Case {
 
 impl Case {
     pub fn new(name: &str, partitions: i32) -> Result<Case> {
+        Case::new_on(
+            name,
+            partitions,
+            &env("FRESHET_KAFKA_BROKERS"),
+            &env("FRESHET_MILVUS_URL"),
+        )
+    }
+
+    /// [`Case::new`] on another broker and Milvus than the shared ones.
+    pub fn new_on(name: &str, partitions: i32, brokers: &str, milvus_url: &str) -> Result<Case> {
         let id = unique(name);
         let dir = std::env::temp_dir().join("freshet-tests").join(&id);
         std::fs::create_dir_all(&dir)?;
-        let mut kafka = KafkaConfig::with_brokers(env("FRESHET_KAFKA_BROKERS"));
+        let mut kafka = KafkaConfig::with_brokers(brokers);
         kafka.topic = format!("docs.{id}");
         kafka.dlq_topic = format!("docs.{id}.dlq");
         kafka.group_id = format!("freshet-{id}");
@@ -128,7 +138,7 @@ impl Case {
             dir,
             kafka,
             collection: format!("t_{}", id.replace(['.', '-'], "_")),
-            milvus_url: env("FRESHET_MILVUS_URL"),
+            milvus_url: milvus_url.to_string(),
             partitions,
             metrics_port: free_port(),
             producer,
@@ -351,25 +361,31 @@ impl Case {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_alive()?;
-            if let Ok(reader) = ChunkIndexReader::open(self.tantivy_path()) {
-                if let Ok(Some(payload)) = reader.last_payload() {
-                    let topics = std::iter::once((&self.kafka.topic, &self.produced))
-                        .chain(&self.produced_elsewhere);
-                    if topics.into_iter().all(|(topic, produced)| {
-                        let done = payload.offsets.get(topic);
-                        produced
-                            .iter()
-                            .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|n| *n > *o))
-                    }) {
-                        return Ok(());
-                    }
-                }
+            if self.is_indexed() {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 bail!("not indexed within {timeout:?}; log:\n{}", self.log_tail());
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The tantivy commit reflects every record produced so far.
+    pub fn is_indexed(&self) -> bool {
+        let Ok(Some(payload)) =
+            ChunkIndexReader::open(self.tantivy_path()).and_then(|r| r.last_payload())
+        else {
+            return false;
+        };
+        let topics =
+            std::iter::once((&self.kafka.topic, &self.produced)).chain(&self.produced_elsewhere);
+        topics.into_iter().all(|(topic, produced)| {
+            let done = payload.offsets.get(topic);
+            produced
+                .iter()
+                .all(|(p, o)| done.and_then(|d| d.get(p)).is_some_and(|n| *n > *o))
+        })
     }
 
     /// Every chunk in the tantivy index.

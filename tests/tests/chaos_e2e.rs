@@ -6,7 +6,10 @@
 //! ```
 //!
 //! `FRESHET_CHAOS_SEED` fixes the first trial's seed (trial i uses seed + i), which reproduces
-//! a failing trial; `FRESHET_CHAOS_CHANGES` sets the changes per trial.
+//! a failing trial; `FRESHET_CHAOS_CHANGES` sets the changes per trial;
+//! `FRESHET_CHAOS_OUTAGES` the outages of each trial (`broker,milvus,query`, the default, or
+//! `none`) and `FRESHET_CHAOS_MILVUS_DOWN_MAX_S` how long Milvus stays down at most (default 5;
+//! 60 in the long series of docs/faults.md).
 
 use std::io::Write;
 
@@ -14,11 +17,31 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use freshet_pipeline::faults::{KILLED_AT_MARK, KILL_AT_ENV};
+use freshet_tests::chaos::outages::Config;
+use freshet_tests::chaos::queries::QueryStats;
+use freshet_tests::chaos::stack::Stack;
 use freshet_tests::chaos::{self, Death, Size};
 use freshet_tests::{expected_chunks, Case};
 
 fn var(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// The outages `FRESHET_CHAOS_OUTAGES` and `FRESHET_CHAOS_MILVUS_DOWN_MAX_S` ask for.
+fn outage_config() -> Result<Config> {
+    let mut cfg = Config::none();
+    cfg.milvus_down_max = Duration::from_secs(var("FRESHET_CHAOS_MILVUS_DOWN_MAX_S").unwrap_or(5));
+    let list = std::env::var("FRESHET_CHAOS_OUTAGES").unwrap_or("broker,milvus,query".into());
+    for kind in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        match kind {
+            "broker" => cfg.broker = true,
+            "milvus" => cfg.milvus = true,
+            "query" => cfg.query = true,
+            "none" => {}
+            other => anyhow::bail!("FRESHET_CHAOS_OUTAGES: unknown outage {other:?}"),
+        }
+    }
+    Ok(cfg)
 }
 
 #[test]
@@ -44,14 +67,32 @@ fn randomized_kills_converge_to_the_sequential_reference() -> Result<()> {
         ),
         Err(_) => None,
     };
+    let cfg = outage_config()?;
+    // Broker and Milvus outages kill services: the trials' own.
+    let stack = if cfg.broker || cfg.milvus {
+        Some(Stack::start_from_env()?)
+    } else {
+        None
+    };
+    let (mut brokers, mut milvuses, mut nodes, mut exits, mut resumed) = (0, 0, 0, 0, 0);
+    let mut queries = QueryStats::default();
     let mut passed = 0;
     let mut failures = Vec::new();
     let mut points = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..trials {
         let seed = first + i;
-        let line = match chaos::trial(seed, size) {
+        let line = match chaos::trial(seed, size, &cfg, stack.as_deref()) {
             Ok(o) => {
                 passed += 1;
+                brokers += o.outages.broker;
+                milvuses += o.outages.milvus;
+                nodes += o.outages.query;
+                exits += o.outages.pipeline_exits.len();
+                resumed += o.outages.resumed;
+                queries.add(&o.queries);
+                for e in &o.outages.pipeline_exits {
+                    eprintln!("seed {seed}: the pipeline stopped during an outage: {e}");
+                }
                 for d in &o.deaths {
                     let key = match d {
                         Death::Point(p) => p.to_string(),
@@ -73,7 +114,19 @@ fn randomized_kills_converge_to_the_sequential_reference() -> Result<()> {
             writeln!(f, "{line}")?;
         }
     }
-    let summary = format!("chaos: {passed}/{trials} trials passed; kills: {points:?}");
+    let summary = format!(
+        "chaos: {passed}/{trials} trials passed; kills: {points:?}; outages survived: \
+         broker {brokers}, milvus {milvuses}, query node {nodes} (pipeline runs stopped by an \
+         outage and restarted: {exits}; runs caught up after an outage with Milvus equal to \
+         tantivy: {resumed}); queries: {} answers checked ({} hits), {} wrong, \
+         {} degraded, 5xx {:?}, {} unanswered",
+        queries.answers,
+        queries.hits,
+        queries.wrong_count,
+        queries.degraded,
+        queries.server_errors,
+        queries.unanswered
+    );
     eprintln!("{summary}");
     if let Some(f) = report.as_mut() {
         writeln!(f, "{summary}")?;

@@ -9,9 +9,16 @@
 //! - no text was embedded twice across the restarts (the texts the model embedded, summed over
 //!   every run from the pipeline's log, are at most the vectors in the embedding cache).
 //!
-//! The seed alone reproduces a trial's history and its kill plan.
+//! With outages ([`outages`]), the trial also SIGKILLs and restarts its own broker, its own
+//! Milvus and a query node that a thread asks continuously ([`queries`]); no answer may hold a
+//! deleted document, one its principals may not see, or one its filter excludes.
+//!
+//! The seed alone reproduces a trial's history, its kill plan and its outage plan.
 
 pub mod history;
+pub mod outages;
+pub mod queries;
+pub mod stack;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -28,9 +35,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{env, expected_chunks, Case};
+use outages::Outages;
+use queries::{Querier, QueryStats};
+use stack::Services;
 
 /// How long a clean run may take to catch up, and a life to reach its kill point.
-const CATCH_UP: Duration = Duration::from_secs(180);
+pub(crate) const CATCH_UP: Duration = Duration::from_secs(180);
 const POINT_WAIT: Duration = Duration::from_secs(20);
 /// The log line the pipeline's embedder writes per batch at debug level.
 const EMBED_LINE: &str = "embedding batch embedded=";
@@ -58,6 +68,8 @@ pub struct Outcome {
     pub embedded: u64,
     pub cached_vectors: u64,
     pub chunks: usize,
+    pub outages: outages::Report,
+    pub queries: QueryStats,
 }
 
 impl Outcome {
@@ -72,9 +84,13 @@ impl Outcome {
                 Death::Timer(ms) => format!("after {ms} ms"),
             })
             .collect();
+        let o = &self.outages;
+        let q = &self.queries;
         format!(
             "seed={} partitions={} batch={} changes={} chunks={} dead_letters={} embedded={} \
-             cached={} kills=[{}]",
+             cached={} kills=[{}] outages: broker={} milvus={} (down {} ms, restart {} ms) \
+             query_node={} pipeline_exits={} resumed={} [{}] queries: answers={} hits={} wrong={} \
+             degraded={} 5xx={} unanswered={}",
             self.seed,
             self.partitions,
             self.batch_max_records,
@@ -83,7 +99,21 @@ impl Outcome {
             self.dead_letters,
             self.embedded,
             self.cached_vectors,
-            deaths.join(", ")
+            deaths.join(", "),
+            o.broker,
+            o.milvus,
+            o.milvus_down_ms,
+            o.milvus_start_ms,
+            o.query,
+            o.pipeline_exits.len(),
+            o.resumed,
+            o.placed.join("; "),
+            q.answers,
+            q.hits,
+            q.wrong_count,
+            q.degraded,
+            q.five_xx(),
+            q.unanswered,
         )
     }
 }
@@ -96,22 +126,42 @@ pub struct Size {
     pub kills: usize,
 }
 
-/// Runs the trial of `seed`; an error names the seed.
-pub fn trial(seed: u64, size: Size) -> Result<Outcome> {
-    run(seed, size).with_context(|| {
+/// Runs the trial of `seed`, with the outages `cfg` asks for on `services` (the trials' own
+/// broker and Milvus; `None`: the shared ones, no broker or Milvus outage); an error names the
+/// seed.
+pub fn trial(
+    seed: u64,
+    size: Size,
+    cfg: &outages::Config,
+    services: Option<&Services>,
+) -> Result<Outcome> {
+    run(seed, size, cfg, services).with_context(|| {
         format!(
             "chaos trial seed {seed} failed; reproduce with FRESHET_CHAOS_SEED={seed} \
-             FRESHET_CHAOS_TRIALS=1 deploy/test.sh -- --test chaos_e2e"
+             FRESHET_CHAOS_TRIALS=1 FRESHET_CHAOS_CHANGES={} FRESHET_CHAOS_OUTAGES={} \
+             FRESHET_CHAOS_MILVUS_DOWN_MAX_S={} deploy/test.sh -- --test chaos_e2e",
+            size.changes,
+            cfg.names(),
+            cfg.milvus_down_max.as_secs()
         )
     })
 }
 
-fn run(seed: u64, size: Size) -> Result<Outcome> {
+fn run(
+    seed: u64,
+    size: Size,
+    cfg: &outages::Config,
+    services: Option<&Services>,
+) -> Result<Outcome> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_c4a0_5f00_d5e1);
     let ops = history::generate(seed, size.changes, size.documents);
     let partitions = rng.gen_range(1..=3);
     let batch_max_records = rng.gen_range(2..=24);
-    let mut case = Case::new(&format!("chaos{}", seed % 100_000), partitions)?;
+    let name = format!("chaos{}", seed % 100_000);
+    let mut case = match services {
+        Some(s) => Case::new_on(&name, partitions, &s.brokers(), &s.milvus_url())?,
+        None => Case::new(&name, partitions)?,
+    };
     case.extra_env.extend([
         (
             "FRESHET_PIPELINE_BATCH_MAX_RECORDS".to_string(),
@@ -126,12 +176,27 @@ fn run(seed: u64, size: Size) -> Result<Outcome> {
     let slices = split(&mut rng, ops.len(), 2 * size.kills + 1);
     let mut sent = 0usize;
     let mut log: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+    let running: Vec<usize> = (0..=size.kills).map(|k| slices[2 * k]).collect();
+    let mut outages = Outages::new(outages::Plan::new(seed, &running, cfg), services.cloned());
+    let querier = if cfg.query {
+        Some(start_queries(
+            &mut case,
+            seed,
+            &ops,
+            &mut log,
+            &mut outages,
+        )?)
+    } else {
+        None
+    };
     let mut deaths = Vec::new();
     for k in 0..size.kills {
         let armed = rng.gen_bool(0.75).then(|| {
             let point = POINTS[rng.gen_range(0..POINTS.len())];
             (point, rng.gen_range(1..=4u32))
         });
+        // A run that hosts an outage dies at a random moment after it.
+        let armed = armed.filter(|_| !outages.plan.hosts(k));
         let timer_ms = rng.gen_range(300..4000u64);
         if let Some((point, nth)) = armed {
             case.extra_env
@@ -142,7 +207,14 @@ fn run(seed: u64, size: Size) -> Result<Outcome> {
         case.extra_env.retain(|(k, _)| k != KILL_AT_ENV);
         let started = Instant::now();
         let end = sent + slices[2 * k];
-        send_paced(&mut case, &mut rng, &ops[sent..end], &mut log)?;
+        send_paced(
+            &mut case,
+            &mut rng,
+            &ops[sent..end],
+            &mut log,
+            (k, &mut outages),
+        )?;
+        outages.after(&mut case, k)?;
         sent = end;
         let death = match armed {
             Some((point, _)) => match wait_death(&mut case, POINT_WAIT)? {
@@ -192,8 +264,28 @@ fn run(seed: u64, size: Size) -> Result<Outcome> {
     let log_path = case.dir.join("pipeline.log");
     let clean_from = log_len(&case);
     case.start_pipeline()?;
-    send_paced(&mut case, &mut rng, &ops[sent..], &mut log)?;
+    send_paced(
+        &mut case,
+        &mut rng,
+        &ops[sent..],
+        &mut log,
+        (size.kills, &mut outages),
+    )?;
+    outages.after(&mut case, size.kills)?;
     case.wait_indexed(CATCH_UP)?;
+    outages.node_serves_vectors()?;
+    let queries = match querier {
+        Some(q) => q.stop()?,
+        None => QueryStats::default(),
+    };
+    drop(outages.node.take());
+    ensure!(
+        queries.wrong_count == 0 && queries.unexpected.is_empty(),
+        "{} wrong answers, e.g. {:#?}; unexpected statuses: {:#?}",
+        queries.wrong_count,
+        queries.wrong,
+        queries.unexpected
+    );
 
     let expected = expected_chunks(&log)?;
     case.assert_holds_exactly(&expected)?;
@@ -226,7 +318,29 @@ fn run(seed: u64, size: Size) -> Result<Outcome> {
         embedded,
         cached_vectors,
         chunks: expected.len(),
+        outages: outages.report,
+        queries,
     })
+}
+
+/// Sends the sentinel documents of [`queries`] and their deletes, has a pipeline run index
+/// them and stop, then starts the query node and the query thread.
+fn start_queries(
+    case: &mut Case,
+    seed: u64,
+    ops: &[history::Op],
+    log: &mut Vec<(String, Option<Vec<u8>>)>,
+    outages: &mut Outages,
+) -> Result<Querier> {
+    for (key, value) in queries::sentinels(seed) {
+        case.send(&key, value.as_deref())?;
+        log.push((key, value));
+    }
+    case.start_pipeline()?;
+    case.wait_indexed(CATCH_UP)?;
+    case.stop_pipeline()?;
+    outages.start_node(case)?;
+    Ok(Querier::start(seed, ops, outages.addr.clone()))
 }
 
 /// SIGKILL's number on Linux.
@@ -267,23 +381,26 @@ fn send(case: &mut Case, op: &history::Op, log: &mut Vec<(String, Option<Vec<u8>
     Ok(())
 }
 
-/// Sends `ops` in bursts of 1–12 records with pauses of up to 80 ms.
+/// Sends `ops` in bursts of 1–12 records with pauses of up to 80 ms, as run `life` of the
+/// trial: the outages planned in it start before their record.
 fn send_paced(
     case: &mut Case,
     rng: &mut StdRng,
     ops: &[history::Op],
     log: &mut Vec<(String, Option<Vec<u8>>)>,
+    (life, outages): (usize, &mut Outages),
 ) -> Result<()> {
     let mut i = 0;
     while i < ops.len() {
         let burst = rng.gen_range(1..=12).min(ops.len() - i);
-        for op in &ops[i..i + burst] {
+        for (j, op) in ops[i..i + burst].iter().enumerate() {
+            outages.before(case, life, i + j)?;
             send(case, op, log)?;
         }
         i += burst;
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..80)));
     }
-    Ok(())
+    outages.before(case, life, ops.len())
 }
 
 /// The pipeline's exit status once it has exited, waiting up to `timeout`; `None` if it still
