@@ -81,6 +81,40 @@ impl Case {
     }
 }
 
+impl Case {
+    /// Generates the stand-in cross-encoder of `deploy/make_standin_reranker.py` (its score is
+    /// the number of passage tokens that also occur in the query) in the case's directory;
+    /// returns its model directory.
+    pub fn standin_reranker(&self) -> Result<PathBuf> {
+        let model = self.dir.join("standin-reranker");
+        let python = std::env::var("FRESHET_PYTHON").unwrap_or_else(|_| "python3".into());
+        let st = Command::new(&python)
+            .arg(workspace_root().join("deploy/make_standin_reranker.py"))
+            .arg(&model)
+            .status()
+            .with_context(|| format!("running {python}"))?;
+        if !st.success() {
+            bail!("generating the stand-in reranker failed: {st}");
+        }
+        Ok(model)
+    }
+}
+
+/// Document ids (`metadata.doc_id`) of a Pathway answer (`[{"text", "metadata", "dist"}]`).
+pub fn pathway_doc_ids(r: &Reply) -> Result<Vec<String>> {
+    Ok(r.json()?
+        .as_array()
+        .ok_or_else(|| anyhow!("the Pathway answer is not an array: {}", r.body))?
+        .iter()
+        .map(|h| {
+            h["metadata"]["doc_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect())
+}
+
 impl QueryNode {
     fn wait_listening(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
@@ -151,17 +185,7 @@ impl QueryNode {
         if r.status != 200 {
             bail!("pathway retrieve {body} → {}: {}", r.status, r.body);
         }
-        Ok(r.json()?
-            .as_array()
-            .ok_or_else(|| anyhow!("the Pathway answer is not an array"))?
-            .iter()
-            .map(|h| {
-                h["metadata"]["doc_id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned()
-            })
-            .collect())
+        pathway_doc_ids(&r)
     }
 
     /// Polls until `pred(doc ids of retrieve(body))` holds.

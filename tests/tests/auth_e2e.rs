@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
-use freshet_tests::query::{request, QueryNode, Reply};
+use anyhow::{anyhow, Result};
+use freshet_tests::query::{pathway_doc_ids, request, QueryNode, Reply};
 use freshet_tests::{free_port, workspace_root, Case};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
@@ -92,17 +92,7 @@ fn retrieve(node: &QueryNode, cred: &str, body: &Value) -> Result<(BTreeSet<Stri
 fn pathway_ids(node: &QueryNode, cred: &str, body: &Value) -> Result<BTreeSet<String>> {
     let r = post(node, "/pathway/v1/retrieve", cred, body)?;
     anyhow::ensure!(r.status == 200, "pathway {body} → {}: {}", r.status, r.body);
-    Ok(r.json()?
-        .as_array()
-        .ok_or_else(|| anyhow!("not an array: {}", r.body))?
-        .iter()
-        .map(|h| {
-            h["metadata"]["doc_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect())
+    Ok(pathway_doc_ids(&r)?.into_iter().collect())
 }
 
 fn set(ids: &[&str]) -> BTreeSet<String> {
@@ -130,18 +120,6 @@ fn visible_chunks(case: &Case, principals: &[&str]) -> Result<u64> {
         .count() as u64)
 }
 
-fn standin_reranker(case: &Case) -> Result<String> {
-    let model = case.dir.join("standin-reranker");
-    let python = std::env::var("FRESHET_PYTHON").unwrap_or_else(|_| "python3".into());
-    let st = std::process::Command::new(&python)
-        .arg(workspace_root().join("deploy/make_standin_reranker.py"))
-        .arg(&model)
-        .status()
-        .with_context(|| format!("running {python}"))?;
-    anyhow::ensure!(st.success(), "generating the stand-in reranker failed");
-    Ok(model.display().to_string())
-}
-
 /// A key and a token bound to group A get nothing of group B anywhere; naming B is a 403.
 #[test]
 fn credentials_for_group_a_never_see_group_b() -> Result<()> {
@@ -163,7 +141,10 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
         ("FRESHET_QUERY_ADMIN_KEYS", r#"["admin-key"]"#.into()),
         ("FRESHET_QUERY_ADMIN_LISTEN", admin_addr.clone()),
         ("FRESHET_QUERY_RERANK_BACKEND", "local".into()),
-        ("FRESHET_QUERY_RERANK_MODEL_DIR", standin_reranker(&case)?),
+        (
+            "FRESHET_QUERY_RERANK_MODEL_DIR",
+            case.standin_reranker()?.display().to_string(),
+        ),
     ])?;
     node.wait_ready(Duration::from_secs(60))?;
     // Everything is searchable for a key holding both groups.

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use freshet_operators::chunk::ChunkKind;
 use freshet_tests::proxy::{host_port, TcpProxy};
 use freshet_tests::query::{request, QueryNode};
-use freshet_tests::{workspace_root, Case, RIVER_WORDS};
+use freshet_tests::{Case, RIVER_WORDS};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -549,14 +549,7 @@ fn rerank_expand_parents_and_pack() -> Result<()> {
 
     // Local cross-encoder: a generated stand-in whose score is the number of passage tokens
     // that also occur in the query (deploy/make_standin_reranker.py).
-    let model = case.dir.join("standin-reranker");
-    let python = std::env::var("FRESHET_PYTHON").unwrap_or_else(|_| "python3".into());
-    let st = std::process::Command::new(&python)
-        .arg(workspace_root().join("deploy/make_standin_reranker.py"))
-        .arg(&model)
-        .status()
-        .with_context(|| format!("running {python}"))?;
-    assert!(st.success(), "generating the stand-in reranker failed");
+    let model = case.standin_reranker()?;
     let node = case.start_query(&[
         ("FRESHET_QUERY_RERANK_BACKEND", "local".into()),
         (
