@@ -65,26 +65,17 @@ impl BatchEmbed for WorkerEmbedder {
         let started = Instant::now();
         // A model error may be about one of the texts: handed back at once, for the operator to
         // isolate. Anything else is retried.
-        let mut model_error = None;
-        let done = self
+        let (vectors, stats) = self
             .stall
             .retry(
                 "embedding through the cache",
                 "embedding_cache",
                 |_| match cached.embed(&refs) {
-                    Ok(v) => Ok(Some(v)),
-                    Err(e) if e.may_be_about_texts => {
-                        model_error = Some(e);
-                        Ok(None)
-                    }
-                    Err(e) => Err(anyhow::Error::new(e)),
+                    Err(e) if !e.may_be_about_texts => Err(anyhow::Error::new(e)),
+                    outcome => Ok(outcome),
                 },
             )
-            .map_err(|e| EmbedError::environment(format!("{e:#}")))?;
-        let Some((vectors, stats)) = done else {
-            return Err(model_error
-                .unwrap_or_else(|| EmbedError::new("the embedder failed without an error")));
-        };
+            .map_err(|e| EmbedError::environment(format!("{e:#}")))??;
         let m = &self.metrics;
         m.embed_batch.observe(started.elapsed().as_secs_f64());
         Metrics::outcome(&m.embedding_texts, "embedded", stats.embedded as u64);

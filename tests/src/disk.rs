@@ -51,7 +51,7 @@ impl SmallDisk {
             .open(&self.filler)
             .with_context(|| format!("creating {}", self.filler.display()))?;
         let block = vec![0u8; 64 * 1024];
-        let mut small = [0u8; 512];
+        let small = [0u8; 512];
         loop {
             match f.write(&block) {
                 Ok(0) => break,
@@ -61,12 +61,7 @@ impl SmallDisk {
             }
         }
         // The last few bytes of a page.
-        while let Ok(n) = f.write(&small) {
-            if n == 0 {
-                break;
-            }
-            small.fill(0);
-        }
+        while f.write(&small).is_ok_and(|n| n > 0) {}
         Ok(())
     }
 
