@@ -109,6 +109,9 @@ pub struct Case {
     /// Further processes of a multi-process (cluster) pipeline.
     peers: Vec<Child>,
     pub extra_env: Vec<(String, String)>,
+    /// Keep the directory and the collection when dropped, as for a failed test (a test that
+    /// fails by returning an error rather than by a panic sets it).
+    pub keep: bool,
 }
 
 impl Case {
@@ -147,6 +150,7 @@ impl Case {
             pipeline: None,
             peers: Vec::new(),
             extra_env: Vec::new(),
+            keep: false,
         })
     }
 
@@ -156,12 +160,17 @@ impl Case {
 
     /// Publishes one record (value `None` = tombstone).
     pub fn send(&mut self, key: &str, value: Option<&[u8]>) -> Result<()> {
+        self.send_at(key, value).map(|_| ())
+    }
+
+    /// [`Case::send`], returning the record's partition and offset.
+    pub fn send_at(&mut self, key: &str, value: Option<&[u8]>) -> Result<(i32, i64)> {
         let (p, o) = self
             .producer
             .send(&self.kafka.topic, key.as_bytes(), value)?;
         let e = self.produced.entry(p).or_insert(o);
         *e = (*e).max(o);
-        Ok(())
+        Ok((p, o))
     }
 
     /// Publishes one record to another topic the pipeline reads; [`Case::wait_indexed`] waits
@@ -488,7 +497,7 @@ impl Drop for Case {
     /// failed one leaves both for inspection.
     fn drop(&mut self) {
         let _ = self.kill_pipeline();
-        if std::thread::panicking() {
+        if self.keep || std::thread::panicking() {
             eprintln!(
                 "case {} failed: kept collection {} and {}",
                 self.name,

@@ -21,7 +21,7 @@ pub mod queries;
 pub mod stack;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
@@ -162,6 +162,8 @@ fn run(
         Some(s) => Case::new_on(&name, partitions, &s.brokers(), &s.milvus_url())?,
         None => Case::new(&name, partitions)?,
     };
+    // Kept (directory, collection, `sent.jsonl`) unless the trial gets to its end.
+    case.keep = true;
     case.extra_env.extend([
         (
             "FRESHET_PIPELINE_BATCH_MAX_RECORDS".to_string(),
@@ -308,6 +310,7 @@ fn run(
         "texts were embedded twice across restarts: {embedded} embedded in all runs, \
          {cached_vectors} distinct vectors cached"
     );
+    case.keep = false;
     Ok(Outcome {
         seed,
         partitions,
@@ -333,8 +336,7 @@ fn start_queries(
     outages: &mut Outages,
 ) -> Result<Querier> {
     for (key, value) in queries::sentinels(seed) {
-        case.send(&key, value.as_deref())?;
-        log.push((key, value));
+        send_record(case, key, value, log)?;
     }
     case.start_pipeline()?;
     case.wait_indexed(CATCH_UP)?;
@@ -376,8 +378,36 @@ fn split(rng: &mut StdRng, total: usize, n: usize) -> Vec<usize> {
 }
 
 fn send(case: &mut Case, op: &history::Op, log: &mut Vec<(String, Option<Vec<u8>>)>) -> Result<()> {
-    case.send(&op.key, op.value.as_deref())?;
-    log.push((op.key.clone(), op.value.clone()));
+    send_record(case, op.key.clone(), op.value.clone(), log)
+}
+
+/// Sends one record, logs it for the reference, and appends it with its partition and offset
+/// to `sent.jsonl` in the case's directory, which a failed trial keeps: the history as the
+/// pipeline read it, even once the trials' broker is gone.
+fn send_record(
+    case: &mut Case,
+    key: String,
+    value: Option<Vec<u8>>,
+    log: &mut Vec<(String, Option<Vec<u8>>)>,
+) -> Result<()> {
+    let (partition, offset) = case.send_at(&key, value.as_deref())?;
+    let mut line = serde_json::json!({ "partition": partition, "offset": offset, "key": key });
+    line[match value.as_deref().map(std::str::from_utf8) {
+        None => "tombstone",
+        Some(Ok(_)) => "value",
+        Some(Err(_)) => "value_lossy",
+    }] = match value.as_deref() {
+        None => true.into(),
+        Some(v) => String::from_utf8_lossy(v).into(),
+    };
+    let path = case.dir.join("sent.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    writeln!(f, "{line}").with_context(|| format!("writing {}", path.display()))?;
+    log.push((key, value));
     Ok(())
 }
 
