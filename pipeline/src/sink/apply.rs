@@ -186,6 +186,15 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         refused = refused.len(),
         "epochs durable"
     );
+    // Every id, for tracing a wrong index back to the batch that wrote it (the crash trials
+    // log at this level).
+    tracing::trace!(
+        epoch = batch.last_epoch,
+        offsets = ?payload.offsets,
+        upserts = ?upserts.iter().map(|c| c.chunk_id.as_str()).collect::<Vec<_>>(),
+        deletes = ?deletes,
+        "epochs durable: chunk ids"
+    );
     Ok(())
 }
 

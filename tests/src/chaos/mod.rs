@@ -171,7 +171,7 @@ fn run(
         ),
         (
             "FRESHET_LOG".to_string(),
-            "info,freshet_pipeline::embedder=debug".to_string(),
+            "info,freshet_pipeline::embedder=debug,freshet_pipeline::sink::apply=trace".to_string(),
         ),
     ]);
     // Slices: sent while running, then while down, for each kill; the last one during the clean run.
