@@ -128,14 +128,25 @@ pub struct Size {
 
 /// Runs the trial of `seed`, with the outages `cfg` asks for on `services` (the trials' own
 /// broker and Milvus; `None`: the shared ones, no broker or Milvus outage); an error names the
-/// seed.
+/// seed. A failed assertion (a panic) is such an error too, so that a series goes on.
 pub fn trial(
     seed: u64,
     size: Size,
     cfg: &outages::Config,
     services: Option<&Services>,
 ) -> Result<Outcome> {
-    run(seed, size, cfg, services).with_context(|| {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(seed, size, cfg, services)
+    }))
+    .unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic without a message");
+        Err(anyhow!("{msg}"))
+    })
+    .with_context(|| {
         format!(
             "chaos trial seed {seed} failed; reproduce with FRESHET_CHAOS_SEED={seed} \
              FRESHET_CHAOS_TRIALS=1 FRESHET_CHAOS_CHANGES={} FRESHET_CHAOS_OUTAGES={} \
@@ -392,14 +403,17 @@ fn send_record(
 ) -> Result<()> {
     let (partition, offset) = case.send_at(&key, value.as_deref())?;
     let mut line = serde_json::json!({ "partition": partition, "offset": offset, "key": key });
-    line[match value.as_deref().map(std::str::from_utf8) {
-        None => "tombstone",
-        Some(Ok(_)) => "value",
-        Some(Err(_)) => "value_lossy",
-    }] = match value.as_deref() {
-        None => true.into(),
-        Some(v) => String::from_utf8_lossy(v).into(),
-    };
+    match value.as_deref() {
+        None => line["tombstone"] = true.into(),
+        Some(v) => {
+            let field = if std::str::from_utf8(v).is_ok() {
+                "value"
+            } else {
+                "value_lossy"
+            };
+            line[field] = String::from_utf8_lossy(v).into();
+        }
+    }
     let path = case.dir.join("sent.jsonl");
     let mut f = std::fs::OpenOptions::new()
         .create(true)
