@@ -1,6 +1,8 @@
 //! Read operations shared by [`crate::ChunkIndexWriter`] (committed state) and
 //! [`crate::ChunkIndexReader`].
 
+use std::collections::BTreeMap;
+
 use freshet_operators::chunk::Chunk;
 use tantivy::collector::{Count, DocSetCollector, TopDocs};
 use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
@@ -85,6 +87,20 @@ pub(crate) fn existing<'a>(
     })?;
     out.sort_unstable();
     out.dedup();
+    Ok(out)
+}
+
+/// How many live documents hold each of these chunk ids (an id held by none is absent).
+pub(crate) fn live_counts(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    chunk_ids: &[String],
+) -> Result<BTreeMap<String, usize>> {
+    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+    for_each_live(searcher, s, chunk_ids, |id, _| {
+        *out.entry(id.to_owned()).or_default() += 1;
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -1,6 +1,6 @@
 //! The single writer of a chunk index.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use freshet_operators::chunk::Chunk;
@@ -191,9 +191,12 @@ impl ChunkIndexWriter {
         Ok(())
     }
 
-    /// Drops everything staged since the last commit.
+    /// Drops everything staged since the last commit. tantivy replaces its writer on a rollback, with the default merge policy: ours is set
+    /// again.
     pub fn rollback(&mut self) -> Result<()> {
         self.writer.rollback()?;
+        self.writer
+            .set_merge_policy(Box::new(streaming_merge_policy()));
         Ok(())
     }
 
@@ -215,6 +218,12 @@ impl ChunkIndexWriter {
     /// The committed chunks of a document, sorted by kind, then index.
     pub fn chunks_of_doc(&self, doc_id: &str) -> Result<Vec<Chunk>> {
         read::chunks_of_doc(&self.reader.searcher(), &self.schema, doc_id)
+    }
+
+    /// How many committed live documents hold each of these chunk ids; an id that none holds
+    /// is absent from the map. One term lookup per id and segment, no stored document read.
+    pub fn live_counts(&self, chunk_ids: &[String]) -> Result<BTreeMap<String, usize>> {
+        read::live_counts(&self.reader.searcher(), &self.schema, chunk_ids)
     }
 
     /// Number of committed chunks.
@@ -239,6 +248,18 @@ mod tests {
     use super::*;
     use tantivy::index::SegmentId;
     use tantivy::indexer::MergePolicy;
+
+    /// A rollback replaces tantivy's writer; the streaming merge policy stays.
+    #[test]
+    fn rollback_keeps_the_merge_policy() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut w = ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("open");
+        let ours = format!("{:?}", streaming_merge_policy());
+        assert_eq!(format!("{:?}", w.writer.get_merge_policy()), ours);
+        w.rollback().expect("rollback");
+        assert_eq!(format!("{:?}", w.writer.get_merge_policy()), ours);
+        assert_ne!(ours, format!("{:?}", LogMergePolicy::default()));
+    }
 
     /// A big segment and eight one-document commits: the tiny segments merge among themselves
     /// (tantivy's default policy would merge all nine, rewriting the big segment).
