@@ -37,6 +37,12 @@ pub struct StallAt {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Repair {
+    pub sink: String,
+    pub finding: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeadLetter {
     pub class: String,
     pub stage: String,
@@ -68,6 +74,7 @@ pub struct Metrics {
     pub sink_write: Family<SinkLabel, Histogram>,
     pub stall_retries: Family<StallAt, Counter>,
     pub stalled: Gauge,
+    pub index_repairs: Family<Repair, Counter>,
 }
 
 impl Metrics {
@@ -170,6 +177,13 @@ impl Metrics {
             "Writes being retried now (nothing is committed while one is), else 0",
             stalled.clone(),
         );
+        let index_repairs = Family::<Repair, Counter>::default();
+        r.register(
+            "index_repairs",
+            "Chunk ids a commit did not hold as written, written again, by sink and finding \
+             (stale: deleted but live; absent: upserted but not live; doubled: live twice)",
+            index_repairs.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             documents,
@@ -188,6 +202,7 @@ impl Metrics {
             sink_write,
             stall_retries,
             stalled,
+            index_repairs,
         }
     }
 
@@ -219,6 +234,18 @@ impl Metrics {
                 outcome: outcome.to_string(),
             })
             .inc_by(n);
+    }
+
+    /// Counts `n` chunk ids of `sink` found wrong after a commit (`finding`) and written again.
+    pub fn index_repaired(&self, sink: &str, finding: &str, n: u64) {
+        if n > 0 {
+            self.index_repairs
+                .get_or_create(&Repair {
+                    sink: sink.into(),
+                    finding: finding.into(),
+                })
+                .inc_by(n);
+        }
     }
 
     /// Counts one record sent to the dead-letter topic.

@@ -75,6 +75,7 @@ fn randomized_kills_converge_to_the_sequential_reference() -> Result<()> {
         None
     };
     let (mut brokers, mut milvuses, mut nodes, mut exits, mut resumed) = (0, 0, 0, 0, 0);
+    let mut repaired = Vec::new();
     let mut queries = QueryStats::default();
     let mut passed = 0;
     let mut failures = Vec::new();
@@ -90,6 +91,9 @@ fn randomized_kills_converge_to_the_sequential_reference() -> Result<()> {
                 exits += o.outages.pipeline_exits.len();
                 resumed += o.outages.resumed;
                 queries.add(&o.queries);
+                if o.repairs > 0 {
+                    repaired.push(seed);
+                }
                 for e in &o.outages.pipeline_exits {
                     eprintln!("seed {seed}: the pipeline stopped during an outage: {e}");
                 }
@@ -119,7 +123,8 @@ fn randomized_kills_converge_to_the_sequential_reference() -> Result<()> {
          broker {brokers}, milvus {milvuses}, query node {nodes} (pipeline runs stopped by an \
          outage and restarted: {exits}; runs caught up after an outage with Milvus equal to \
          tantivy: {resumed}); queries: {} answers checked ({} hits), {} wrong, \
-         {} degraded, 5xx {:?}, {} unanswered",
+         {} degraded, 5xx {:?}, {} unanswered; trials with a repaired tantivy commit (kept, \
+         see the pipeline log): {repaired:?}",
         queries.answers,
         queries.hits,
         queries.wrong_count,

@@ -1,10 +1,10 @@
 //! The sink's driver: one collapsed batch of epochs written to Milvus, then to tantivy, whose
-//! commit carries the Kafka offsets. A document version that an index refuses (or whose text the
-//! model could not embed) is removed from both indexes and its record dead-lettered before the
-//! commit; everything else is written and the offsets move past it. A failure that is not about
-//! one record (Milvus unreachable or timing out, a full disk) is retried while nothing is
-//! committed ([`super::stall`]); once it outlasts the stall limit it returns an error and the
-//! pipeline stops, to replay the batch after a restart.
+//! commit carries the Kafka offsets and is read back ([`super::verify`]). A document version
+//! that an index refuses (or whose text the model could not embed) is removed from both indexes
+//! and its record dead-lettered before the commit; everything else is written and the offsets
+//! move past it. A failure that is not about one record (Milvus unreachable or timing out, a
+//! full disk) is retried while nothing is committed ([`super::stall`]); once it outlasts the
+//! stall limit it returns an error and the pipeline stops, to replay the batch after a restart.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use freshet_operators::ingest::Stage;
 use freshet_tantivy::CommitPayload;
 
 use super::plan::{self, Batch, RecordRef, TopicPartition};
-use super::{SinkMsg, Sinks};
+use super::{verify, SinkMsg, Sinks};
 use crate::metrics::Metrics;
 
 /// DLQ class of a version whose text the model could not embed.
@@ -161,6 +161,13 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
             tantivy.commit(&payload).context("committing")?;
             Ok(())
         })?;
+    verify::check_and_repair(
+        &mut sinks.tantivy,
+        &sinks.stall,
+        &sinks.metrics,
+        (&upserts, &deletes),
+        &payload,
+    )?;
     fail::fail_point!("sink.after_commit");
     let m = &sinks.metrics;
     m.sink_write("tantivy", started.elapsed().as_secs_f64());

@@ -4,10 +4,12 @@
 //! indexes, so a probe after it tells every worker which offsets it may commit.
 //!
 //! [`plan`] collapses epochs into what each document needs (pure, unit-tested); [`apply`] is the
-//! driver that writes them, isolating the document versions an index refuses.
+//! driver that writes them, isolating the document versions an index refuses; [`verify`] reads
+//! each tantivy commit back and writes again what it does not hold.
 
 mod apply;
 pub mod plan;
+pub mod verify;
 
 pub use apply::apply_epochs;
 

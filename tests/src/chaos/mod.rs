@@ -70,6 +70,8 @@ pub struct Outcome {
     pub chunks: usize,
     pub outages: outages::Report,
     pub queries: QueryStats,
+    /// Commits the pipeline found wrong and wrote again ([`freshet_pipeline::sink::verify`]).
+    pub repairs: usize,
 }
 
 impl Outcome {
@@ -90,7 +92,7 @@ impl Outcome {
             "seed={} partitions={} batch={} changes={} chunks={} dead_letters={} embedded={} \
              cached={} kills=[{}] outages: broker={} milvus={} (down {} ms, restart {} ms) \
              query_node={} pipeline_exits={} resumed={} [{}] queries: answers={} hits={} wrong={} \
-             degraded={} 5xx={} unanswered={}",
+             degraded={} 5xx={} unanswered={} repaired_commits={}",
             self.seed,
             self.partitions,
             self.batch_max_records,
@@ -114,6 +116,7 @@ impl Outcome {
             q.degraded,
             q.five_xx(),
             q.unanswered,
+            self.repairs,
         )
     }
 }
@@ -321,7 +324,9 @@ fn run(
         "texts were embedded twice across restarts: {embedded} embedded in all runs, \
          {cached_vectors} distinct vectors cached"
     );
-    case.keep = false;
+    // A repaired commit passes, but is a defect to trace: its directory and collection stay.
+    let repairs = repairs_in_log(&log_path)?;
+    case.keep = repairs > 0;
     Ok(Outcome {
         seed,
         partitions,
@@ -334,6 +339,7 @@ fn run(
         chunks: expected.len(),
         outages: outages.report,
         queries,
+        repairs,
     })
 }
 
@@ -549,4 +555,14 @@ fn embedded_in_log(path: &std::path::Path, clean_from: u64) -> Result<(u64, u64)
         Ok(n)
     };
     Ok((sum(&all)?, sum(&clean)?))
+}
+
+/// How many commits the pipeline's runs found wrong and wrote again.
+fn repairs_in_log(path: &std::path::Path) -> Result<usize> {
+    let log =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(log
+        .lines()
+        .filter(|l| l.contains(freshet_pipeline::sink::verify::REPAIRING))
+        .count())
 }
