@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use freshet_operators::chunk::Chunk;
 use tantivy::collector::{Count, DocSetCollector, TopDocs};
 use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::IndexRecordOption;
+use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{
     DocAddress, DocSet, Index, Searcher, TantivyDocument, TantivyError, Term, TERMINATED,
 };
@@ -67,7 +67,7 @@ pub(crate) fn get_many(
     chunk_ids: &[String],
 ) -> Result<Vec<Chunk>> {
     let mut out = Vec::with_capacity(chunk_ids.len());
-    for_each_live(searcher, s, chunk_ids, |_, addr| {
+    for_each_live(searcher, s.chunk_id, chunk_ids, |_, addr| {
         out.push(s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?);
         Ok(())
     })?;
@@ -81,7 +81,7 @@ pub(crate) fn existing<'a>(
     chunk_ids: &'a [String],
 ) -> Result<Vec<&'a str>> {
     let mut out = Vec::new();
-    for_each_live(searcher, s, chunk_ids, |id, _| {
+    for_each_live(searcher, s.chunk_id, chunk_ids, |id, _| {
         out.push(id);
         Ok(())
     })?;
@@ -90,36 +90,37 @@ pub(crate) fn existing<'a>(
     Ok(out)
 }
 
-/// How many live documents hold each of these chunk ids (an id held by none is absent).
+/// How many live documents hold each of these values of the raw text field `field` (chunk
+/// ids, document ids); a value held by none is absent from the map.
 pub(crate) fn live_counts(
     searcher: &Searcher,
-    s: &ChunkSchema,
-    chunk_ids: &[String],
+    field: Field,
+    values: &[String],
 ) -> Result<BTreeMap<String, usize>> {
     let mut out: BTreeMap<String, usize> = BTreeMap::new();
-    for_each_live(searcher, s, chunk_ids, |id, _| {
-        *out.entry(id.to_owned()).or_default() += 1;
+    for_each_live(searcher, field, values, |v, _| {
+        *out.entry(v.to_owned()).or_default() += 1;
         Ok(())
     })?;
     Ok(out)
 }
 
-/// Calls `f` with each live document whose chunk id is one of `chunk_ids` (an id given twice is
-/// visited once per live document).
+/// Calls `f` with each live document whose raw text field `field` holds one of `values` (a
+/// value given twice is visited once per live document).
 fn for_each_live<'a>(
     searcher: &Searcher,
-    s: &ChunkSchema,
-    chunk_ids: &'a [String],
+    field: Field,
+    values: &'a [String],
     mut f: impl FnMut(&'a str, DocAddress) -> Result<()>,
 ) -> Result<()> {
-    let mut unique: Vec<&str> = chunk_ids.iter().map(String::as_str).collect();
+    let mut unique: Vec<&str> = values.iter().map(String::as_str).collect();
     unique.sort_unstable();
     unique.dedup();
     for (segment_ord, seg) in searcher.segment_readers().iter().enumerate() {
-        let inverted = seg.inverted_index(s.chunk_id)?;
+        let inverted = seg.inverted_index(field)?;
         let alive = seg.alive_bitset();
         for id in &unique {
-            let term = Term::from_field_text(s.chunk_id, id);
+            let term = Term::from_field_text(field, id);
             let Some(mut postings) = inverted
                 .read_postings(&term, IndexRecordOption::Basic)
                 .map_err(TantivyError::from)?

@@ -222,8 +222,14 @@ impl ChunkIndexWriter {
 
     /// How many committed live documents hold each of these chunk ids; an id that none holds
     /// is absent from the map. One term lookup per id and segment, no stored document read.
-    pub fn live_counts(&self, chunk_ids: &[String]) -> Result<BTreeMap<String, usize>> {
-        read::live_counts(&self.reader.searcher(), &self.schema, chunk_ids)
+    pub fn live_chunk_counts(&self, chunk_ids: &[String]) -> Result<BTreeMap<String, usize>> {
+        read::live_counts(&self.reader.searcher(), self.schema.chunk_id, chunk_ids)
+    }
+
+    /// How many committed live chunks each of these documents has (documents with none are
+    /// absent from the map). One term lookup per document and segment.
+    pub fn live_doc_counts(&self, doc_ids: &[String]) -> Result<BTreeMap<String, usize>> {
+        read::live_counts(&self.reader.searcher(), self.schema.doc_id, doc_ids)
     }
 
     /// Number of committed chunks.

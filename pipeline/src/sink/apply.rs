@@ -161,11 +161,25 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
             tantivy.commit(&payload).context("committing")?;
             Ok(())
         })?;
+    // Each document written holds its final version's chunks: all of its upserts, those not
+    // rewritten included; none when it was deleted or refused.
+    let expected: verify::Expected<'_> = batch
+        .docs
+        .iter()
+        .map(|(doc, d)| {
+            let chunks = if refused.contains_key(doc) {
+                Vec::new()
+            } else {
+                d.upserts.values().map(|r| &r.chunk).collect()
+            };
+            (doc.as_str(), chunks)
+        })
+        .collect();
     verify::check_and_repair(
         &mut sinks.tantivy,
         &sinks.stall,
         &sinks.metrics,
-        (&upserts, &deletes),
+        &expected,
         &payload,
     )?;
     fail::fail_point!("sink.after_commit");

@@ -1,12 +1,17 @@
-//! What the sink reads back after each tantivy commit: every chunk id the batch deleted (and did
-//! not upsert again) is gone, and every chunk id it upserted is held by exactly one live
-//! document. A commit that left the index otherwise is written again (the stale ids deleted,
-//! the absent or doubled chunks upserted, committed with the same payload) and checked once more;
-//! an index that still differs stops the pipeline. Each repair is logged at error level and
-//! counted (`index_repairs_total`): it means tantivy reported a write durable that it did not
-//! hold, and the log names the ids.
+//! What the sink reads back after each tantivy commit: every document the batch wrote must
+//! hold exactly the chunks of its final version (each once), and a document the batch deleted or
+//! refused none. A new version reaches the sink as an upsert of every one of its chunks (each
+//! record carries its version's `doc_hash`, see [`super::plan`]), so the batch knows each such
+//! document's whole chunk set, including the chunks it did not need to rewrite.
 //!
-//! The check costs one term lookup per written id and segment, and no stored document is read.
+//! A commit that left the index otherwise is written again (the stale chunks deleted, the absent
+//! or doubled ones upserted, committed with the same payload) and checked once more; an index
+//! that still differs stops the pipeline. Each repair is logged at error level and counted
+//! (`index_repairs_total`): it means the index held something other than what the dataflow
+//! wrote or believed, and the log names the ids.
+//!
+//! The check costs one term lookup per chunk id and per document in each segment; stored
+//! documents are read only for a document holding more chunks than it should.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -20,70 +25,42 @@ use crate::stall::Stall;
 
 /// The error line of a commit found wrong (the crash trials count them).
 pub const REPAIRING: &str =
-    "tantivy's commit does not hold the batch it was given; writing the difference again";
+    "tantivy's commit does not hold the documents of its batch; writing the difference again";
 
-/// How a committed index differs from the batch it was given.
+/// What tantivy must hold of each document a batch wrote: the chunks of its final version,
+/// none for a document deleted or refused.
+pub type Expected<'a> = BTreeMap<&'a str, Vec<&'a Chunk>>;
+
+/// How a committed index differs from what it must hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Findings {
-    /// Deleted by the batch, still live.
+    /// Live, but not a chunk of its document's version.
     pub stale: Vec<String>,
-    /// Upserted by the batch, not live.
+    /// A chunk of a version, not live.
     pub absent: Vec<String>,
-    /// Upserted by the batch, live more than once.
+    /// A chunk of a version, live more than once.
     pub doubled: Vec<String>,
 }
 
 impl Findings {
-    /// The findings from the live count of each written id (`counts` lacks an id no live
-    /// document holds).
-    pub fn from_counts(
-        upserts: &[Chunk],
-        deletes: &[String],
-        counts: &BTreeMap<String, usize>,
-    ) -> Findings {
-        let upserted: BTreeSet<&str> = upserts.iter().map(|c| c.chunk_id.as_str()).collect();
-        let count = |id: &str| counts.get(id).copied().unwrap_or(0);
-        let deleted: BTreeSet<&str> = deletes
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !upserted.contains(id))
-            .collect();
-        Findings {
-            stale: deleted
-                .into_iter()
-                .filter(|id| count(id) > 0)
-                .map(str::to_owned)
-                .collect(),
-            absent: upserted
-                .iter()
-                .filter(|id| count(id) == 0)
-                .map(|id| (*id).to_owned())
-                .collect(),
-            doubled: upserted
-                .iter()
-                .filter(|id| count(id) > 1)
-                .map(|id| (*id).to_owned())
-                .collect(),
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         self.stale.is_empty() && self.absent.is_empty() && self.doubled.is_empty()
     }
 
-    /// The chunks to write again: the last record of each absent or doubled id.
-    fn rewrite(&self, upserts: &[Chunk]) -> Vec<Chunk> {
+    /// The chunks to write again: each absent or doubled one.
+    fn rewrite(&self, expected: &Expected<'_>) -> Vec<Chunk> {
         let ids: BTreeSet<&str> = self
             .absent
             .iter()
             .chain(&self.doubled)
             .map(String::as_str)
             .collect();
-        let mut last: BTreeMap<&str, &Chunk> = BTreeMap::new();
-        for c in upserts.iter().filter(|c| ids.contains(c.chunk_id.as_str())) {
-            last.insert(c.chunk_id.as_str(), c);
-        }
-        last.into_values().cloned().collect()
+        expected
+            .values()
+            .flatten()
+            .filter(|c| ids.contains(c.chunk_id.as_str()))
+            .map(|c| (*c).clone())
+            .collect()
     }
 }
 
@@ -91,25 +68,78 @@ impl fmt::Display for Findings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "stale (deleted, still live): {:?}; absent (upserted, not live): {:?}; doubled \
-             (upserted, live more than once): {:?}",
+            "stale (live, not of the version): {:?}; absent (of the version, not live): {:?}; \
+             doubled (live more than once): {:?}",
             self.stale, self.absent, self.doubled
         )
     }
 }
 
-/// Reads back the committed index for the batch's ids.
-pub fn check(
-    tantivy: &ChunkIndexWriter,
-    upserts: &[Chunk],
-    deletes: &[String],
-) -> Result<Findings> {
-    let mut ids: Vec<String> = upserts.iter().map(|c| c.chunk_id.clone()).collect();
-    ids.extend(deletes.iter().cloned());
-    let counts = tantivy
-        .live_counts(&ids)
-        .context("reading the written ids back from tantivy")?;
-    Ok(Findings::from_counts(upserts, deletes, &counts))
+/// Reads the committed index back for the documents of `expected`.
+pub fn check(tantivy: &ChunkIndexWriter, expected: &Expected<'_>) -> Result<Findings> {
+    let ids: Vec<String> = expected
+        .values()
+        .flatten()
+        .map(|c| c.chunk_id.clone())
+        .collect();
+    let docs: Vec<String> = expected.keys().map(|d| (*d).to_owned()).collect();
+    let chunk_counts = tantivy
+        .live_chunk_counts(&ids)
+        .context("reading the written chunk ids back from tantivy")?;
+    let doc_counts = tantivy
+        .live_doc_counts(&docs)
+        .context("reading the written documents back from tantivy")?;
+    let (mut found, extra) = tally(expected, &chunk_counts, &doc_counts);
+    for doc in extra {
+        let wanted: BTreeSet<&str> = expected
+            .get(doc)
+            .into_iter()
+            .flatten()
+            .map(|c| c.chunk_id.as_str())
+            .collect();
+        let held = tantivy
+            .chunks_of_doc(doc)
+            .with_context(|| format!("reading the chunks of {doc:?} from tantivy"))?;
+        found.stale.extend(
+            held.into_iter()
+                .map(|c| c.chunk_id)
+                .filter(|id| !wanted.contains(id.as_str())),
+        );
+    }
+    found.stale.sort();
+    found.stale.dedup();
+    Ok(found)
+}
+
+/// The absent and doubled chunks from the live counts of each chunk id and each document, and
+/// the documents holding more live chunks than their version's (whose stale chunks are found by
+/// reading them).
+fn tally<'a>(
+    expected: &Expected<'a>,
+    chunk_counts: &BTreeMap<String, usize>,
+    doc_counts: &BTreeMap<String, usize>,
+) -> (Findings, Vec<&'a str>) {
+    let count = |id: &str| chunk_counts.get(id).copied().unwrap_or(0);
+    let mut found = Findings::default();
+    let mut extra = Vec::new();
+    for (doc, chunks) in expected {
+        let mut matched = 0;
+        for c in chunks {
+            match count(&c.chunk_id) {
+                0 => found.absent.push(c.chunk_id.clone()),
+                1 => matched += 1,
+                n => {
+                    found.doubled.push(c.chunk_id.clone());
+                    matched += n;
+                }
+            }
+        }
+        // Every live chunk of the version is in `matched`: anything more is stale.
+        if doc_counts.get(*doc).copied().unwrap_or(0) > matched {
+            extra.push(*doc);
+        }
+    }
+    (found, extra)
 }
 
 /// Checks the commit of a batch and writes what it lacks again (see the module docs). Returns
@@ -118,11 +148,10 @@ pub fn check_and_repair(
     tantivy: &mut ChunkIndexWriter,
     stall: &Stall,
     metrics: &Metrics,
-    batch: (&[Chunk], &[String]),
+    expected: &Expected<'_>,
     payload: &CommitPayload,
 ) -> Result<Findings> {
-    let (upserts, deletes) = batch;
-    let found = check(tantivy, upserts, deletes)?;
+    let found = check(tantivy, expected)?;
     if found.is_empty() {
         return Ok(found);
     }
@@ -134,7 +163,7 @@ pub fn check_and_repair(
     ] {
         metrics.index_repaired("tantivy", kind, n as u64);
     }
-    let again = found.rewrite(upserts);
+    let again = found.rewrite(expected);
     stall.retry("repairing the tantivy commit", "tantivy", |attempt| {
         if attempt > 0 {
             tantivy
@@ -147,7 +176,7 @@ pub fn check_and_repair(
         tantivy.commit(payload).context("committing the repair")?;
         Ok(())
     })?;
-    let after = check(tantivy, upserts, deletes)?;
+    let after = check(tantivy, expected)?;
     if !after.is_empty() {
         return Err(anyhow!(
             "tantivy still does not hold the batch after writing it again: {after}"

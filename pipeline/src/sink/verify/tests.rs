@@ -4,10 +4,6 @@ use freshet_operators::testing::chunk;
 
 use super::*;
 
-fn ids(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| (*s).to_owned()).collect()
-}
-
 fn payload(next: i64) -> CommitPayload {
     CommitPayload::new(
         BTreeMap::from([("docs".to_owned(), BTreeMap::from([(0, next)]))]),
@@ -15,46 +11,73 @@ fn payload(next: i64) -> CommitPayload {
     )
 }
 
-#[test]
-fn findings_from_live_counts() {
-    let (a, b, c) = (chunk("d", "a"), chunk("d", "b"), chunk("d", "c"));
-    let upserts = vec![a.clone(), b.clone(), c.clone()];
-    // `b` is deleted and upserted in one batch: present is right. `x` and `y` are deletes.
-    let deletes = ids(&["x", "y", &b.chunk_id]);
-    let counts = BTreeMap::from([
-        (a.chunk_id.clone(), 1),
-        (b.chunk_id.clone(), 2),
-        ("y".to_owned(), 1),
-    ]);
-    let found = Findings::from_counts(&upserts, &deletes, &counts);
-    assert_eq!(found.stale, ids(&["y"]));
-    assert_eq!(found.absent, vec![c.chunk_id.clone()]);
-    assert_eq!(found.doubled, vec![b.chunk_id.clone()]);
-    let mut again: Vec<String> = found
-        .rewrite(&upserts)
+fn open(dir: &tempfile::TempDir) -> ChunkIndexWriter {
+    ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("open")
+}
+
+fn live_ids(w: &ChunkIndexWriter) -> Vec<String> {
+    let mut ids: Vec<String> = w
+        .load_all()
+        .expect("load")
         .into_iter()
         .map(|c| c.chunk_id)
         .collect();
-    again.sort();
-    let mut want = vec![b.chunk_id.clone(), c.chunk_id.clone()];
-    want.sort();
-    assert_eq!(again, want);
+    ids.sort();
+    ids
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn tally_counts_absent_doubled_and_documents_with_more() {
+    let (a, b, c) = (chunk("d", "a"), chunk("d", "b"), chunk("d", "c"));
+    let e = chunk("e", "e");
+    let expected: Expected<'_> = BTreeMap::from([("d", vec![&a, &b, &c]), ("e", vec![&e])]);
+    let chunk_counts = BTreeMap::from([
+        (a.chunk_id.clone(), 1),
+        (b.chunk_id.clone(), 2),
+        (e.chunk_id.clone(), 1),
+    ]);
+    // d: a once, b twice, c absent = 3 matched; 3 live: nothing more. e: 2 live for 1 matched.
+    let doc_counts = BTreeMap::from([("d".to_owned(), 3), ("e".to_owned(), 2)]);
+    let (found, extra) = tally(&expected, &chunk_counts, &doc_counts);
+    assert_eq!(found.absent, vec![c.chunk_id.clone()]);
+    assert_eq!(found.doubled, vec![b.chunk_id.clone()]);
+    assert!(found.stale.is_empty());
+    assert_eq!(extra, vec!["e"]);
+    assert_eq!(
+        sorted(
+            found
+                .rewrite(&expected)
+                .into_iter()
+                .map(|c| c.chunk_id)
+                .collect()
+        ),
+        sorted(vec![b.chunk_id.clone(), c.chunk_id.clone()])
+    );
 
     let right = BTreeMap::from([
         (a.chunk_id.clone(), 1),
         (b.chunk_id.clone(), 1),
         (c.chunk_id.clone(), 1),
+        (e.chunk_id.clone(), 1),
     ]);
-    assert!(Findings::from_counts(&upserts, &deletes, &right).is_empty());
+    let docs = BTreeMap::from([("d".to_owned(), 3), ("e".to_owned(), 1)]);
+    let (found, extra) = tally(&expected, &right, &docs);
+    assert!(found.is_empty() && extra.is_empty());
 }
 
-/// A commit that lost one delete of its batch (written here by leaving the id out of what
-/// tantivy was given): the check names it, the repair deletes it under the same payload, and
-/// the rest of the index is untouched.
+/// A commit whose index kept a chunk that the document's new version left (here by leaving its
+/// delete out of what tantivy was given, as a lost delete or a dataflow that never sent it
+/// would): the check names it, the repair deletes it under the same payload, and nothing else
+/// changes.
 #[test]
-fn a_lost_delete_is_found_and_written_again() {
+fn a_stale_chunk_is_found_and_deleted() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut w = ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("open");
+    let mut w = open(&dir);
     let (old_a, kept, other) = (
         chunk("d", "part one, first version"),
         chunk("d", "part two"),
@@ -64,36 +87,31 @@ fn a_lost_delete_is_found_and_written_again() {
         .expect("apply");
     w.commit(&payload(1)).expect("commit");
 
-    // The next version replaces part one and moves part two; its delete of the old part one
-    // does not reach tantivy.
+    // The next version replaces part one and moves part two.
     let new_a = chunk("d", "part one, second version");
     let moved = Chunk {
         char_start: 30,
         ..kept.clone()
     };
-    let upserts = vec![new_a.clone(), moved.clone()];
-    let deletes = ids(&[&old_a.chunk_id]);
-    w.apply(&upserts, &[]).expect("apply");
+    w.apply(&[new_a.clone(), moved.clone()], &[])
+        .expect("apply");
     w.commit(&payload(2)).expect("commit");
     assert!(w.get(&old_a.chunk_id).expect("get").is_some());
 
     let stall = crate::stall::for_tests(Duration::from_secs(5));
     let metrics = Metrics::new();
-    let found = check_and_repair(&mut w, &stall, &metrics, (&upserts, &deletes), &payload(2))
-        .expect("repair");
-    assert_eq!(found.stale, deletes);
+    let expected: Expected<'_> = BTreeMap::from([("d", vec![&new_a, &moved])]);
+    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &payload(2)).expect("repair");
+    assert_eq!(found.stale, vec![old_a.chunk_id.clone()]);
     assert!(found.absent.is_empty() && found.doubled.is_empty());
-    assert!(w.get(&old_a.chunk_id).expect("get").is_none());
-    let mut live: Vec<String> = w
-        .load_all()
-        .expect("load")
-        .into_iter()
-        .map(|c| c.chunk_id)
-        .collect();
-    live.sort();
-    let mut want = vec![new_a.chunk_id, moved.chunk_id.clone(), other.chunk_id];
-    want.sort();
-    assert_eq!(live, want);
+    assert_eq!(
+        live_ids(&w),
+        sorted(vec![
+            new_a.chunk_id.clone(),
+            moved.chunk_id.clone(),
+            other.chunk_id
+        ])
+    );
     assert_eq!(
         w.get(&moved.chunk_id).expect("get").map(|c| c.char_start),
         Some(30)
@@ -104,29 +122,32 @@ fn a_lost_delete_is_found_and_written_again() {
         .encode()
         .contains(r#"freshet_pipeline_index_repairs_total{sink="tantivy",finding="stale"} 1"#));
 
-    // A commit that holds its batch is left alone and counts nothing.
-    let found = check_and_repair(&mut w, &stall, &metrics, (&upserts, &deletes), &payload(2))
-        .expect("check");
+    // A commit that holds its documents is left alone and counts nothing more.
+    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &payload(2)).expect("check");
     assert!(found.is_empty());
+    assert!(metrics
+        .encode()
+        .contains(r#"freshet_pipeline_index_repairs_total{sink="tantivy",finding="stale"} 1"#));
 }
 
-/// An upsert that did not reach tantivy is written again.
+/// A chunk of the version that the index lacks is written again, also one the batch did not
+/// rewrite (unchanged); a deleted document's chunks that stayed are deleted.
 #[test]
-fn an_absent_upsert_is_written_again() {
+fn absent_chunks_are_written_and_a_deleted_documents_deleted() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut w = ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("open");
-    let a = chunk("d", "alpha");
+    let mut w = open(&dir);
+    let (a, unchanged) = (chunk("d", "alpha"), chunk("d", "unchanged"));
+    let gone = chunk("g", "a deleted document");
+    w.apply(std::slice::from_ref(&gone), &[]).expect("apply");
     w.commit(&payload(1)).expect("commit");
     let stall = crate::stall::for_tests(Duration::from_secs(5));
     let metrics = Metrics::new();
-    let found = check_and_repair(
-        &mut w,
-        &stall,
-        &metrics,
-        (std::slice::from_ref(&a), &[]),
-        &payload(1),
-    )
-    .expect("repair");
-    assert_eq!(found.absent, vec![a.chunk_id.clone()]);
-    assert_eq!(w.get(&a.chunk_id).expect("get"), Some(a));
+    let expected: Expected<'_> = BTreeMap::from([("d", vec![&a, &unchanged]), ("g", vec![])]);
+    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &payload(1)).expect("repair");
+    assert_eq!(
+        found.absent,
+        vec![a.chunk_id.clone(), unchanged.chunk_id.clone()]
+    );
+    assert_eq!(found.stale, vec![gone.chunk_id.clone()]);
+    assert_eq!(live_ids(&w), sorted(vec![a.chunk_id, unchanged.chunk_id]));
 }
