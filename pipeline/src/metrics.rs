@@ -180,8 +180,9 @@ impl Metrics {
         let index_repairs = Family::<Repair, Counter>::default();
         r.register(
             "index_repairs",
-            "Chunk ids a commit did not hold as written, written again, by sink and finding \
-             (stale: deleted but live; absent: upserted but not live; doubled: live twice)",
+            "Chunks a commit did not hold as it should, written again, by sink and finding \
+             (stale: live but not of its document's version; absent: of the version but not \
+             live; doubled: live twice)",
             index_repairs.clone(),
         );
         Metrics {

@@ -95,7 +95,7 @@ pub(crate) fn existing<'a>(
 pub(crate) fn live_counts(
     searcher: &Searcher,
     field: Field,
-    values: &[String],
+    values: &[&str],
 ) -> Result<BTreeMap<String, usize>> {
     let mut out: BTreeMap<String, usize> = BTreeMap::new();
     for_each_live(searcher, field, values, |v, _| {
@@ -110,10 +110,10 @@ pub(crate) fn live_counts(
 fn for_each_live<'a>(
     searcher: &Searcher,
     field: Field,
-    values: &'a [String],
+    values: &'a [impl AsRef<str>],
     mut f: impl FnMut(&'a str, DocAddress) -> Result<()>,
 ) -> Result<()> {
-    let mut unique: Vec<&str> = values.iter().map(String::as_str).collect();
+    let mut unique: Vec<&str> = values.iter().map(AsRef::as_ref).collect();
     unique.sort_unstable();
     unique.dedup();
     for (segment_ord, seg) in searcher.segment_readers().iter().enumerate() {

@@ -191,8 +191,8 @@ impl ChunkIndexWriter {
         Ok(())
     }
 
-    /// Drops everything staged since the last commit. tantivy replaces its writer on a rollback, with the default merge policy: ours is set
-    /// again.
+    /// Drops everything staged since the last commit. tantivy replaces its writer on a
+    /// rollback, with the default merge policy: ours is set again.
     pub fn rollback(&mut self) -> Result<()> {
         self.writer.rollback()?;
         self.writer
@@ -222,13 +222,13 @@ impl ChunkIndexWriter {
 
     /// How many committed live documents hold each of these chunk ids; an id that none holds
     /// is absent from the map. One term lookup per id and segment, no stored document read.
-    pub fn live_chunk_counts(&self, chunk_ids: &[String]) -> Result<BTreeMap<String, usize>> {
+    pub fn live_chunk_counts(&self, chunk_ids: &[&str]) -> Result<BTreeMap<String, usize>> {
         read::live_counts(&self.reader.searcher(), self.schema.chunk_id, chunk_ids)
     }
 
     /// How many committed live chunks each of these documents has (documents with none are
     /// absent from the map). One term lookup per document and segment.
-    pub fn live_doc_counts(&self, doc_ids: &[String]) -> Result<BTreeMap<String, usize>> {
+    pub fn live_doc_counts(&self, doc_ids: &[&str]) -> Result<BTreeMap<String, usize>> {
         read::live_counts(&self.reader.searcher(), self.schema.doc_id, doc_ids)
     }
 

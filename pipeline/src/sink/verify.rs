@@ -77,12 +77,12 @@ impl fmt::Display for Findings {
 
 /// Reads the committed index back for the documents of `expected`.
 pub fn check(tantivy: &ChunkIndexWriter, expected: &Expected<'_>) -> Result<Findings> {
-    let ids: Vec<String> = expected
+    let ids: Vec<&str> = expected
         .values()
         .flatten()
-        .map(|c| c.chunk_id.clone())
+        .map(|c| c.chunk_id.as_str())
         .collect();
-    let docs: Vec<String> = expected.keys().map(|d| (*d).to_owned()).collect();
+    let docs: Vec<&str> = expected.keys().copied().collect();
     let chunk_counts = tantivy
         .live_chunk_counts(&ids)
         .context("reading the written chunk ids back from tantivy")?;
