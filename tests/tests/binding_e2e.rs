@@ -5,11 +5,14 @@
 //! than a small share of the collection unless told to. Real broker, Milvus, model and binary.
 
 use std::collections::BTreeSet;
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use freshet_tantivy::ChunkIndexWriter;
-use freshet_tests::{expected_chunks, Case, RIVER_WORDS};
+use freshet_tests::{
+    env, expected_chunks, free_port, freshet_bin, workspace_root, Case, RIVER_WORDS,
+};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -111,7 +114,40 @@ fn a_wrong_index_path_never_empties_the_collection() -> Result<()> {
     case.run_args.clear();
     case.tantivy = right.clone();
     refused(&mut case, &[&first_id, &second_id, "--adopt-collection"])?;
-    ensure!(case.milvus_index_id()? == Some(Some(second_id)));
+    ensure!(case.milvus_index_id()? == Some(Some(second_id.clone())));
+    // A query node on it serves BM25 but no vector hits from the other index's collection.
+    let node = case.start_query(&[])?;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = node.get("/readyz")?;
+        if r.status != 200 && r.body.contains("belongs to index") {
+            ensure!(
+                r.body.contains(&second_id) && r.body.contains(&first_id),
+                "{}",
+                r.body
+            );
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "readyz: {} {}",
+            r.status,
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let q = "river delta sediment";
+    let r = node.post("/v1/retrieve", &json!({"query": q, "mode": "vector"}))?;
+    ensure!(
+        r.status == 503 && r.body.contains("belongs to index"),
+        "{} {}",
+        r.status,
+        r.body
+    );
+    ensure!(!node
+        .doc_ids(&json!({"query": q, "mode": "bm25"}))?
+        .is_empty());
+    drop(node);
 
     // Without a collection, a new index behind the consumer group is refused too.
     case.drop_milvus_collection()?;
@@ -215,5 +251,74 @@ fn a_crash_between_the_two_writes_is_reconciled_without_asking() -> Result<()> {
     case.wait_indexed(WAIT)?;
     case.stop_pipeline()?;
     case.assert_holds_exactly(&expected_chunks(&log)?)?;
+    Ok(())
+}
+
+/// `deploy/start-pipeline.sh` keeps the index where the binaries look by default: a command run
+/// afterwards in a new shell (no variable exported by the scripts) sees the stack's index.
+#[test]
+fn a_new_shell_sees_the_index_the_scripts_keep() -> Result<()> {
+    let mut case = Case::new("newshell", 1)?;
+    let home = case.dir.join("home");
+    let deploy = workspace_root().join("deploy");
+    // What both shells share: the user's own settings, none of the scripts' exports.
+    let settings = [
+        ("FRESHET_HOME", home.display().to_string()),
+        ("FRESHET_KAFKA_BROKERS", case.kafka.brokers.clone()),
+        ("FRESHET_KAFKA_TOPIC", case.kafka.topic.clone()),
+        ("FRESHET_KAFKA_DLQ_TOPIC", case.kafka.dlq_topic.clone()),
+        ("FRESHET_KAFKA_GROUP_ID", case.kafka.group_id.clone()),
+        ("FRESHET_MILVUS_URL", case.milvus_url.clone()),
+        ("FRESHET_MILVUS_COLLECTION", case.collection.clone()),
+        ("FRESHET_EMBEDDING_MODEL_DIR", env("FRESHET_MODEL_DIR")),
+    ];
+    let shell = |cmd: &mut Command| {
+        cmd.env_remove("FRESHET_RUN_DIR")
+            .env_remove("FRESHET_TANTIVY_PATH")
+            .envs(settings.iter().map(|(k, v)| (k, v)));
+    };
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut start = Command::new(deploy.join("start-pipeline.sh"));
+    shell(&mut start);
+    start
+        .env("FRESHET_BIN", freshet_bin())
+        .env("FRESHET_METRICS_LISTEN", &listen);
+    let out = start.output()?;
+    let stop = || {
+        let mut stop = Command::new(deploy.join("stop-pipeline.sh"));
+        shell(&mut stop);
+        stop.output()
+    };
+    let checked = (|| {
+        ensure!(out.status.success(), "start-pipeline.sh: {out:?}");
+        let mut log = Log::new();
+        publish_docs(&mut case, &mut log, "doc", 3)?;
+        let tools = freshet_bin().with_file_name("freshet-tools");
+        let mut status = Command::new(&tools);
+        shell(&mut status);
+        let out = status.args(["status", "--wait-secs", "120"]).output()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        ensure!(out.status.success(), "freshet-tools status: {out:?}");
+        let index = home.join("run").join("index").join("tantivy");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("tantivy "))
+            .context("no tantivy line")?;
+        ensure!(
+            line.starts_with(&format!("tantivy {}: ", index.display())),
+            "{text}"
+        );
+        let chunks: u64 = line
+            .split(": ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .context("no chunk count")?;
+        ensure!(chunks >= 3 && text.contains("caught up"), "{text}");
+        Ok(())
+    })();
+    let stopped = stop()?;
+    checked?;
+    ensure!(stopped.status.success(), "stop-pipeline.sh: {stopped:?}");
     Ok(())
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use freshet_embedding::{DiskCache, FastEmbedder};
+use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
 use freshet_kafka::{admin, DlqProducer, KafkaConfig, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::chunk::{Chunk, ChunkKind, HfTokenCounter};
@@ -293,17 +293,10 @@ fn recover(
         max_share: config.pipeline.reconcile_max_delete_share,
         expected: crate::sink::pending::read(tantivy.path(), payload_epoch),
     };
-    reconcile::reconcile(
-        &runtime,
-        &milvus,
-        &leaves,
-        rows,
-        &bound,
-        ModelRef(model),
-        cache.clone(),
-        config.embedding.batch_size,
-    )
-    .context("reconciling Milvus with the tantivy index")?;
+    let mut embedder =
+        CachedEmbedder::new(ModelRef(model), cache.clone(), config.embedding.batch_size);
+    reconcile::reconcile(&runtime, &milvus, &leaves, rows, &bound, &mut embedder)
+        .context("reconciling Milvus with the tantivy index")?;
     Ok(Recovered {
         sinks: Sinks {
             kafka: config.kafka.clone(),

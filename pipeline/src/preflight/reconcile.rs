@@ -61,15 +61,14 @@ pub fn check_deletes(extra: &[String], rows: u64, bound: &DeleteBound) -> Result
 }
 
 /// Makes Milvus hold exactly `leaves` (see the module docs); `rows` is the collection's size.
+/// Missing rows get their vectors from `embedder` (the cache first).
 pub fn reconcile(
     runtime: &tokio::runtime::Runtime,
     milvus: &MilvusSink,
     leaves: &[&Chunk],
     rows: u64,
     bound: &DeleteBound,
-    model: ModelRef<'_>,
-    cache: SharedCache,
-    batch_size: usize,
+    embedder: &mut CachedEmbedder<ModelRef<'_>, SharedCache>,
 ) -> Result<()> {
     let in_milvus: BTreeSet<String> = runtime
         .block_on(milvus.list_chunk_ids())?
@@ -106,7 +105,6 @@ pub fn reconcile(
     if !extra.is_empty() {
         runtime.block_on(milvus.delete(&extra))?;
     }
-    let mut embedder = CachedEmbedder::new(model, cache, batch_size);
     for batch in missing.chunks(256) {
         let texts: Vec<String> = batch.iter().map(|c| embed_input(c)).collect();
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
