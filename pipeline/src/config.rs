@@ -67,6 +67,11 @@ pub struct PipelineConfig {
     /// pipeline stops; nothing is committed meanwhile (docs/faults.md). 0: stop at the first
     /// such failure.
     pub stall_limit_s: u64,
+    /// Share of the Milvus collection the start-up reconcile may delete (rows whose chunks
+    /// the tantivy index does not hold), beyond the rows of the last write whose tantivy commit
+    /// may be missing; over it the pipeline stops and reports what it would delete (at least one
+    /// row is always allowed). `freshet run --allow-reconcile-deletes` lifts it once.
+    pub reconcile_max_delete_share: f64,
     /// Partitions of the document topic when the pipeline has to create it.
     pub topic_partitions: i32,
 }
@@ -85,6 +90,7 @@ impl Default for PipelineConfig {
             max_epochs_in_flight: 16,
             shutdown_timeout_s: 30,
             stall_limit_s: 600,
+            reconcile_max_delete_share: 0.01,
             topic_partitions: 4,
         }
     }
@@ -126,6 +132,12 @@ impl Config {
         }
         if p.max_epochs_in_flight == 0 {
             bail!("pipeline.max_epochs_in_flight must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&p.reconcile_max_delete_share) {
+            bail!(
+                "pipeline.reconcile_max_delete_share must be between 0 and 1, got {}",
+                p.reconcile_max_delete_share
+            );
         }
         if p.batch_max_records == 0 {
             bail!("pipeline.batch_max_records must be at least 1");

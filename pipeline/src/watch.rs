@@ -40,7 +40,8 @@ pub struct WatchArgs {
     /// Larger files go to the dead-letter topic (6 MiB: an 8 MiB record after base64).
     #[arg(long, default_value_t = 6 << 20)]
     pub max_file_bytes: u64,
-    /// The state file (default: `$FRESHET_HOME/watch/<topic and directories>.redb`).
+    /// The state file (default: `watch/<topic and directories>.redb` under the local stack's
+    /// state directory, `$FRESHET_RUN_DIR` or `$FRESHET_HOME/run`).
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// A burst of events ends after this many quiet milliseconds.
@@ -151,7 +152,7 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     let identity = format!("topic={} dirs={}", kafka.topic, roots.join(","));
     let state_path = args.state.unwrap_or_else(|| {
         let key = blake3::hash(identity.as_bytes()).to_hex();
-        freshet_config::freshet_home()
+        freshet_config::run_dir()
             .join("watch")
             .join(format!("{}.redb", &key[..16]))
     });
