@@ -57,8 +57,8 @@ use crate::document::{Change, ContentType, Document};
 use crate::json::canonical_json;
 use crate::limits::{check_document, check_size, LimitError, RecordLimits};
 
-pub use acl::{Acl, PUBLIC};
 pub(crate) use acl::acl_field;
+pub use acl::{Acl, PUBLIC};
 
 /// Which part of the record an error is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

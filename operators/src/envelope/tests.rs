@@ -526,7 +526,10 @@ fn misspelt_acl_keys_are_invalid_fields() {
     let v = r#"{"id":"a","metadata":{"acl":["group:hr"]}}"#;
     assert_eq!(class(dec(None, Some(v))), "invalid_field");
     // other unknown fields are still kept
-    let d = upsert(None, r#"{"id":"a","access":"x","groups":["g"],"acl":["group:x"]}"#);
+    let d = upsert(
+        None,
+        r#"{"id":"a","access":"x","groups":["g"],"acl":["group:x"]}"#,
+    );
     assert_eq!(d.metadata["access"], "\"x\"");
     assert_eq!(d.metadata["groups"], "[\"g\"]");
     // a delete ignores every field but op and id
@@ -581,7 +584,10 @@ fn require_acl_refuses_unstated_acls() {
         panic!("a restricted upsert")
     };
     assert_eq!(r.acl, ["group:hr"]);
-    assert_eq!(d(r#"{"op":"delete"}"#), Ok(Change::Delete { id: "a".into() }));
+    assert_eq!(
+        d(r#"{"op":"delete"}"#),
+        Ok(Change::Delete { id: "a".into() })
+    );
     assert_eq!(
         decode(Some(b"a"), None, &l),
         Ok(Change::Delete { id: "a".into() })
@@ -599,7 +605,10 @@ fn encode_states_public_when_asked() {
     let stated = encode_stating(&change, true);
     let json: Value = serde_json::from_slice(&stated).unwrap();
     assert_eq!(json["acl"], "public");
-    assert_eq!(decode(Some(b"a"), Some(&stated), &strict()), Ok(change.clone()));
+    assert_eq!(
+        decode(Some(b"a"), Some(&stated), &strict()),
+        Ok(change.clone())
+    );
     let plain = encode(&change);
     assert_eq!(
         decode(Some(b"a"), Some(&plain), &strict())
