@@ -24,15 +24,14 @@ pub mod acl;
 mod files;
 mod jsonl;
 mod publish;
+mod read;
 pub mod watch;
 
 pub use acl::{AclRuleConfig, FileAcls, FilesConfig};
-pub use files::{
-    content_type_for, file_bytes_document, file_document, list_files, publish_dir, read_file,
-    Unread,
-};
+pub use files::{content_type_for, file_bytes_document, file_document, list_files, publish_dir};
 pub use jsonl::{map_jsonl_line, publish_jsonl};
 pub use publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport};
+pub use read::{read_file, Unread};
 
 use std::path::PathBuf;
 

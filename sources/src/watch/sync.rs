@@ -12,8 +12,9 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::files::{file_bytes_document, read_file, Unread};
+use crate::files::file_bytes_document;
 use crate::publish::{Mapping, Outgoing};
+use crate::read::{read_file, Unread};
 use crate::watch::state::{Entry, State};
 use crate::watch::tree::Tree;
 use crate::Result;
