@@ -7,8 +7,8 @@
 //! - `acl` absent, null or `[]`: no ACL stated ([`Acl::Unstated`]): public, unless `[limits]
 //!   require_acl` is on, when the record is `missing_acl`.
 //!
-//! Both public forms are stored the same way (an empty ACL), so an index written before the
-//! stated form existed reads the same.
+//! Both public forms are stored the same way (an empty ACL, the stored form of a public
+//! document), so an index reads the same whichever form wrote it.
 //!
 //! **Reserved principals.** `public`, `everyone` and `*` (any case, surrounding spaces ignored)
 //! are not principals: an array holding one is `invalid_field`, since its writer meant a public

@@ -32,8 +32,8 @@ pub struct Entry {
     pub placed: Option<(i32, i64)>,
     /// The file went to the dead-letter topic instead of the document topic.
     pub rejected: bool,
-    /// The ACL its last upsert carried. An entry written before the state kept it reads as
-    /// [`Acl::Unstated`], what every upsert carried then, so that a configured ACL is sent.
+    /// The ACL its last upsert carried. An entry of an older freshet's state file, which has
+    /// none, reads as [`Acl::Unstated`] (its upsert stated no ACL), so a configured ACL is sent.
     #[serde(default)]
     pub acl: Acl,
 }

@@ -415,8 +415,8 @@ fn fifos_and_devices_never_block_a_sync() {
 }
 
 /// Which ACL each file carries follows the rules; a changed mapping re-sends exactly the files
-/// whose ACL it changes (their bytes did not change), and a state written before entries kept
-/// their ACL reads as "none stated".
+/// whose ACL it changes (their bytes did not change), and an older state's entry without an
+/// ACL reads as "none stated".
 #[test]
 fn an_acl_change_republishes_exactly_the_files_it_changes() {
     use crate::acl::{AclRuleConfig, FileAcls};
@@ -511,7 +511,7 @@ fn an_acl_change_republishes_exactly_the_files_it_changes() {
             ("open.md".to_string(), json!(["group:staff"])),
         ]
     );
-    // An entry from before the state kept ACLs reads as none stated.
+    // An older state's entry, without an ACL, reads as none stated.
     let old: Entry = serde_json::from_str(
         r#"{"size":1,"mtime_ns":2,"ctime_ns":3,"hash":"h","placed":[0,4],"rejected":false}"#,
     )
