@@ -336,7 +336,7 @@ fn a_symlink_out_of_the_roots_is_not_followed() {
     // Told to follow them, the same tree publishes the links' targets.
     let followed = Memory::default();
     let filter = Filter::new(&[], &[], 1 << 20).unwrap();
-    let mut tree = Tree::new(&[root.clone()], filter).unwrap();
+    let mut tree = Tree::new(std::slice::from_ref(&root), filter).unwrap();
     tree.follow_symlinks_outside_roots = true;
     let state = State::open(&dir.path().join("follow.redb"), "topic=t").unwrap();
     let mut s = Syncer::new(tree, state, followed.clone(), Mapping::default());
@@ -407,7 +407,7 @@ fn fifos_and_devices_never_block_a_sync() {
         })
     ));
     assert_eq!(
-        crate::read_file(&root.join("big.md"), 100, Some(&[root.clone()]))
+        crate::read_file(&root.join("big.md"), 100, Some(std::slice::from_ref(&root)))
             .unwrap()
             .len(),
         100
@@ -438,7 +438,11 @@ fn an_acl_change_republishes_exactly_the_files_it_changes() {
         public: principals.is_empty(),
     };
     let run = |rules: &[AclRuleConfig], default: Acl, out: &Memory| {
-        let tree = Tree::new(&[root.clone()], Filter::new(&[], &[], 1 << 20).unwrap()).unwrap();
+        let tree = Tree::new(
+            std::slice::from_ref(&root),
+            Filter::new(&[], &[], 1 << 20).unwrap(),
+        )
+        .unwrap();
         let mapping = Mapping {
             acl: FileAcls::new(rules, default).unwrap(),
             ..Mapping::default()
