@@ -262,4 +262,164 @@ mod tests {
             Ok(vec!["g".into()])
         );
     }
+
+    use crate::document::Change;
+    use crate::envelope::{decode, encode, encode_stating};
+
+    fn dec(key: Option<&str>, value: Option<&str>) -> Result<Change, DecodeError> {
+        decode(
+            key.map(str::as_bytes),
+            value.map(str::as_bytes),
+            &RecordLimits::default(),
+        )
+    }
+
+    fn upsert(key: Option<&str>, value: &str) -> crate::document::Document {
+        match dec(key, Some(value)) {
+            Ok(Change::Upsert(d)) => d,
+            other => panic!("expected an upsert, got {other:?}"),
+        }
+    }
+
+    fn class(r: Result<Change, DecodeError>) -> &'static str {
+        r.expect_err("expected an error").class()
+    }
+
+    fn strict() -> RecordLimits {
+        RecordLimits {
+            require_acl: true,
+            ..RecordLimits::default()
+        }
+    }
+
+    /// A key that reads as an ACL is refused, at the top level and in `metadata`, instead of
+    /// being kept as metadata while the document goes public; the message names the right field.
+    #[test]
+    fn misspelt_acl_keys_are_invalid_fields() {
+        for key in [
+            "ACL",
+            "Acl",
+            "acls",
+            "ACLs",
+            "access_control",
+            "accessControlList",
+            "permissions",
+            "principals",
+            "_acl",
+        ] {
+            let v = serde_json::json!({"id": "a", "text": "t", key: ["group:hr"]}).to_string();
+            let e = dec(None, Some(&v)).unwrap_err();
+            assert_eq!(e.class(), "invalid_field", "{key}");
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("`{key}`")), "{msg}");
+            assert!(msg.contains("`acl`"), "{msg}");
+            // beside a real acl too: the writer meant something by it
+            let v =
+                serde_json::json!({"id": "a", "acl": ["group:x"], key: ["group:hr"]}).to_string();
+            assert_eq!(class(dec(None, Some(&v))), "invalid_field", "{key}");
+            // inside metadata
+            let v = serde_json::json!({"id": "a", "metadata": {key: ["group:hr"]}}).to_string();
+            let e = dec(None, Some(&v)).unwrap_err();
+            assert_eq!(e.class(), "invalid_field", "{key}");
+            assert!(e.to_string().contains(&format!("metadata.{key}")), "{e}");
+        }
+        let v = r#"{"id":"a","metadata":{"acl":["group:hr"]}}"#;
+        assert_eq!(class(dec(None, Some(v))), "invalid_field");
+        // other unknown fields are still kept
+        let d = upsert(
+            None,
+            r#"{"id":"a","access":"x","groups":["g"],"acl":["group:x"]}"#,
+        );
+        assert_eq!(d.metadata["access"], "\"x\"");
+        assert_eq!(d.metadata["groups"], "[\"g\"]");
+        // a delete ignores every field but op and id
+        assert!(dec(None, Some(r#"{"op":"delete","id":"a","ACL":1}"#)).is_ok());
+    }
+
+    /// `"acl": "public"` states a public document, stored as the empty ACL a public document
+    /// always had; reserved words are never principals; other strings stay wrong.
+    #[test]
+    fn public_is_stated_and_reserved() {
+        let d = upsert(None, r#"{"id":"a","acl":"public"}"#);
+        assert!(d.acl.is_empty());
+        assert_eq!(d, upsert(None, r#"{"id":"a","acl":[]}"#));
+        for v in [
+            r#"{"id":"a","acl":"Public"}"#,
+            r#"{"id":"a","acl":"group:x"}"#,
+            r#"{"id":"a","acl":["public"]}"#,
+            r#"{"id":"a","acl":["group:x","*"]}"#,
+            r#"{"id":"a","acl":["Everyone"]}"#,
+            r#"{"id":"a","acl":[" PUBLIC "]}"#,
+        ] {
+            let e = dec(None, Some(v)).unwrap_err();
+            assert_eq!(e.class(), "invalid_field", "{v}");
+            assert!(e.to_string().contains("public"), "{v}: {e}");
+        }
+        assert_eq!(
+            upsert(None, r#"{"id":"a","acl":["group:public"]}"#).acl,
+            ["group:public"]
+        );
+    }
+
+    /// With `require_acl`, an upsert that states no ACL is `missing_acl`; stated ones pass, and
+    /// deletes need none.
+    #[test]
+    fn require_acl_refuses_unstated_acls() {
+        let l = strict();
+        let d = |v: &str| decode(Some(b"a"), Some(v.as_bytes()), &l);
+        for v in [
+            r#"{"text":"t"}"#,
+            r#"{"text":"t","acl":null}"#,
+            r#"{"text":"t","acl":[]}"#,
+        ] {
+            let e = d(v).unwrap_err();
+            assert_eq!(e.class(), "missing_acl", "{v}");
+            assert!(e.to_string().contains("\"acl\": \"public\""), "{e}");
+        }
+        let Ok(Change::Upsert(p)) = d(r#"{"text":"t","acl":"public"}"#) else {
+            panic!("a public upsert")
+        };
+        assert!(p.acl.is_empty());
+        let Ok(Change::Upsert(r)) = d(r#"{"text":"t","acl":["group:hr"]}"#) else {
+            panic!("a restricted upsert")
+        };
+        assert_eq!(r.acl, ["group:hr"]);
+        assert_eq!(
+            d(r#"{"op":"delete"}"#),
+            Ok(Change::Delete { id: "a".into() })
+        );
+        assert_eq!(
+            decode(Some(b"a"), None, &l),
+            Ok(Change::Delete { id: "a".into() })
+        );
+        // without require_acl the unstated ACL is public, as it always was
+        assert!(upsert(Some("a"), r#"{"text":"t"}"#).acl.is_empty());
+    }
+
+    /// `encode_stating` writes an empty ACL as `"public"`, which `require_acl` accepts; `encode`
+    /// writes `[]`, which it refuses.
+    #[test]
+    fn encode_states_public_when_asked() {
+        let doc = upsert(Some("a"), r#"{"text":"t"}"#);
+        let change = Change::Upsert(doc.clone());
+        let stated = encode_stating(&change, true);
+        let json: Value = serde_json::from_slice(&stated).unwrap();
+        assert_eq!(json["acl"], "public");
+        assert_eq!(
+            decode(Some(b"a"), Some(&stated), &strict()),
+            Ok(change.clone())
+        );
+        let plain = encode(&change);
+        assert_eq!(
+            decode(Some(b"a"), Some(&plain), &strict())
+                .unwrap_err()
+                .class(),
+            "missing_acl"
+        );
+        // principals are written as they are either way
+        let mut restricted = doc;
+        restricted.acl = vec!["group:hr".into()];
+        let r = Change::Upsert(restricted);
+        assert_eq!(encode_stating(&r, true), encode(&r));
+    }
 }
