@@ -47,6 +47,8 @@ enum Command {
         /// A directory of .md/.txt/.html/.csv/.docx/.epub files (id = relative path).
         #[arg(long)]
         dir: Option<PathBuf>,
+        #[command(flatten)]
+        acl: freshet_pipeline::publish::AclArgs,
     },
     /// Keep the document topic in sync with directories: scan, then follow file-system events.
     Watch(freshet_pipeline::watch::WatchArgs),
@@ -116,7 +118,9 @@ fn real_main() -> Result<()> {
             }
             Ok(())
         }
-        Command::Publish { jsonl, dir } => freshet_pipeline::publish::publish(&config, jsonl, dir),
+        Command::Publish { jsonl, dir, acl } => {
+            freshet_pipeline::publish::publish(&config, jsonl, dir, &acl)
+        }
         Command::Watch(args) => freshet_pipeline::watch::run(&config, args, &*stop_flag()?),
     }
 }

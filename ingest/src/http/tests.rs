@@ -390,3 +390,56 @@ async fn every_documented_route_is_routed() {
         .unwrap()
         .contains(r#"route="/openapi.json",status="200""#));
 }
+
+/// A misspelt ACL key is a 400 with the decoder's class; under `[limits] require_acl` so is a
+/// document that states no ACL, in every form a write takes, and nothing is produced;
+/// `"acl": "public"` and `public=true` are written.
+#[tokio::test]
+async fn acl_mistakes_are_400s_with_their_class() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[("FRESHET_LIMITS_REQUIRE_ACL", "true")]);
+    let class = |v: &Value| v["error"]["class"].as_str().unwrap_or("").to_owned();
+    let text = ("content-type", "text/plain");
+    let refused: [((&str, &str), &[u8], &str); 4] = [
+        (JSON, br#"{"text":"x","ACL":["group:hr"]}"#, "invalid_field"),
+        (JSON, br#"{"text":"x"}"#, "missing_acl"),
+        (JSON, br#"{"text":"x","acl":[]}"#, "missing_acl"),
+        (text, b"x", "missing_acl"),
+    ];
+    for (header, body, want) in refused {
+        let (s, v) = call(&r, "PUT", "/v1/documents/a", &[header], body).await;
+        assert_eq!(
+            (s, code(&v), class(&v).as_str()),
+            (400, "invalid_document", want),
+            "{v}"
+        );
+    }
+    let ndjson = ("content-type", "application/x-ndjson");
+    let batch = b"{\"id\":\"a\",\"acl\":\"public\"}\n{\"id\":\"b\",\"permissions\":[\"g\"]}\n";
+    let (s, v) = call(&r, "POST", "/v1/documents:batch", &[ndjson], batch).await;
+    assert_eq!((s, code(&v)), (400, "invalid_batch"), "{v}");
+    assert_eq!(v["error"]["lines"][0]["class"], "invalid_field", "{v}");
+    assert!(fake.sent.lock().unwrap().is_empty());
+
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/documents/p",
+        &[JSON],
+        br#"{"text":"x","acl":"public"}"#,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/documents/q?public=true",
+        &[("content-type", "text/plain")],
+        b"x",
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let sent = fake.sent.lock().unwrap();
+    let doc: Value = serde_json::from_slice(sent[1].value.as_deref().unwrap()).unwrap();
+    assert_eq!(doc["acl"], "public");
+}
