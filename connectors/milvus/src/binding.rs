@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use milvus::v2::prelude::{AlterCollectionPropertiesRequest, DescribeCollectionRequest};
+use milvus::v2::prelude::AlterCollectionPropertiesRequest;
 
 use crate::error::{Error, Result};
 use crate::schema::FieldLimits;
@@ -106,14 +106,11 @@ impl MilvusSink {
 
     /// The collection's properties.
     pub(crate) async fn properties(&self) -> Result<HashMap<String, String>> {
-        let resp = self
-            .client
-            .describe_collection(
-                DescribeCollectionRequest::builder()
-                    .collection_name(self.coll())
-                    .build()?,
-            )
-            .await?;
-        Ok(resp.description().get_properties().clone())
+        Ok(self
+            .describe()
+            .await?
+            .description()
+            .get_properties()
+            .clone())
     }
 }

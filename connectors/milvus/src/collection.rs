@@ -8,6 +8,7 @@ use milvus::v2::prelude::{
     CreateCollectionRequest, CreateIndexRequest, DescribeCollectionRequest, DescribeIndexRequest,
     DropCollectionRequest, HasCollectionRequest, LoadCollectionRequest,
 };
+use milvus::v2::response::collection::DescribeCollectionResponse;
 
 use crate::columns::bounded;
 use crate::error::{Error, Result};
@@ -102,15 +103,20 @@ impl MilvusSink {
             .exists())
     }
 
-    pub(crate) async fn verify_collection(&self) -> Result<()> {
-        let resp = self
+    /// The collection's description (schema, properties).
+    pub(crate) async fn describe(&self) -> Result<DescribeCollectionResponse> {
+        Ok(self
             .client
             .describe_collection(
                 DescribeCollectionRequest::builder()
                     .collection_name(self.coll())
                     .build()?,
             )
-            .await?;
+            .await?)
+    }
+
+    pub(crate) async fn verify_collection(&self) -> Result<()> {
+        let resp = self.describe().await?;
         let desc = resp.description();
         let fields = desc.get_schema().get_fields();
         let not_ours = |reason: String| Error::NotFreshetCollection {
