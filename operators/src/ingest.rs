@@ -105,6 +105,12 @@ impl Versions {
     pub fn is_empty(&self) -> bool {
         self.latest.is_empty()
     }
+
+    /// Forgets document `id` (its record was refused without being prepared): its next version
+    /// is prepared again.
+    pub fn forget(&mut self, id: &str) {
+        self.latest.remove(id);
+    }
 }
 
 /// The version hash [`Versions`] keeps: the first 128 bits of [`doc_hash`].
