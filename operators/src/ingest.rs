@@ -26,8 +26,8 @@ use crate::cdc::RecordFormat;
 use crate::chunk::{Chunk, ChunkerConfig, TokenCounter};
 use crate::document::Change;
 use crate::hash::doc_hash;
-use crate::limits::{check_chunk_count, RecordLimits};
-use crate::prepare::prepare;
+use crate::limits::RecordLimits;
+use crate::prepare::prepare_within;
 
 /// Where on its way a record was refused (the `stage` of the dead-letter metric and header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -104,6 +104,12 @@ impl Versions {
 
     pub fn is_empty(&self) -> bool {
         self.latest.is_empty()
+    }
+
+    /// Forgets document `id` (its record was refused without being prepared): its next version
+    /// is prepared again.
+    pub fn forget(&mut self, id: &str) {
+        self.latest.remove(id);
     }
 }
 
@@ -189,13 +195,10 @@ pub fn ingest_versioned(
         if versions.latest.get(&id) == Some(&version) {
             break 'out Ingested::Unchanged { id };
         }
-        let chunks = match prepare(doc, chunking, tokens) {
-            Ok(chunks) => chunks,
+        let chunks = match prepare_within(doc, chunking, tokens, limits) {
+            Ok(p) => p.chunks,
             Err(e) => break 'out rejected(e.class(), Stage::Prepare, e.to_string()),
         };
-        if let Err(e) = check_chunk_count(chunks.len(), limits) {
-            break 'out rejected(e.class(), Stage::Prepare, e.to_string());
-        }
         versions.latest.insert(id.clone(), version);
         Ingested::Upsert { id, chunks }
     };

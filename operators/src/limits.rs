@@ -75,8 +75,10 @@ pub enum LimitError {
     },
     #[error("acl has {count} entries, over the limit of {limit}")]
     TooManyAclEntries { count: usize, limit: usize },
-    #[error("the document yields {count} chunks, over the limit of {limit} per document")]
-    TooManyChunks { count: usize, limit: usize },
+    /// Chunking stops at the first chunk over the limit: how many more there would be is not
+    /// known.
+    #[error("the document yields more than {limit} chunks, the limit per document")]
+    TooManyChunks { limit: usize },
     #[error("metadata key \"{key}\" contains a NUL character, which the text index cannot index")]
     InvalidMetadataKey { key: String },
 }
@@ -150,7 +152,6 @@ pub fn check_document(doc: &Document, limits: &RecordLimits) -> Result<(), Limit
 pub fn check_chunk_count(count: usize, limits: &RecordLimits) -> Result<(), LimitError> {
     if count > limits.max_chunks_per_document {
         Err(LimitError::TooManyChunks {
-            count,
             limit: limits.max_chunks_per_document,
         })
     } else {
@@ -274,7 +275,7 @@ mod tests {
         assert_eq!(check_chunk_count(3, &l), Ok(()));
         let e = check_chunk_count(4, &l).unwrap_err();
         assert_eq!(e.class(), "too_many_chunks");
-        assert!(e.to_string().contains("4 chunks"));
+        assert!(e.to_string().contains("more than 3 chunks"), "{e}");
     }
 
     /// The metadata limit is on the canonical JSON every chunk stores, escapes included.

@@ -1,9 +1,12 @@
-//! The per-document pipeline step: parse (binary formats), clean, hash, chunk.
+//! The per-document pipeline step: parse (binary formats), clean, hash, chunk, each bounded by
+//! the record's limits: a file's parsing by [`ParseLimits`] with its text held to
+//! `max_text_bytes`, chunking by `max_chunks_per_document` (it stops at the first chunk over).
 
-use crate::chunk::{chunk_document_paged, Chunk, ChunkerConfig, ConfigError, TokenCounter};
+use crate::chunk::{chunk_document_within, Chunk, ChunkerConfig, ConfigError, TokenCounter};
 use crate::clean::clean;
 use crate::document::Document;
 use crate::hash::doc_hash;
+use crate::limits::{LimitError, RecordLimits};
 use crate::parse::{decode_base64, parse, ParseError, ParseLimits};
 
 /// Why a document could not be prepared. [`PrepareError::class`] is stable (a DLQ header).
@@ -15,18 +18,28 @@ pub enum PrepareError {
     NoChunks { doc_id: String },
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// More chunks than `max_chunks_per_document`.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 impl PrepareError {
     /// Every value [`PrepareError::class`] can return.
-    pub const CLASSES: &'static [&'static str] =
-        &["invalid_config", "no_chunks", "unparseable", "no_text"];
+    pub const CLASSES: &'static [&'static str] = &[
+        "invalid_config",
+        "no_chunks",
+        "unparseable",
+        "too_large",
+        "no_text",
+        "too_many_chunks",
+    ];
 
     pub fn class(&self) -> &'static str {
         match self {
             PrepareError::InvalidConfig(_) => "invalid_config",
             PrepareError::NoChunks { .. } => "no_chunks",
             PrepareError::Parse(e) => e.class(),
+            PrepareError::Limit(e) => e.class(),
         }
     }
 }
@@ -41,8 +54,9 @@ pub struct Prepared {
     pub chunks: Vec<Chunk>,
 }
 
-/// Cleans, hashes and chunks a document. With `cfg.error_on_empty`, a document without chunks is
-/// a [`PrepareError::NoChunks`]; otherwise it yields an empty list.
+/// Cleans, hashes and chunks a document within the default [`RecordLimits`]. With
+/// `cfg.error_on_empty`, a document without chunks is a [`PrepareError::NoChunks`]; otherwise it
+/// yields an empty list.
 pub fn prepare(
     doc: Document,
     cfg: &ChunkerConfig,
@@ -57,8 +71,21 @@ pub fn prepare_full(
     cfg: &ChunkerConfig,
     tokens: &dyn TokenCounter,
 ) -> Result<Prepared, PrepareError> {
+    prepare_within(doc, cfg, tokens, &RecordLimits::default())
+}
+
+/// [`prepare_full`] within `limits`: a file's parsed text is held to `max_text_bytes`
+/// (`too_large`), and chunking stops at the first chunk over `max_chunks_per_document`
+/// (`too_many_chunks`).
+pub fn prepare_within(
+    doc: Document,
+    cfg: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+    limits: &RecordLimits,
+) -> Result<Prepared, PrepareError> {
     cfg.validate()?;
-    let (mut doc, pages) = parsed(doc)?;
+    let parse_limits = ParseLimits::with_text_limit(limits.max_text_bytes);
+    let (mut doc, pages) = parsed(doc, &parse_limits)?;
     // A paged document is cleaned page by page, so that every chunk knows its pages (its
     // joined text is not cleaned a second time).
     if !pages.is_empty() {
@@ -74,7 +101,12 @@ pub fn prepare_full(
         starts
     };
     let hash = doc_hash(&cleaned);
-    let chunks = chunk_document_paged(&cleaned, &hash, cfg, tokens, &page_starts);
+    let max = limits.max_chunks_per_document;
+    let chunks = chunk_document_within(&cleaned, &hash, cfg, tokens, &page_starts, max).map_err(
+        |too_many| LimitError::TooManyChunks {
+            limit: too_many.limit,
+        },
+    )?;
     if chunks.is_empty() && cfg.error_on_empty {
         return Err(PrepareError::NoChunks {
             doc_id: cleaned.id.clone(),
@@ -113,7 +145,10 @@ pub fn clean_pages(pages: &[String]) -> (String, Vec<(u32, u32)>) {
 /// A binary document with its file parsed to Markdown as its text (and the file's own title
 /// when the envelope gave none), with its pages' Markdown for a paged format (PDF); any other
 /// document as it is.
-pub fn parsed(mut doc: Document) -> Result<(Document, Vec<String>), ParseError> {
+pub fn parsed(
+    mut doc: Document,
+    limits: &ParseLimits,
+) -> Result<(Document, Vec<String>), ParseError> {
     if !doc.content_type.is_binary() {
         return Ok((doc, Vec::new()));
     }
@@ -122,7 +157,7 @@ pub fn parsed(mut doc: Document) -> Result<(Document, Vec<String>), ParseError> 
         reason,
     };
     let bytes = decode_base64(&doc.text).map_err(unparseable)?;
-    let Some(result) = parse(doc.content_type, &bytes, &ParseLimits::default()) else {
+    let Some(result) = parse(doc.content_type, &bytes, limits) else {
         return Ok((doc, Vec::new()));
     };
     let p = result?;
@@ -219,7 +254,14 @@ mod tests {
         assert!(e.to_string().contains("overlap_tokens (200)"), "{e}");
         assert_eq!(
             PrepareError::CLASSES,
-            &["invalid_config", "no_chunks", "unparseable", "no_text"]
+            &[
+                "invalid_config",
+                "no_chunks",
+                "unparseable",
+                "too_large",
+                "no_text",
+                "too_many_chunks"
+            ]
         );
     }
 
@@ -325,5 +367,103 @@ mod tests {
             &t,
         );
         assert_eq!(e.unwrap_err().class(), "no_text");
+    }
+
+    /// The text a DOCX or EPUB file yields is held to the record's `max_text_bytes`: a small
+    /// file whose text is over it is `too_large`, refused while it is parsed.
+    #[test]
+    fn parsed_text_is_held_to_the_text_limit() {
+        let t = test_counter();
+        let cfg = ChunkerConfig::default();
+        let report = include_bytes!("../tests/fixtures/parse/report.docx");
+        let book = include_bytes!("../tests/fixtures/parse/book.epub");
+        let tight = RecordLimits {
+            max_text_bytes: 100,
+            ..RecordLimits::default()
+        };
+        for (ct, bytes) in [
+            (ContentType::Docx, &report[..]),
+            (ContentType::Epub, &book[..]),
+        ] {
+            assert!(prepare_within(binary(ct, bytes), &cfg, &t, &RecordLimits::default()).is_ok());
+            let e = prepare_within(binary(ct, bytes), &cfg, &t, &tight).unwrap_err();
+            assert_eq!(e.class(), "too_large", "{e}");
+            assert!(e.to_string().contains("longer than 100 bytes"), "{e}");
+        }
+    }
+
+    /// Words as tokens, with their spans (as the model's tokenizer gives them: one call plans a
+    /// document), counting the calls: how much chunking work a document cost.
+    struct Counting(std::cell::Cell<usize>);
+
+    impl TokenCounter for Counting {
+        fn count(&self, text: &str) -> usize {
+            self.0.set(self.0.get() + 1);
+            text.split_whitespace().count()
+        }
+
+        fn token_spans(&self, text: &str) -> Option<Vec<(usize, usize)>> {
+            self.0.set(self.0.get() + 1);
+            let base = text.as_ptr() as usize;
+            Some(
+                text.split_whitespace()
+                    .map(|w| {
+                        (
+                            w.as_ptr() as usize - base,
+                            w.as_ptr() as usize - base + w.len(),
+                        )
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    /// A document over `max_chunks_per_document` is refused at the first chunk over the limit:
+    /// its chunking costs the work of the limit, not of the whole document.
+    #[test]
+    fn chunking_stops_at_the_chunk_limit() {
+        let cfg = ChunkerConfig {
+            max_tokens: 8,
+            overlap_tokens: 0,
+            ..ChunkerConfig::default()
+        };
+        let text: String = (0..4_000)
+            .map(|i| format!("paragraph {i} of the river survey\n\n"))
+            .collect();
+        let d = || doc(&text, ContentType::PlainText);
+        let whole = Counting(std::cell::Cell::new(0));
+        let all = prepare_within(d(), &cfg, &whole, &RecordLimits::default()).unwrap();
+        assert!(all.chunks.len() > 1_000, "{}", all.chunks.len());
+        for ct in [ContentType::PlainText, ContentType::Markdown] {
+            let limited = Counting(std::cell::Cell::new(0));
+            let limits = RecordLimits {
+                max_chunks_per_document: 10,
+                ..RecordLimits::default()
+            };
+            let e = prepare_within(doc(&text, ct), &cfg, &limited, &limits).unwrap_err();
+            assert_eq!(e.class(), "too_many_chunks");
+            assert!(e.to_string().contains("more than 10 chunks"), "{e}");
+            assert!(
+                limited.0.get() * 20 < whole.0.get(),
+                "{ct:?}: {} token counts for 10 chunks, {} for all",
+                limited.0.get(),
+                whole.0.get()
+            );
+        }
+        // exactly at the limit is within it
+        let n = all.chunks.len();
+        let at = RecordLimits {
+            max_chunks_per_document: n,
+            ..RecordLimits::default()
+        };
+        assert_eq!(
+            prepare_within(d(), &cfg, &whole, &at).unwrap().chunks.len(),
+            n
+        );
+        let under = RecordLimits {
+            max_chunks_per_document: n - 1,
+            ..RecordLimits::default()
+        };
+        assert!(prepare_within(d(), &cfg, &whole, &under).is_err());
     }
 }

@@ -2,15 +2,20 @@
 //! chunker splits them by rows ([`crate::chunk`]).
 
 /// Rows as a Markdown table, the first row the header; `|` in a cell escaped, line breaks
-/// turned to spaces, short rows padded. `None` without a cell of text.
+/// turned to spaces, short rows padded (unless padding would more than double the cells: one
+/// wide row among many short ones does not make the table grow with their product). `None`
+/// without a cell of text.
 pub fn markdown_table(rows: &[Vec<String>]) -> Option<String> {
     let width = rows.iter().map(Vec::len).max().unwrap_or(0);
     if width == 0 || rows.iter().flatten().all(|c| c.trim().is_empty()) {
         return None;
     }
+    let cells: usize = rows.iter().map(Vec::len).sum();
+    let pad = rows.len().saturating_mul(width) <= cells.saturating_mul(2).saturating_add(4096);
     let line = |cells: &[String]| {
         let mut s = String::from("|");
-        for i in 0..width {
+        let n = if pad { width } else { cells.len() };
+        for i in 0..n {
             let c = cells.get(i).map(String::as_str).unwrap_or("");
             let c = c.split_whitespace().collect::<Vec<_>>().join(" ");
             s.push(' ');
@@ -55,5 +60,17 @@ mod tests {
         );
         assert_eq!(csv_to_markdown(""), None);
         assert_eq!(csv_to_markdown(",,\n,"), None);
+    }
+
+    /// One wide row among many short ones: the table grows with the cells, not with rows
+    /// times width.
+    #[test]
+    fn padding_never_multiplies_the_table() {
+        let wide = ",".repeat(200_000);
+        let short = "x\n".repeat(200_000);
+        let csv = format!("{wide}h\n{short}");
+        let t = csv_to_markdown(&csv).unwrap();
+        assert!(t.len() < 8 * csv.len(), "{} bytes", t.len());
+        assert!(t.contains("\n| x |\n"));
     }
 }

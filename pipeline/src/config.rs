@@ -78,6 +78,10 @@ pub struct PipelineConfig {
     pub reconcile_max_delete_share: f64,
     /// Partitions of the document topic when the pipeline has to create it.
     pub topic_partitions: i32,
+    /// A record being prepared in this many consecutive crashes of the process goes to the
+    /// dead-letter topic (`crash_loop`) instead of being prepared again (docs/faults.md,
+    /// "Crash loops"). At least 2; 0 never quarantines.
+    pub crash_loop_limit: u32,
 }
 
 impl Default for PipelineConfig {
@@ -96,6 +100,7 @@ impl Default for PipelineConfig {
             stall_limit_s: 600,
             reconcile_max_delete_share: 0.01,
             topic_partitions: 4,
+            crash_loop_limit: 3,
         }
     }
 }
@@ -145,6 +150,12 @@ impl Config {
         }
         if p.batch_max_records == 0 {
             bail!("pipeline.batch_max_records must be at least 1");
+        }
+        if p.crash_loop_limit == 1 {
+            bail!(
+                "pipeline.crash_loop_limit must be at least 2 (a first crash can find records \
+                 of other workers in flight beside the one at fault), or 0 to never quarantine"
+            );
         }
         if !p.cluster_addresses.is_empty() && p.process_index >= p.cluster_addresses.len() {
             bail!(
@@ -278,6 +289,14 @@ mod tests {
             format!("{e:#}").contains("workers") || format!("{e:#}").contains("invalid"),
             "{e:#}"
         );
+        // one crash can blame an innocent record beside the one at fault
+        let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_CRASH_LOOP_LIMIT", "1")]))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("at least 2"), "{e:#}");
+        for ok in ["0", "2", "5"] {
+            Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_CRASH_LOOP_LIMIT", ok)]))
+                .unwrap();
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod limits;
 pub mod metrics;
 pub mod preflight;
 pub mod publish;
+pub mod quarantine;
 pub mod run;
 pub mod sink;
 pub mod source;

@@ -75,6 +75,7 @@ pub struct Metrics {
     pub stall_retries: Family<StallAt, Counter>,
     pub stalled: Gauge,
     pub index_repairs: Family<Repair, Counter>,
+    pub quarantined_records: Gauge,
 }
 
 impl Metrics {
@@ -185,6 +186,13 @@ impl Metrics {
              live; doubled: live twice)",
             index_repairs.clone(),
         );
+        let quarantined_records = Gauge::default();
+        r.register(
+            "quarantined_records",
+            "Records held at start for having been prepared in crash_loop_limit consecutive \
+             crashes: each goes to the dead-letter topic (crash_loop) when it is read",
+            quarantined_records.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             documents,
@@ -204,6 +212,7 @@ impl Metrics {
             stall_retries,
             stalled,
             index_repairs,
+            quarantined_records,
         }
     }
 

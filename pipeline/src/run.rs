@@ -1,4 +1,5 @@
-//! `freshet run`: [`preflight`](crate::preflight) (model, topics, indexes, recovery), then the
+//! `freshet run`: [`preflight`](crate::preflight) (model, topics, indexes, recovery), the last
+//! crash counted and its suspects prepared alone ([`quarantine`](crate::quarantine)), then the
 //! timely workers ([`worker`](crate::worker)) until SIGTERM/SIGINT (drain and commit) or a fatal
 //! error (stop without committing; a restart replays what was not durable).
 
@@ -34,6 +35,27 @@ pub fn run(
         Some(r) => (Some(r.sinks), r.start_offsets, Some(r.bootstrap)),
         None => (None, Default::default(), None),
     };
+    let processing = Arc::new(Processing {
+        limits: config.limits.clone(),
+        chunking: config.chunking.clone(),
+        tokens: Arc::new(prepared.tokens),
+    });
+    let quarantine = match crate::quarantine::start(
+        &config,
+        &prepared.topics,
+        &processing,
+        &start_offsets,
+        &ready,
+        &metrics,
+    ) {
+        Ok(q) => q,
+        Err(e) => {
+            let e =
+                e.context("counting the last crash (the crash ledger beside the embedding cache)");
+            ready.failed(format!("{e:#}"));
+            return Err(e);
+        }
+    };
     let fatal: Fatal = Arc::new(Mutex::new(None));
     let shared = Arc::new(Shared {
         pipeline: config.pipeline.clone(),
@@ -43,11 +65,8 @@ pub fn run(
         partitions: prepared.partitions,
         start_offsets,
         cache: prepared.cache,
-        processing: Arc::new(Processing {
-            limits: config.limits.clone(),
-            chunking: config.chunking.clone(),
-            tokens: Arc::new(prepared.tokens),
-        }),
+        processing,
+        quarantine,
         metrics,
         stop,
         fatal: fatal.clone(),

@@ -1,6 +1,8 @@
 //! One worker's sources: Kafka records of each topic it reads → decoded, prepared document
 //! updates for one epoch. Bad records go with them to the sink, which dead-letters them before
-//! the commit that moves the offsets past them (see [`crate::dlq`]).
+//! the commit that moves the offsets past them (see [`crate::dlq`]). Every record is marked in
+//! flight in the worker's slot while it is prepared, and a quarantined one is refused unprepared
+//! (see [`crate::quarantine`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -10,11 +12,12 @@ use anyhow::{Context, Result};
 use freshet_kafka::{Failure, PartitionReader};
 use freshet_operators::cdc::RecordFormat;
 use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
-use freshet_operators::ingest::{ingest_versioned, Ingested, Versions};
+use freshet_operators::ingest::{ingest_versioned, Ingested, Rejection, Stage, Versions};
 use freshet_operators::limits::RecordLimits;
 
 use crate::dlq::Refused;
 use crate::metrics::Metrics;
+use crate::quarantine::{Quarantine, RecordAt, Slot, CRASH_LOOP};
 use crate::sink::plan::{Offsets, RecordRef, TopicPartition};
 
 /// What one poll produced.
@@ -70,18 +73,29 @@ pub struct Sources {
     /// The latest version of each document this worker prepared: an identical re-send is
     /// recognised before cleaning and chunking (document ids are disjoint across topics).
     versions: Versions,
+    /// The records refused unprepared, and this worker's slot for the record in flight.
+    quarantine: Arc<Quarantine>,
+    slot: Slot,
 }
 
 /// A record's update and where it is, by document id, with its place in the poll.
 type Latest = HashMap<String, (usize, RecordRef, Option<Vec<Chunk>>)>;
 
 impl Sources {
-    pub fn new(sources: Vec<Source>, processing: Arc<Processing>, metrics: Metrics) -> Self {
+    pub fn new(
+        sources: Vec<Source>,
+        processing: Arc<Processing>,
+        metrics: Metrics,
+        quarantine: Arc<Quarantine>,
+        slot: Slot,
+    ) -> Self {
         Sources {
             sources,
             processing,
             metrics,
             versions: Versions::default(),
+            quarantine,
+            slot,
         }
     }
 
@@ -144,15 +158,44 @@ impl Sources {
                 batch.timestamps_ms.push(ts);
             }
             let p = &self.processing;
-            let ingested = ingest_versioned(
-                &source.format,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                &p.limits,
-                &p.chunking,
-                p.tokens.as_ref(),
-                &mut self.versions,
-            );
+            let place = RecordAt {
+                topic: source.reader.topic().to_string(),
+                partition: record.partition,
+                offset: record.offset,
+            };
+            let (key, value) = (record.key.as_deref(), record.value.as_deref());
+            let ingested = match self.quarantine.crashes(&place, key, value) {
+                Some(crashes) => {
+                    let doc_id = source.format.named_document(key, value, &p.limits);
+                    if let Some(id) = &doc_id {
+                        self.versions.forget(id);
+                    }
+                    Ingested::Rejected(Rejection {
+                        class: CRASH_LOOP,
+                        stage: Stage::Prepare,
+                        message: format!(
+                            "the pipeline died {crashes} times in a row while preparing this \
+                             record; it is not prepared again"
+                        ),
+                        doc_id,
+                    })
+                }
+                None => {
+                    self.slot.mark(&place);
+                    crate::faults::before_prepare(key);
+                    let ingested = ingest_versioned(
+                        &source.format,
+                        key,
+                        value,
+                        &p.limits,
+                        &p.chunking,
+                        p.tokens.as_ref(),
+                        &mut self.versions,
+                    );
+                    self.slot.clear();
+                    ingested
+                }
+            };
             let outcome = match &ingested {
                 Ingested::Upsert { .. } => "upsert",
                 Ingested::Delete { .. } => "delete",

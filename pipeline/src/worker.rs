@@ -42,6 +42,8 @@ pub struct Shared {
     pub start_offsets: Offsets,
     pub cache: SharedCache,
     pub processing: Arc<Processing>,
+    /// The records quarantined, and the workers' slots for the record each prepares.
+    pub quarantine: crate::quarantine::Started,
     pub metrics: Metrics,
     pub stop: Arc<AtomicBool>,
     pub fatal: Fatal,
@@ -174,7 +176,14 @@ fn open_sources(shared: &Shared, index: usize, peers: usize) -> Option<Sources> 
             }
         }
     }
-    let sources = Sources::new(sources, shared.processing.clone(), shared.metrics.clone());
+    let local = index % shared.pipeline.workers.max(1);
+    let sources = Sources::new(
+        sources,
+        shared.processing.clone(),
+        shared.metrics.clone(),
+        shared.quarantine.quarantine.clone(),
+        shared.quarantine.slot(local),
+    );
     (!sources.is_empty()).then_some(sources)
 }
 

@@ -113,6 +113,9 @@ pub struct Case {
     pub run_args: Vec<String>,
     /// The tantivy index the pipeline writes and the case reads (`tantivy` in its directory).
     pub tantivy: PathBuf,
+    /// The pipeline's address space limit in bytes (`RLIMIT_AS`): a process that allocates past
+    /// it fails as it would when a machine or container runs out of memory.
+    pub address_space_limit: Option<u64>,
     /// Keep the directory and the collection when dropped, as for a failed test (a test that
     /// fails by returning an error rather than by a panic sets it).
     pub keep: bool,
@@ -156,6 +159,7 @@ impl Case {
             peers: Vec::new(),
             extra_env: Vec::new(),
             run_args: Vec::new(),
+            address_space_limit: None,
             keep: false,
         })
     }
@@ -267,6 +271,22 @@ impl Case {
         }
         for (k, v) in settings {
             cmd.env(k, v);
+        }
+        if let Some(limit) = self.address_space_limit {
+            use std::os::unix::process::CommandExt;
+            let rlimit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            // SAFETY: setrlimit(2) is async-signal-safe and touches no memory of the parent.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_AS, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         cmd.spawn()
             .with_context(|| format!("starting {}", freshet_bin().display()))

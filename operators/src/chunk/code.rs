@@ -267,6 +267,9 @@ impl Walk<'_, '_> {
         // belongs to it.
         let mut after_def: Option<usize> = None;
         for (i, &c) in children.iter().enumerate() {
+            if self.engine.full() {
+                return;
+            }
             if !self.is_def(c) {
                 if let Some(e) = after_def.take() {
                     self.tail(e..c.start_byte(), path);
@@ -341,7 +344,7 @@ impl Walk<'_, '_> {
         // Between statements: whole statements per chunk, the signature with the first.
         let mut from = start;
         let mut i = 0;
-        while i < statements.len() {
+        while i < statements.len() && !self.engine.full() {
             let mut end = None;
             let mut j = i;
             while j < statements.len() && self.engine.count(from, statements[j].end_byte()) <= max {
@@ -451,6 +454,7 @@ impl Walk<'_, '_> {
             None => range.start,
         };
         let tokens = self.engine.count(start, range.end);
+        self.engine.cut_one();
         self.out.push(Piece {
             start,
             end: range.end,

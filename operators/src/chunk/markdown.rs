@@ -55,6 +55,9 @@ pub(crate) fn split_markdown_range(
     let mut pending: Option<usize> = None;
     let n = secs.len();
     for (i, s) in secs.into_iter().enumerate() {
+        if engine.full() {
+            break;
+        }
         let (ba, bb) = trim(text, s.body.start, s.body.end);
         let max_tokens = budget(&s.path).max(1);
         let overlap_tokens = overlap_tokens.min(max_tokens / 2);
@@ -187,7 +190,7 @@ fn table_rows(
     if rows.is_empty() {
         return e.split(start..delimiter.end, max, 0, None);
     }
-    while i < rows.len() {
+    while i < rows.len() && !e.full() {
         let mut end = None;
         let mut j = i;
         while j < rows.len() {
@@ -200,6 +203,7 @@ fn table_rows(
         }
         match end {
             Some((end, n)) => {
+                e.cut_one();
                 out.push(piece(from, end, n));
                 i = j;
             }

@@ -174,12 +174,33 @@ pub fn chunk_document_paged(
     tokens: &dyn TokenCounter,
     pages: &[(u32, u32)],
 ) -> Vec<Chunk> {
+    chunk_document_within(doc, doc_hash, cfg, tokens, pages, usize::MAX).unwrap_or_default()
+}
+
+/// A document that would yield more than `limit` chunks: chunking stopped at the first one over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooManyChunks {
+    pub limit: usize,
+}
+
+/// [`chunk_document_paged`] that stops as soon as the document has yielded more than
+/// `max_chunks` chunks (parents and leaves): a document over the limit is refused for the work of
+/// `max_chunks` chunks, not of all of them, and none of its chunk records is built.
+pub fn chunk_document_within(
+    doc: &Document,
+    doc_hash: &str,
+    cfg: &ChunkerConfig,
+    tokens: &dyn TokenCounter,
+    pages: &[(u32, u32)],
+    max_chunks: usize,
+) -> Result<Vec<Chunk>, TooManyChunks> {
     let text = doc.text.as_str();
     if text.trim().is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let (parent_child, markdown) = cfg.resolve(doc.content_type);
-    let engine = recursive::Engine::new(text, tokens, markdown);
+    let engine = recursive::Engine::new(text, tokens, markdown).with_max_pieces(max_chunks);
+    let too_many = TooManyChunks { limit: max_chunks };
     // Leaves are embedded with their header: each budget holds the whole embedded input. The
     // splitters ask once per section (the code splitter once per chunk): each path is counted
     // once.
@@ -215,6 +236,9 @@ pub fn chunk_document_paged(
             &leaf_budget(child_max),
             child_overlap,
         );
+        if engine.full() {
+            return Err(too_many);
+        }
         for pp in pps {
             let Some(pid) = b.push(&pp.parent, ChunkKind::Parent, None) else {
                 continue;
@@ -255,11 +279,17 @@ pub fn chunk_document_paged(
                 engine.split(0..text.len(), max, overlap, None)
             }
         };
+        if engine.full() {
+            return Err(too_many);
+        }
         for p in &pieces {
             b.push(p, ChunkKind::Leaf, None);
         }
     }
-    b.out
+    if b.out.len() > max_chunks {
+        return Err(too_many);
+    }
+    Ok(b.out)
 }
 
 struct Builder<'d> {

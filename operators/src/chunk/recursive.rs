@@ -54,12 +54,16 @@ pub fn split_recursive(
     engine.split(0..text.len(), max_tokens, overlap_tokens, None)
 }
 
-/// What splitting one document needs: the text, the counter, and whether paragraphs follow
-/// Markdown (fenced code blocks are kept whole).
+/// What splitting one document needs: the text, the counter, whether paragraphs follow
+/// Markdown (fenced code blocks are kept whole), and how many pieces it may cut: once it has cut
+/// more, every splitter stops ([`Engine::full`]), so a document over the chunk limit costs no
+/// more than the limit.
 pub(crate) struct Engine<'a> {
     pub(crate) text: &'a str,
     counter: &'a dyn TokenCounter,
     markdown: bool,
+    cut: std::cell::Cell<usize>,
+    max_pieces: usize,
 }
 
 /// Token spans of a range of the text, for estimates without re-tokenizing.
@@ -74,7 +78,25 @@ impl<'a> Engine<'a> {
             text,
             counter,
             markdown,
+            cut: std::cell::Cell::new(0),
+            max_pieces: usize::MAX,
         }
+    }
+
+    /// The engine stops once it has cut more than `max` pieces.
+    pub(crate) fn with_max_pieces(mut self, max: usize) -> Self {
+        self.max_pieces = max;
+        self
+    }
+
+    /// Counts a piece cut.
+    pub(crate) fn cut_one(&self) {
+        self.cut.set(self.cut.get().saturating_add(1));
+    }
+
+    /// More pieces cut than allowed: the splitters stop.
+    pub(crate) fn full(&self) -> bool {
+        self.cut.get() > self.max_pieces
     }
 
     /// Exact token count of `text[a..b]`.
@@ -104,6 +126,9 @@ impl<'a> Engine<'a> {
         overlap_tokens: usize,
         prefix: Option<std::ops::Range<usize>>,
     ) -> Vec<Piece> {
+        if self.full() {
+            return Vec::new();
+        }
         let max = max_tokens.max(1);
         let (a, b) = trim(self.text, range.start, range.end);
         let base = prefix.as_ref().map_or(a, |p| p.start.min(a));
@@ -190,6 +215,7 @@ impl Run<'_, '_> {
     }
 
     fn emit(&mut self, a: usize, b: usize, tokens: usize) {
+        self.e.cut_one();
         self.out.push(Piece {
             start: a,
             end: b,
@@ -294,6 +320,9 @@ impl Run<'_, '_> {
 
     /// Splits `[a, b)` (known not to fit) at `level`.
     fn process(&mut self, a: usize, b: usize, level: Level) {
+        if self.e.full() {
+            return;
+        }
         let segs = segments(self.e.text, a, b, level, self.e.markdown);
         if segs.is_empty() {
             return;
@@ -314,7 +343,7 @@ impl Run<'_, '_> {
         if matches!(level, Level::Paragraph | Level::Line) {
             let target = (self.max / 2).max(1);
             let mut i = 0;
-            while i < units.len() {
+            while i < units.len() && !self.e.full() {
                 let mut j = i + 1;
                 while j < units.len() && !self.ends_group(units[j - 1], target) {
                     j += 1;
@@ -353,7 +382,7 @@ impl Run<'_, '_> {
     /// Packs units greedily; units that do not fit are split at the next level.
     fn greedy(&mut self, units: &[Unit], level: Level) {
         let mut k = 0;
-        while k < units.len() {
+        while k < units.len() && !self.e.full() {
             let u = units[k];
             if !self.fits(u) {
                 self.too_big(u, level);

@@ -139,10 +139,17 @@ fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
 fn limits() -> impl Strategy<Value = ParseLimits> {
     prop_oneof![
         3 => Just(ParseLimits::default()),
-        1 => (1u64..200_000, 1usize..40).prop_map(|(b, e)| ParseLimits {
-            max_unpacked_bytes: b,
-            max_entries: e,
-        }),
+        1 => (1u64..200_000, 1usize..40, 1usize..100_000, 1u64..100_000).prop_map(
+            |(b, e, t, ops)| ParseLimits {
+                max_unpacked_bytes: b,
+                max_entries: e,
+                max_text_bytes: t,
+                max_stream_bytes: b / 2 + 1,
+                max_page_tokens: ops,
+                max_operations: ops * 4,
+                ..ParseLimits::default()
+            }
+        ),
     ]
 }
 

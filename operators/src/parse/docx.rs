@@ -14,7 +14,7 @@ use quick_xml::Reader;
 
 use super::xml::{attr, local, reference, text};
 use super::zip::Archive;
-use super::{ParseLimits, Parsed};
+use super::{text_over, Fault, ParseLimits, Parsed};
 use crate::table::markdown_table;
 
 const DOCUMENT: &str = "word/document.xml";
@@ -67,7 +67,7 @@ impl StyleDef {
     }
 }
 
-pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String> {
+pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, Fault> {
     let mut zip = Archive::open(bytes, limits)?;
     let document = zip
         .text(DOCUMENT)?
@@ -80,7 +80,7 @@ pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String
         Some(xml) => core_title(&xml)?,
         None => None,
     };
-    let body = Body::read(&document, &styles)?;
+    let body = Body::read(&document, &styles, limits.max_text_bytes)?;
     Ok(Parsed {
         markdown: body.blocks.join("\n\n"),
         title: core_title.or(body.title),
@@ -170,13 +170,22 @@ struct Body {
     rows: Vec<Vec<String>>,
     row: Vec<String>,
     cell: String,
+    /// Bytes of text read so far: the body stops once they pass the text limit.
+    text_bytes: usize,
 }
 
 impl Body {
-    fn read(xml: &str, styles: &HashMap<String, StyleRole>) -> Result<Body, String> {
+    fn read(
+        xml: &str,
+        styles: &HashMap<String, StyleRole>,
+        max_text_bytes: usize,
+    ) -> Result<Body, Fault> {
         let mut reader = Reader::from_str(xml);
         let mut body = Body::default();
         loop {
+            if body.text_bytes > max_text_bytes {
+                return Err(text_over(max_text_bytes));
+            }
             match reader
                 .read_event()
                 .map_err(|e| format!("{DOCUMENT}: {e}"))?
@@ -202,6 +211,7 @@ impl Body {
     fn push(&mut self, s: &str) {
         if let Some(p) = self.para.as_mut() {
             p.text.push_str(s);
+            self.text_bytes += s.len();
         }
     }
 

@@ -11,10 +11,10 @@ use quick_xml::Reader;
 
 use super::xml::{attr, local, reference, text};
 use super::zip::Archive;
-use super::{ParseLimits, Parsed};
+use super::{text_over, Fault, ParseLimits, Parsed};
 use crate::clean::html_to_markdown;
 
-pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String> {
+pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, Fault> {
     let mut zip = Archive::open(bytes, limits)?;
     let container = zip
         .text("META-INF/container.xml")?
@@ -25,8 +25,12 @@ pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String
         .ok_or_else(|| format!("the package document {opf_path} is missing"))?;
     let package = Package::read(&opf)?;
     let base = opf_path.rsplit_once('/').map_or("", |(dir, _)| dir);
-    let mut chapters = Vec::new();
+    let mut chapters: Vec<String> = Vec::new();
+    let mut text_bytes = 0usize;
     for idref in &package.spine {
+        if text_bytes > limits.max_text_bytes {
+            return Err(text_over(limits.max_text_bytes));
+        }
         let Some((href, media_type)) = package.manifest.get(idref) else {
             continue;
         };
@@ -35,7 +39,7 @@ pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String
         }
         let path = resolve(base, href);
         let Some(xhtml) = zip.text(&path)? else {
-            return Err(format!("spine item {path} is missing"));
+            return Err(format!("spine item {path} is missing").into());
         };
         let html = html_to_markdown(&xhtml);
         let body = html.text.trim();
@@ -48,6 +52,7 @@ pub(super) fn parse(bytes: &[u8], limits: &ParseLimits) -> Result<Parsed, String
             }
             _ => chapters.push(body.to_owned()),
         }
+        text_bytes += chapters.last().map_or(0, String::len) + 2;
     }
     if package.spine.is_empty() {
         return Err("the package document has no spine".into());

@@ -2,9 +2,11 @@
 //! parsed here into Markdown text, whose headings become the chunks' section paths and whose
 //! tables and lists stay Markdown. Pure: bytes in, text or a [`ParseError`] out.
 //!
-//! Every parser is bounded: archives are read entry by entry with a cap on what they unpack
-//! ([`ParseLimits`]), XML is read as a stream, and nothing in a file can make a parser loop or
-//! allocate past those caps; any malformed input is a [`ParseError`], never a panic.
+//! Every parser is bounded in memory and time by [`ParseLimits`]: archives are read entry by
+//! entry with a cap on what they unpack, XML is read as a stream, a PDF's compressed streams are
+//! decoded within a budget before its reader sees them and its content operations are counted
+//! before they run, and every parser's text is held to the record's text limit. A file over a
+//! limit is [`ParseError::TooLarge`]; any malformed input is a [`ParseError`], never a panic.
 
 mod docx;
 mod epub;
@@ -27,9 +29,16 @@ pub struct Parsed {
 /// Why a binary document yields no text. [`ParseError::class`] is stable (a DLQ header).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    /// Not a file of its content type, damaged, encrypted, or over the unpacking limits.
+    /// Not a file of its content type, damaged, or encrypted.
     #[error("cannot parse the {content_type} document: {reason}")]
     Unparseable {
+        content_type: &'static str,
+        reason: String,
+    },
+    /// Over one of the [`ParseLimits`]: it unpacks, decodes, draws or reads to more than one
+    /// document may, or its text is longer than the record's text limit.
+    #[error("the {content_type} document is over a parsing limit: {reason}")]
+    TooLarge {
         content_type: &'static str,
         reason: String,
     },
@@ -40,23 +49,60 @@ pub enum ParseError {
 
 impl ParseError {
     /// Every value [`ParseError::class`] can return.
-    pub const CLASSES: &'static [&'static str] = &["unparseable", "no_text"];
+    pub const CLASSES: &'static [&'static str] = &["unparseable", "too_large", "no_text"];
 
     pub fn class(&self) -> &'static str {
         match self {
             ParseError::Unparseable { .. } => "unparseable",
+            ParseError::TooLarge { .. } => "too_large",
             ParseError::NoText { .. } => "no_text",
         }
     }
 }
 
-/// Caps on what one document may unpack.
+/// Why a parser stopped, before its content type is known to the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Damaged, encrypted, not of its type: [`ParseError::Unparseable`].
+    Damaged(String),
+    /// Over a limit: [`ParseError::TooLarge`].
+    OverLimit(String),
+}
+
+impl From<String> for Fault {
+    fn from(reason: String) -> Self {
+        Fault::Damaged(reason)
+    }
+}
+
+impl From<&str> for Fault {
+    fn from(reason: &str) -> Self {
+        Fault::Damaged(reason.to_owned())
+    }
+}
+
+/// Caps on what parsing one document may take, in memory and in time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParseLimits {
-    /// Bytes all archive entries read may unpack to, together (a zip bomb stops here).
+    /// Bytes all archive entries read may unpack to, together (a zip bomb stops here); for a
+    /// PDF, the bytes all its decoded streams may take together.
     pub max_unpacked_bytes: u64,
     /// Archive entries a document may hold.
     pub max_entries: usize,
+    /// Bytes of the parsed text (the record's `[limits] max_text_bytes`).
+    pub max_text_bytes: usize,
+    /// Bytes one decoded PDF stream may take.
+    pub max_stream_bytes: u64,
+    /// Content operators and operands one PDF page may hold (its content, or one form it
+    /// draws): the reader holds them in memory together, up to about 200 bytes each.
+    pub max_page_tokens: u64,
+    /// Content operators a whole PDF may run, a form counted each time it is drawn.
+    pub max_operations: u64,
+    /// Pages one PDF may have.
+    pub max_pages: usize,
+    /// How long reading one PDF may take: a file that makes the reader crawl is refused rather
+    /// than holding up the pipeline (the one limit that depends on the machine).
+    pub max_read: std::time::Duration,
 }
 
 impl Default for ParseLimits {
@@ -64,6 +110,22 @@ impl Default for ParseLimits {
         ParseLimits {
             max_unpacked_bytes: 256 << 20,
             max_entries: 10_000,
+            max_text_bytes: 8 << 20,
+            max_stream_bytes: 64 << 20,
+            max_page_tokens: 1_000_000,
+            max_operations: 20_000_000,
+            max_pages: 5_000,
+            max_read: std::time::Duration::from_secs(120),
+        }
+    }
+}
+
+impl ParseLimits {
+    /// The defaults, with the parsed text held to `max_text_bytes`.
+    pub fn with_text_limit(max_text_bytes: usize) -> Self {
+        ParseLimits {
+            max_text_bytes,
+            ..ParseLimits::default()
         }
     }
 }
@@ -89,27 +151,50 @@ pub fn parse(
     limits: &ParseLimits,
 ) -> Option<Result<Parsed, ParseError>> {
     let ct = content_type.as_str();
-    let unparseable = |reason: String| ParseError::Unparseable {
-        content_type: ct,
-        reason,
+    let classified = |fault: Fault| match fault {
+        Fault::Damaged(reason) => ParseError::Unparseable {
+            content_type: ct,
+            reason,
+        },
+        Fault::OverLimit(reason) => ParseError::TooLarge {
+            content_type: ct,
+            reason,
+        },
     };
     let parsed = match content_type {
-        ContentType::Docx => docx::parse(bytes, limits).map_err(unparseable),
-        ContentType::Epub => epub::parse(bytes, limits).map_err(unparseable),
-        ContentType::Pdf => pdf::parse(bytes, limits).map_err(unparseable),
+        ContentType::Docx => docx::parse(bytes, limits),
+        ContentType::Epub => epub::parse(bytes, limits),
+        ContentType::Pdf => pdf::parse(bytes, limits),
         ContentType::PlainText
         | ContentType::Markdown
         | ContentType::Html
         | ContentType::Csv
         | ContentType::Code(_) => return None,
     };
-    Some(parsed.and_then(|p| {
+    let parsed = parsed.and_then(|p| text_within(p, limits.max_text_bytes));
+    Some(parsed.map_err(classified).and_then(|p| {
         if p.markdown.trim().is_empty() {
             Err(ParseError::NoText { content_type: ct })
         } else {
             Ok(p)
         }
     }))
+}
+
+/// `Err` when the parsed text is longer than `max_text_bytes` (the parsers stop early when their
+/// text grows past it; this holds the joined result to it).
+fn text_within(p: Parsed, max_text_bytes: usize) -> Result<Parsed, Fault> {
+    if p.markdown.len() > max_text_bytes {
+        return Err(text_over(max_text_bytes));
+    }
+    Ok(p)
+}
+
+/// The refusal of a parsed text longer than `max_text_bytes`.
+pub(crate) fn text_over(max_text_bytes: usize) -> Fault {
+    Fault::OverLimit(format!(
+        "its text is longer than {max_text_bytes} bytes (the record's max_text_bytes)"
+    ))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::io::{Cursor, Read};
 
-use super::ParseLimits;
+use super::{Fault, ParseLimits};
 
 /// An archive over borrowed bytes; every entry read counts against the unpacking budget.
 pub(crate) struct Archive<'a> {
@@ -11,15 +11,15 @@ pub(crate) struct Archive<'a> {
 }
 
 impl<'a> Archive<'a> {
-    pub(crate) fn open(bytes: &'a [u8], limits: &ParseLimits) -> Result<Self, String> {
+    pub(crate) fn open(bytes: &'a [u8], limits: &ParseLimits) -> Result<Self, Fault> {
         let zip = ::zip::ZipArchive::new(Cursor::new(bytes))
             .map_err(|e| format!("not a ZIP container: {e}"))?;
         if zip.len() > limits.max_entries {
-            return Err(format!(
+            return Err(Fault::OverLimit(format!(
                 "{} archive entries, over the limit of {}",
                 zip.len(),
                 limits.max_entries
-            ));
+            )));
         }
         Ok(Archive {
             zip,
@@ -28,7 +28,7 @@ impl<'a> Archive<'a> {
     }
 
     /// The entry `name` as UTF-8 text; `Ok(None)` when there is no such entry.
-    pub(crate) fn text(&mut self, name: &str) -> Result<Option<String>, String> {
+    pub(crate) fn text(&mut self, name: &str) -> Result<Option<String>, Fault> {
         let Some(index) = self.zip.index_for_name(name) else {
             return Ok(None);
         };
@@ -43,12 +43,13 @@ impl<'a> Archive<'a> {
             .read_to_end(&mut out)
             .map_err(|e| format!("entry {name}: {e}"))? as u64;
         if read > self.unpacked_left {
-            return Err(format!(
+            return Err(Fault::OverLimit(format!(
                 "entry {name} unpacks past the limit of what a document may unpack"
-            ));
+            )));
         }
         self.unpacked_left -= read;
-        let text = String::from_utf8(out).map_err(|_| format!("entry {name} is not UTF-8"))?;
+        let text = String::from_utf8(out)
+            .map_err(|_| Fault::from(format!("entry {name} is not UTF-8")))?;
         Ok(Some(text))
     }
 }

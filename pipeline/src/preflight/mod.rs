@@ -120,15 +120,21 @@ pub fn preflight(
     })
 }
 
-/// The process's embedding cache (processes other than 0 keep their own file beside it).
-fn open_cache(config: &Config) -> Result<SharedCache> {
+/// Where this process's embedding cache lives (processes other than 0 keep their own file
+/// beside process 0's); the process's crash ledger lies beside it (`crate::quarantine`).
+pub fn cache_path(config: &Config) -> std::path::PathBuf {
     let p = &config.pipeline;
-    let path = if p.process_index == 0 {
+    if p.process_index == 0 {
         p.embedding_cache_path.clone()
     } else {
         p.embedding_cache_path
             .with_extension(format!("p{}.log", p.process_index))
-    };
+    }
+}
+
+/// The process's embedding cache.
+fn open_cache(config: &Config) -> Result<SharedCache> {
+    let path = cache_path(config);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

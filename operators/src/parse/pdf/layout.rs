@@ -1,201 +1,36 @@
-//! PDF to Markdown, page by page: the glyphs `pdf-extract` places on each page are laid out
-//! again here, so that
-//!
-//! - lines are rebuilt from glyph positions (not from drawing order), a wide horizontal gap
-//!   splitting a line into segments;
-//! - a page with a gutter (a vertical strip in its middle that no body line crosses) is read
-//!   column by column, left before right, between the full-width lines (titles) that cut across;
-//! - lines repeated at the top or bottom of most pages (running headers and footers, page
-//!   numbers included: digits compare equal) are dropped;
-//! - lines of a paragraph are joined, a word hyphenated across a line end joined again;
-//! - lines set larger than the document's body text become headings, the largest size `#`, the
-//!   next `##`, …, so they give the chunks' section paths; a line opening with a bullet glyph is
-//!   a list item.
-//!
-//! Every page keeps its number: [`Parsed::pages`] holds each page's Markdown. A PDF without a
-//! glyph is `no_text` (scans need OCR, which freshet does not do); one that is encrypted with a
-//! password, damaged or over the limits (pages, glyphs, two minutes of reading) is
-//! `unparseable`. `pdf-extract` can panic on malformed files: the panic is caught and the file
-//! is `unparseable`.
+//! A PDF's pages laid out again from the glyphs the reader places on them (see [`super`]):
+//! lines from baselines, columns, running headers and footers, paragraphs and hyphenation,
+//! headings by size, list items and tables, as Markdown page by page.
 
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, Instant};
 
-use pdf_extract::{MediaBox, OutputDev, OutputError, Transform};
-
-use super::{ParseLimits, Parsed};
-
-/// Pages one PDF may have.
-const MAX_PAGES: usize = 5_000;
-/// Glyphs one PDF may place (a bound on memory: about 60 bytes each).
-const MAX_GLYPHS: usize = 20_000_000;
-/// How long reading one PDF's pages may take (checked as glyphs arrive): a file that makes the
-/// reader crawl is refused rather than holding up the pipeline.
-const MAX_READ: Duration = Duration::from_secs(120);
-
-pub(super) fn parse(bytes: &[u8], _limits: &ParseLimits) -> Result<Parsed, String> {
-    let result = catch_unwind(AssertUnwindSafe(|| extract(bytes)));
-    let (pages, title) = match result {
-        Ok(r) => r?,
-        Err(_) => return Err("the PDF reader failed on this file (malformed PDF)".into()),
-    };
-    let laid_out = layout_document(&pages);
-    Ok(Parsed {
-        markdown: laid_out.join("\n\n"),
-        title,
-        pages: laid_out,
-    })
+/// One glyph: its left edge and baseline (from the top of the page), advance and size, and
+/// where its text lies in its page's [`Page::text`]. 24 bytes: a page of glyphs is held in
+/// memory until the document is laid out.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Glyph {
+    pub(super) x: f32,
+    pub(super) y: f32,
+    pub(super) width: f32,
+    pub(super) size: f32,
+    pub(super) start: u32,
+    pub(super) end: u32,
 }
 
-/// Each page's glyphs, and the document's title (its info dictionary's `Title`).
-fn extract(bytes: &[u8]) -> Result<(Vec<Page>, Option<String>), String> {
-    let mut doc =
-        pdf_extract::Document::load_mem(bytes).map_err(|e| format!("not a readable PDF: {e}"))?;
-    if doc.is_encrypted() {
-        // Encrypted for permissions only (an empty user password) is still readable.
-        doc.decrypt("")
-            .map_err(|_| "encrypted with a password".to_string())?;
-    }
-    let n = doc.get_pages().len();
-    if n > MAX_PAGES {
-        return Err(format!("{n} pages, over the limit of {MAX_PAGES}"));
-    }
-    let title = info_title(&doc);
-    let mut collector = Collector {
-        deadline: Some(Instant::now() + MAX_READ),
-        ..Collector::default()
-    };
-    let read = pdf_extract::output_doc(&doc, &mut collector);
-    if collector.over {
-        return Err(format!("more than {MAX_GLYPHS} glyphs"));
-    }
-    if collector.late {
-        return Err(format!(
-            "reading its pages took over {} s",
-            MAX_READ.as_secs()
-        ));
-    }
-    read.map_err(|e| format!("cannot read the pages: {e:?}"))?;
-    Ok((collector.pages, title))
-}
-
-fn info_title(doc: &pdf_extract::Document) -> Option<String> {
-    let info = doc.trailer.get(b"Info").ok()?;
-    let dict = match info {
-        pdf_extract::Object::Reference(id) => doc.get_dictionary(*id).ok()?,
-        pdf_extract::Object::Dictionary(d) => d,
-        _ => return None,
-    };
-    let raw = dict.get(b"Title").ok()?.as_str().ok()?;
-    let title = match raw {
-        // UTF-16BE with its byte-order mark, else PDFDocEncoding (Latin-1 for text).
-        [0xfe, 0xff, rest @ ..] => String::from_utf16_lossy(
-            &rest
-                .chunks(2)
-                .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))
-                .collect::<Vec<_>>(),
-        ),
-        _ => raw.iter().map(|&b| b as char).collect(),
-    };
-    let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
-    (!title.is_empty()).then_some(title)
-}
-
-/// One glyph: its left edge and baseline (from the top of the page), advance and size.
-#[derive(Clone, Debug)]
-struct Glyph {
-    x: f64,
-    y: f64,
-    width: f64,
-    size: f64,
-    text: String,
-}
-
+/// One page's glyphs, their texts one after the other in `text`.
 #[derive(Clone, Debug, Default)]
-struct Page {
-    width: f64,
-    height: f64,
-    glyphs: Vec<Glyph>,
+pub(super) struct Page {
+    pub(super) width: f64,
+    pub(super) height: f64,
+    pub(super) glyphs: Vec<Glyph>,
+    pub(super) text: String,
 }
 
-#[derive(Default)]
-struct Collector {
-    pages: Vec<Page>,
-    current: Page,
-    height: f64,
-    glyphs: usize,
-    over: bool,
-    deadline: Option<Instant>,
-    late: bool,
-}
-
-impl OutputDev for Collector {
-    fn begin_page(
-        &mut self,
-        _page_num: u32,
-        media_box: &MediaBox,
-        _art_box: Option<(f64, f64, f64, f64)>,
-    ) -> Result<(), OutputError> {
-        self.height = media_box.ury - media_box.lly;
-        self.current = Page {
-            width: (media_box.urx - media_box.llx).abs(),
-            height: self.height.abs(),
-            glyphs: Vec::new(),
-        };
-        Ok(())
-    }
-
-    fn end_page(&mut self) -> Result<(), OutputError> {
-        self.pages.push(std::mem::take(&mut self.current));
-        Ok(())
-    }
-
-    fn output_character(
-        &mut self,
-        trm: &Transform,
-        width: f64,
-        _spacing: f64,
-        font_size: f64,
-        text: &str,
-    ) -> Result<(), OutputError> {
-        self.glyphs += 1;
-        if self.glyphs > MAX_GLYPHS {
-            self.over = true;
-            return Err(OutputError::IoError(std::io::Error::other(
-                "too many glyphs",
-            )));
-        }
-        if self.glyphs.is_multiple_of(4096) && self.deadline.is_some_and(|d| Instant::now() > d) {
-            self.late = true;
-            return Err(OutputError::IoError(std::io::Error::other("too slow")));
-        }
-        // The size the glyph is drawn at: the font size through the text matrix.
-        let vx = font_size * (trm.m11 + trm.m21);
-        let vy = font_size * (trm.m12 + trm.m22);
-        let size = (vx * vy).abs().sqrt();
-        let (x, y) = (trm.m31, self.height - trm.m32);
-        if !(x.is_finite() && y.is_finite() && size.is_finite()) || size <= 0.0 {
-            return Ok(());
-        }
-        self.current.glyphs.push(Glyph {
-            x,
-            y,
-            width: width * size,
-            size,
-            text: text.to_owned(),
-        });
-        Ok(())
-    }
-
-    fn begin_word(&mut self) -> Result<(), OutputError> {
-        Ok(())
-    }
-    fn end_word(&mut self) -> Result<(), OutputError> {
-        Ok(())
-    }
-    fn end_line(&mut self) -> Result<(), OutputError> {
-        Ok(())
+impl Page {
+    fn text_of(&self, g: &Glyph) -> &str {
+        self.text
+            .get(g.start as usize..g.end as usize)
+            .unwrap_or("")
     }
 }
 
@@ -212,6 +47,7 @@ struct Segment {
 /// The segments of a page (by line, then x).
 fn segments(page: &Page) -> Vec<Segment> {
     let mut glyphs: Vec<&Glyph> = page.glyphs.iter().collect();
+    let f = f64::from;
     glyphs.sort_by(|a, b| a.y.total_cmp(&b.y).then(a.x.total_cmp(&b.x)));
     // Lines: glyphs whose baselines are within half a glyph size.
     let mut lines: Vec<Vec<&Glyph>> = Vec::new();
@@ -227,25 +63,26 @@ fn segments(page: &Page) -> Vec<Segment> {
         let mut seg: Option<Segment> = None;
         for g in line {
             if let Some(s) = seg.as_mut() {
-                let gap = g.x - s.x1;
-                if gap <= 1.5 * g.size {
-                    if gap > 0.15 * g.size && !s.text.ends_with(' ') && g.text != " " {
+                let text = page.text_of(g);
+                let gap = f(g.x) - s.x1;
+                if gap <= 1.5 * f(g.size) {
+                    if gap > 0.15 * f(g.size) && !s.text.ends_with(' ') && text != " " {
                         s.text.push(' ');
                     }
-                    s.text.push_str(&g.text);
-                    s.x1 = s.x1.max(g.x + g.width);
-                    s.size = s.size.max(g.size);
+                    s.text.push_str(text);
+                    s.x1 = s.x1.max(f(g.x) + f(g.width));
+                    s.size = s.size.max(f(g.size));
                     continue;
                 }
             }
             // A wide gap (or the line's first glyph) starts a segment.
             out.extend(seg.take());
             seg = Some(Segment {
-                x0: g.x,
-                x1: g.x + g.width,
-                y: g.y,
-                size: g.size,
-                text: g.text.clone(),
+                x0: f(g.x),
+                x1: f(g.x) + f(g.width),
+                y: f(g.y),
+                size: f(g.size),
+                text: page.text_of(g).to_owned(),
             });
         }
         out.extend(seg);
@@ -343,7 +180,7 @@ fn repeat_key(text: &str) -> String {
 }
 
 /// Every page's Markdown, running headers and footers removed.
-fn layout_document(pages: &[Page]) -> Vec<String> {
+pub(super) fn layout_document(pages: &[Page]) -> Vec<String> {
     let mut segs: Vec<Vec<Segment>> = pages.iter().map(segments).collect();
     let heights: Vec<f64> = pages.iter().map(|p| p.height).collect();
     remove_running_lines(&mut segs, &heights);

@@ -1,6 +1,9 @@
 //! Test support for freshet's crates (feature `test-support`, and this crate's own tests): a
 //! chunk with every field set to something plain, a small seeded generator, and random chunks
-//! and filters for checking the index filter translations against [`ChunkFilter::matches`].
+//! and filters for checking the index filter translations against [`ChunkFilter::matches`];
+//! PDFs written for tests, inflate bombs among them ([`pdf`]).
+
+pub mod pdf;
 
 use crate::chunk::{chunk_id, Chunk, ChunkKind};
 use crate::filter::ChunkFilter;
