@@ -52,19 +52,20 @@ pub fn check_url(
     }
 }
 
-/// The warning for a service listening on `listen` beyond loopback without TLS, if it does.
-/// `what` names the service (`the query node`), `setting` its listen setting (`query.listen`).
-pub fn listen_warning(what: &str, setting: &str, listen: &str, tls: bool) -> Option<String> {
-    if tls {
-        return None;
-    }
-    let loopback = match listen.parse::<SocketAddr>() {
+/// Whether a listen address (`host:port`) is on loopback only.
+pub fn is_loopback_listen(listen: &str) -> bool {
+    match listen.parse::<SocketAddr>() {
         Ok(a) => a.ip().is_loopback(),
         Err(_) => listen
             .rsplit_once(':')
             .is_some_and(|(host, _)| is_loopback_host(host)),
-    };
-    (!loopback).then(|| {
+    }
+}
+
+/// The warning for a service listening on `listen` beyond loopback without TLS, if it does.
+/// `what` names the service (`the query node`), `setting` its listen setting (`query.listen`).
+pub fn listen_warning(what: &str, setting: &str, listen: &str, tls: bool) -> Option<String> {
+    (!tls && !is_loopback_listen(listen)).then(|| {
         format!(
             "{what} listens on {listen} ({setting}) beyond loopback without TLS: credentials and \
              documents cross the network in the clear; set tls_cert_file and tls_key_file, or \

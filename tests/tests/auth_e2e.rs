@@ -416,7 +416,10 @@ fn serve_jwks(body: String) -> Result<String> {
 }
 
 /// Tokens signed with a key the issuer publishes at its JWKS URL are verified and bound to
-/// their groups; a token naming a key the issuer does not publish is a 401.
+/// their groups; a token naming a key the issuer does not publish is a 401. The JWKS holds an
+/// encryption key beside the signing one (as a Keycloak realm's does), and the groups are in a
+/// namespaced claim whose name holds dots (as Auth0 puts them); a token without that claim
+/// sees public documents only.
 #[test]
 fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Result<()> {
     let mut case = Case::new("auth_jwks", 1)?;
@@ -425,12 +428,17 @@ fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Resu
     let key = EncodingKey::from_rsa_pem(&pem)?;
     let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, Algorithm::RS256)?;
     jwk.common.key_id = Some("idp-1".into());
-    let url = serve_jwks(serde_json::to_string(&jsonwebtoken::jwk::JwkSet {
-        keys: vec![jwk],
-    })?)?;
+    let sig = serde_json::to_value(&jwk)?;
+    let mut enc = sig.clone();
+    enc["kid"] = json!("idp-enc");
+    enc["alg"] = json!("RSA-OAEP");
+    enc["use"] = json!("enc");
+    let url = serve_jwks(json!({"keys": [enc, sig]}).to_string())?;
     let node = case.start_query(&[(
         "FRESHET_QUERY_JWT",
-        format!(r#"{{issuer = "https://idp.test", audience = ["freshet"], jwks_url = "{url}"}}"#),
+        format!(
+            r#"{{issuer = "https://idp.test", audience = ["freshet"], jwks_url = "{url}", groups_claim = "https://freshet.test/groups"}}"#
+        ),
     )])?;
     node.wait_ready(Duration::from_secs(60))?;
     let ready = node.get("/readyz")?.json()?;
@@ -439,8 +447,11 @@ fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Resu
         (&json!("jwt"), &json!("ok"))
     );
     let rs256 = |kid: &str, groups: Value| -> Result<String> {
-        let claims = json!({"iss": "https://idp.test", "aud": "freshet", "sub": "bob",
-            "exp": jsonwebtoken::get_current_timestamp() + 600, "groups": groups});
+        let mut claims = json!({"iss": "https://idp.test", "aud": "freshet", "sub": "bob",
+            "exp": jsonwebtoken::get_current_timestamp() + 600});
+        if !groups.is_null() {
+            claims["https://freshet.test/groups"] = groups;
+        }
         let header = Header {
             kid: Some(kid.into()),
             ..Header::new(Algorithm::RS256)
@@ -463,6 +474,9 @@ fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Resu
         let b = json!({"query": QUERY, "mode": mode, "principals": ["group:b"]});
         assert_forbidden(&post(&node, "/v1/retrieve", &jwt_a, &b)?, mode)?;
     }
+    let no_groups = rs256("idp-1", Value::Null)?;
+    let q = json!({"query": QUERY, "mode": "bm25", "k": 10});
+    assert_eq!(retrieve(&node, &no_groups, &q)?.0, set(&["public"]));
     let unknown = rs256("idp-2", json!(["a", "b"]))?;
     let r = post(&node, "/v1/retrieve", &unknown, &json!({"query": QUERY}))?;
     assert_eq!(r.status, 401, "{}", r.body);
