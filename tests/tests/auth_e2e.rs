@@ -2,8 +2,9 @@
 //! real `freshet-query` binary over HTTP. Keys and tokens bound to group A never see group B's
 //! document, in any mode, option or endpoint; naming a principal not held is a 403; an
 //! unauthenticated node serves public documents only and says so; `/metrics` behind the admin
-//! key and on its own address; 429 past a key's rate and past its requests in flight; RS256 tokens verified with keys fetched
-//! from the issuer's JWKS URL.
+//! key and on its own address; 429 past a key's rate and past its requests in flight; a wrong key
+//! refused before its body is read; RS256 tokens verified with keys fetched from the issuer's
+//! JWKS URL (beside an encryption key), with groups in a namespaced claim.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -273,6 +274,19 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
             assert_eq!(r.json()?["error"]["code"], "unauthorized");
         }
         assert_eq!(get(&node.addr, "/v1/index", cred)?.status, 401);
+    }
+
+    // The credential is checked before the body is read: a wrong key announcing a huge body it
+    // never sends is answered 401 at once.
+    for path in ["/v1/retrieve", "/pathway/v1/retrieve"] {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&node.addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(format!("POST {path} HTTP/1.1\r\nHost: x\r\nX-API-Key: key-x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{").as_bytes())?;
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).unwrap_or(0);
+        let head = String::from_utf8_lossy(&head[..n]);
+        assert!(head.starts_with("HTTP/1.1 401"), "{path}: {head:?}");
     }
 
     // 429 past the key's rate (0.2/s, burst 2), with Retry-After; other keys unaffected.
