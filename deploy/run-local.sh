@@ -16,7 +16,6 @@ if [[ "$profile" == release ]]; then cargo build --release -p freshet-pipeline -
 export FRESHET_BIN="$root/target/$profile/freshet"
 export FRESHET_QUERY_BIN="$root/target/$profile/freshet-query"
 tools="$root/target/$profile/freshet-tools"
-export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy}"
 
 "$here/start-all.sh"
 "$here/start-pipeline.sh"

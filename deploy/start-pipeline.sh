@@ -20,7 +20,6 @@ if pidfile_running "$PIDFILE" freshet; then
     log "pipeline already running (pid $PIDFILE_PID); log: $LOGFILE"
     exit 0
 fi
-export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy}"
 export FRESHET_PIPELINE_EMBEDDING_CACHE_PATH="${FRESHET_PIPELINE_EMBEDDING_CACHE_PATH:-$FRESHET_HOME/cache/embeddings.log}"
 # The local tansu broker answers every fetch only after fetch.wait.max.ms (100 ms), with what it
 # read when the fetch arrived: with librdkafka's fetch.min.bytes=1 a record waited 1.5 fetch

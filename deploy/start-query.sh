@@ -18,7 +18,6 @@ if pidfile_running "$PIDFILE" freshet-query; then
     log "query node already running (pid $PIDFILE_PID); log: $LOGFILE"
     exit 0
 fi
-export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy}"
 export FRESHET_QUERY_LISTEN="$LISTEN"
 start_daemon query "$PIDFILE" "$LOGFILE" "$root" "$BIN"
 wait_for_tcp "${LISTEN%:*}" "${LISTEN##*:}" "$TIMEOUT" "$DAEMON_PID" ||

@@ -25,6 +25,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -56,13 +57,40 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// `$FRESHET_HOME`, or `$HOME/.freshet` when unset (`./.freshet` without a home either): where
 /// `deploy/install.sh` puts the tools, models, venvs and, by default, the indexes and caches.
 pub fn freshet_home() -> PathBuf {
-    match std::env::var_os("FRESHET_HOME") {
+    freshet_home_from(
+        std::env::var_os("FRESHET_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    )
+}
+
+/// [`freshet_home`] from the values of `FRESHET_HOME` and `HOME`.
+pub fn freshet_home_from(freshet_home: Option<&OsStr>, home: Option<&OsStr>) -> PathBuf {
+    match freshet_home {
         Some(h) if !h.is_empty() => PathBuf::from(h),
-        _ => std::env::var_os("HOME")
+        _ => home
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."))
             .join(".freshet"),
+    }
+}
+
+/// Where the local stack keeps its state: `$FRESHET_RUN_DIR`, or `run` under [`freshet_home`].
+/// The deploy scripts (`deploy/lib.sh`) decide the same way, so that every binary started by
+/// hand in a new shell finds what `deploy/run-local.sh` started: the tantivy index
+/// (`index/tantivy`), the folder-sync state (`watch/`), the broker's and Milvus' data.
+pub fn run_dir() -> PathBuf {
+    run_dir_from(
+        std::env::var_os("FRESHET_RUN_DIR").as_deref(),
+        &freshet_home(),
+    )
+}
+
+/// [`run_dir`] from the variable's value and the home.
+pub fn run_dir_from(run_dir: Option<&OsStr>, home: &Path) -> PathBuf {
+    match run_dir {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => home.join("run"),
     }
 }
 
@@ -251,6 +279,52 @@ mod tests {
         let e =
             apply_env(&mut t, &env(&[("FRESHET_KAFKA_BROKERS", "x")]), &sections()).unwrap_err();
         assert!(matches!(e, Error::NotATable(s) if s == "kafka"));
+    }
+
+    /// `deploy/lib.sh` (every deploy script) and the binaries keep the local stack's state in
+    /// the same place, whichever of `HOME`, `FRESHET_HOME` and `FRESHET_RUN_DIR` are set.
+    #[test]
+    fn the_deploy_scripts_and_the_binaries_agree_on_the_state_directory() {
+        let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/lib.sh");
+        let tmp = std::env::temp_dir().join(format!("freshet-run-dir-{}", std::process::id()));
+        let (home, fhome, run) = (tmp.join("h"), tmp.join("fh"), tmp.join("r"));
+        let cases: [(Option<&Path>, Option<&Path>); 4] = [
+            (None, None),
+            (Some(&fhome), None),
+            (None, Some(&run)),
+            (Some(&fhome), Some(&run)),
+        ];
+        for (freshet_home, run_dir) in cases {
+            let mut cmd = std::process::Command::new("bash");
+            cmd.env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("HOME", &home)
+                .arg("-c")
+                .arg(". \"$1\" && printf %s \"$FRESHET_RUN_DIR\"")
+                .arg("lib.sh")
+                .arg(&lib);
+            if let Some(h) = freshet_home {
+                cmd.env("FRESHET_HOME", h);
+            }
+            if let Some(r) = run_dir {
+                cmd.env("FRESHET_RUN_DIR", r);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let scripts = PathBuf::from(String::from_utf8(out.stdout).unwrap());
+            let binaries = run_dir_from(
+                run_dir.map(Path::as_os_str),
+                &freshet_home_from(freshet_home.map(Path::as_os_str), Some(home.as_os_str())),
+            );
+            assert_eq!(
+                scripts, binaries,
+                "FRESHET_HOME={freshet_home:?} FRESHET_RUN_DIR={run_dir:?}"
+            );
+        }
+        assert_eq!(
+            run_dir_from(None, &freshet_home_from(None, Some(home.as_os_str()))),
+            home.join(".freshet").join("run")
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub struct Config {
     metrics: toml::Table,
     query: toml::Table,
     sources: Option<toml::Value>,
+    files: toml::Table,
 }
 
 /// The `[ingest]` section.

@@ -6,8 +6,10 @@
 //!   path's id; an `id` in the envelope must equal it, and `op` must be absent or `upsert`.
 //! - A file (`PUT` with the file's media type): an upsert envelope is built the way the
 //!   directory source builds one from a file (text types as `text`, PDF/DOCX/EPUB as
-//!   `content_base64`), with `title`, `source`, `acl` (repeatable) and `metadata` (a JSON
-//!   object) from the query string.
+//!   `content_base64`), with `title`, `source`, `acl` (repeatable), `public` (`true`: a public
+//!   document, said so) and `metadata` (a JSON object) from the query string. The envelope is
+//!   checked with the pipeline's decoder, so `[limits] require_acl` refuses an upload that
+//!   gives neither `acl` nor `public=true` (`missing_acl`).
 //! - A batch (NDJSON): one envelope per line, each with its `id`; a `delete` line becomes a
 //!   tombstone. Every line is checked before anything is produced.
 //! - A delete: a tombstone (null value) keyed by the id.
@@ -131,12 +133,15 @@ pub struct FileOptions {
     pub title: Option<String>,
     pub source: Option<String>,
     pub acl: Vec<String>,
+    /// `public=true`: the document is public, said so (`"acl": "public"`).
+    pub public: bool,
     pub metadata: Map<String, Value>,
 }
 
 impl FileOptions {
-    /// Reads `title`, `source`, `acl` (repeatable: one principal each) and `metadata` (a JSON
-    /// object); any other parameter is refused, so a misspelt one is not silently dropped.
+    /// Reads `title`, `source`, `acl` (repeatable: one principal each), `public` (`true` or
+    /// `false`; not with `acl`) and `metadata` (a JSON object); any other parameter is refused,
+    /// so a misspelt one is not silently dropped.
     pub fn from_query(params: &[(String, String)]) -> Result<Self, Invalid> {
         let mut o = FileOptions::default();
         for (k, v) in params {
@@ -144,6 +149,17 @@ impl FileOptions {
                 "title" => o.title = Some(v.clone()),
                 "source" => o.source = Some(v.clone()),
                 "acl" => o.acl.push(v.clone()),
+                "public" => {
+                    o.public = match v.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(Invalid::BadRequest(
+                                "query parameter `public` must be true or false".into(),
+                            ))
+                        }
+                    }
+                }
                 "metadata" if v.trim().is_empty() => o.metadata = Map::new(),
                 "metadata" => match serde_json::from_str::<Value>(v) {
                     Ok(Value::Object(m)) => o.metadata = m,
@@ -155,10 +171,15 @@ impl FileOptions {
                 },
                 other => {
                     return Err(Invalid::BadRequest(format!(
-                        "unknown query parameter {other:?} (expected title, source, acl, metadata)"
+                        "unknown query parameter {other:?} (expected title, source, acl, public, metadata)"
                     )))
                 }
             }
+        }
+        if o.public && !o.acl.is_empty() {
+            return Err(Invalid::BadRequest(
+                "give acl principals or public=true, not both".into(),
+            ));
         }
         Ok(o)
     }
@@ -187,7 +208,11 @@ pub fn file(
         "id": id,
         "content_type": content_type.as_str(),
         "source": options.source.unwrap_or_default(),
-        "acl": options.acl,
+        "acl": if options.public {
+            Value::from(freshet_operators::envelope::PUBLIC)
+        } else {
+            Value::from(options.acl)
+        },
         "metadata": options.metadata,
     });
     let title = if content_type.is_binary() {
@@ -478,5 +503,55 @@ mod tests {
                 limit: 2
             }))
         );
+    }
+
+    /// A misspelt ACL key is refused with the decoder's class before anything is produced; with
+    /// `require_acl`, so is an envelope, a file or a batch line that states no ACL, while
+    /// `"acl": "public"` and `public=true` pass.
+    #[test]
+    fn acls_are_held_to_the_contract() {
+        let e = envelope("a", br#"{"text":"x","ACL":["group:hr"]}"#, &lim());
+        assert_eq!(class(e), "invalid_field");
+        let e = envelope("a", br#"{"text":"x","metadata":{"acls":["g"]}}"#, &lim());
+        assert_eq!(class(e), "invalid_field");
+        let strict = RecordLimits {
+            require_acl: true,
+            ..lim()
+        };
+        assert_eq!(
+            class(envelope("a", br#"{"text":"x"}"#, &strict)),
+            "missing_acl"
+        );
+        assert!(envelope("a", br#"{"text":"x","acl":"public"}"#, &strict).is_ok());
+        assert!(envelope("a", br#"{"text":"x","acl":["group:a"]}"#, &strict).is_ok());
+        let plain = || FileOptions::default();
+        assert_eq!(
+            class(file("a", "text/plain", b"x", plain(), &strict)),
+            "missing_acl"
+        );
+        let public = FileOptions::from_query(&[("public".into(), "true".into())]).unwrap();
+        let o = file("a", "text/plain", b"x", public, &strict).unwrap();
+        let v: Value = serde_json::from_slice(o.value.as_deref().unwrap()).unwrap();
+        assert_eq!(v["acl"], "public");
+        let both = FileOptions::from_query(&[
+            ("public".into(), "true".into()),
+            ("acl".into(), "group:a".into()),
+        ]);
+        assert!(matches!(both, Err(Invalid::BadRequest(_))));
+        let yes = FileOptions::from_query(&[("public".into(), "yes".into())]);
+        assert!(matches!(yes, Err(Invalid::BadRequest(_))));
+        let reserved = FileOptions::from_query(&[("acl".into(), "public".into())]).unwrap();
+        assert_eq!(
+            class(file("a", "text/plain", b"x", reserved, &strict)),
+            "invalid_field"
+        );
+        let body = b"{\"id\":\"a\",\"acl\":\"public\"}\n{\"id\":\"b\"}\n{\"op\":\"delete\",\"id\":\"c\"}\n";
+        match batch(body, &strict, 10) {
+            Err(BatchInvalid::Lines(e)) => {
+                let got: Vec<_> = e.iter().map(|e| (e.line, e.class)).collect();
+                assert_eq!(got, vec![(2, "missing_acl")]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

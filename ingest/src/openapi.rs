@@ -45,7 +45,7 @@ fn components() -> Value {
                 "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
                     "code": {"type": "string", "enum": ["bad_request", "invalid_document", "invalid_batch", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "too_many_documents", "unsupported_media_type", "unavailable"]},
                     "message": {"type": "string"},
-                    "class": {"type": "string", "description": "invalid_document: the pipeline decoder's error class (malformed_json, missing_id, id_mismatch, unknown_op, invalid_field, invalid_utf8, too_large, field_too_large, too_many_acl_entries)."},
+                    "class": {"type": "string", "description": "invalid_document: the pipeline decoder's error class (malformed_json, missing_id, id_mismatch, unknown_op, invalid_field, invalid_utf8, too_large, field_too_large, too_many_acl_entries, missing_acl)."},
                     "lines": {"type": "array", "description": "invalid_batch, forbidden (a batch): every refused line (1-based).", "items": {"type": "object", "properties": {
                         "line": {"type": "integer"}, "class": {"type": "string"}, "message": {"type": "string"}
                     }}}
@@ -53,7 +53,7 @@ fn components() -> Value {
             },
             "Envelope": {
                 "type": "object",
-                "description": "The document contract (docs/formats.md). Unknown fields are kept as metadata.",
+                "description": "The document contract (README, Document contract). Unknown fields are kept as metadata, except ones that read as an ACL (ACL, acls, permissions, ...), which are invalid_field.",
                 "properties": {
                     "op": {"type": ["string", "null"], "enum": ["upsert", "delete", null], "description": "PUT: absent or upsert. Batch: either."},
                     "id": {"type": ["string", "integer"], "description": "PUT: optional, must equal the path's id. Batch: required."},
@@ -63,7 +63,10 @@ fn components() -> Value {
                     "content_type": {"type": ["string", "null"], "default": "text/plain"},
                     "source": {"type": ["string", "null"]},
                     "metadata": {"type": ["object", "null"]},
-                    "acl": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}
+                    "acl": {"anyOf": [
+                        {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}},
+                        {"type": "string", "enum": ["public"]}
+                    ], "description": "The principals that may see the document, or \"public\". Absent, null or []: no ACL stated (public; missing_acl under limits.require_acl)."}
                 }
             },
             "Written": {
@@ -108,7 +111,8 @@ fn paths() -> Value {
                     id,
                     query("title", "File upload: the title (default: the file's own heading or <title>; for PDF/DOCX/EPUB, the file's metadata).", json!({"type": "string"})),
                     query("source", "File upload: the document's source (URL, path).", json!({"type": "string"})),
-                    query("acl", "File upload: one ACL principal; repeat for more. None: public.", json!({"type": "string", "minLength": 1})),
+                    query("acl", "File upload: one ACL principal; repeat for more. None: no ACL stated (public; missing_acl under limits.require_acl).", json!({"type": "string", "minLength": 1})),
+                    query("public", "File upload: true states the document public (not with acl).", json!({"type": "boolean"})),
                     {"name": "metadata", "in": "query", "required": false, "description": "File upload: a JSON object of metadata (URL-encoded JSON text; empty: none).",
                      "content": {"application/json": {"schema": {"type": "object"}}}}
                 ],

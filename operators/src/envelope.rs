@@ -28,18 +28,25 @@
 //! - `metadata` is an object (missing or null: empty). Each value is stored as its canonical JSON
 //!   text ([`canonical_json`]: `"en"` is stored as `"\"en\""`, `3` as `3`, objects with sorted
 //!   keys and no whitespace).
-//! - `acl` is an array of non-empty strings (missing or null: empty, i.e. public). It is sorted
-//!   and de-duplicated. An empty principal is rejected rather than dropped, because dropping the
-//!   only entry would make a restricted document public.
-//! - Unknown top-level fields are never an error: each is kept in the metadata under its own name;
-//!   if `metadata` already has that key, the explicit metadata wins and the field is stored under
-//!   `_envelope.<name>` (then `_envelope.<name>.2`, `.3`, … should that be taken too).
+//! - `acl` is an array of principals (non-empty strings), sorted and de-duplicated, or the string
+//!   `"public"`: a document visible to everyone, said so. Missing, null or `[]`: no ACL stated,
+//!   which is public unless `[limits] require_acl` is on (then `missing_acl`). An empty principal
+//!   is rejected rather than dropped, because dropping the only entry would make a restricted
+//!   document public; so are the reserved `public`, `everyone` and `*` ([`acl`]).
+//! - Unknown top-level fields are kept in the metadata under their own name; if `metadata`
+//!   already has that key, the explicit metadata wins and the field is stored under
+//!   `_envelope.<name>` (then `_envelope.<name>.2`, `.3`, … should that be taken too). One that
+//!   reads as an ACL (`ACL`, `acls`, `permissions`, …; [`acl::is_acl_like`]) is `invalid_field`
+//!   instead, and so is such a key inside `metadata`: kept as metadata it would leave the
+//!   document public.
 //! - A delete ignores every field but `op` and `id`.
 //! - An empty (zero-byte) value is `malformed_json`, not a tombstone: deleting is only ever done
 //!   by a real null value. A leading UTF-8 byte-order mark is skipped.
 //! - The value is held to `max_value_bytes` before it is parsed (`too_large`), the id to
 //!   `max_id_bytes`, and a decoded upsert to the rest of its [`RecordLimits`]
 //!   ([`check_document`]: `field_too_large`, `too_many_acl_entries`, `invalid_field`).
+
+pub mod acl;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -49,6 +56,9 @@ use serde_json::Value;
 use crate::document::{Change, ContentType, Document};
 use crate::json::canonical_json;
 use crate::limits::{check_document, check_size, LimitError, RecordLimits};
+
+pub(crate) use acl::acl_field;
+pub use acl::{Acl, PUBLIC};
 
 /// Which part of the record an error is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +98,9 @@ pub enum DecodeError {
     InvalidField { field: String, reason: String },
     #[error("key id {key:?} differs from value id {value:?}")]
     IdMismatch { key: String, value: String },
+    /// No ACL where one is required (`[limits] require_acl`, a Debezium source's `null_acl`).
+    #[error("{reason}")]
+    MissingAcl { reason: String },
 }
 
 impl DecodeError {
@@ -103,6 +116,7 @@ impl DecodeError {
         "id_mismatch",
         "field_too_large",
         "too_many_acl_entries",
+        "missing_acl",
     ];
 
     /// A short stable name for the kind of error, for DLQ headers and metrics.
@@ -117,6 +131,7 @@ impl DecodeError {
             DecodeError::Limit(e) => e.class(),
             DecodeError::InvalidField { .. } => "invalid_field",
             DecodeError::IdMismatch { .. } => "id_mismatch",
+            DecodeError::MissingAcl { .. } => "missing_acl",
         }
     }
 }
@@ -250,6 +265,8 @@ fn decode_object(
         Some(other) => return Err(wrong_type("metadata", "an object", &other)),
     }
     let acl = acl_field(obj.remove("acl"))?;
+    acl::check_near_misses(obj.keys(), metadata.keys())?;
+    let acl = acl.resolve(limits)?;
 
     keep_unknown_fields(obj, &mut metadata);
     let doc = Document {
@@ -344,33 +361,6 @@ pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
-/// `acl`: an array of non-empty strings (absent or null: public), sorted and de-duplicated.
-pub(crate) fn acl_field(value: Option<Value>) -> Result<Vec<String>, DecodeError> {
-    let mut acl = Vec::new();
-    match value {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) => {
-            for (i, item) in items.into_iter().enumerate() {
-                match item {
-                    Value::String(s) if !s.is_empty() => acl.push(s),
-                    Value::String(_) => {
-                        return Err(DecodeError::InvalidField {
-                            field: format!("acl[{i}]"),
-                            reason: "empty principal".into(),
-                        })
-                    }
-                    other => return Err(wrong_type(&format!("acl[{i}]"), "a string", &other)),
-                }
-            }
-            acl.sort();
-            acl.dedup();
-        }
-        Some(other) => return Err(wrong_type("acl", "an array of strings", &other)),
-    }
-
-    Ok(acl)
-}
-
 /// Keeps the fields the contract does not know in `metadata` (see the module docs).
 fn keep_unknown_fields(
     obj: serde_json::Map<String, Value>,
@@ -401,10 +391,18 @@ fn keep_unknown_fields(
 }
 
 /// The record value of a change in the contract's form, what [`decode`] reads: every field of
-/// an upsert (metadata values as the JSON they hold), `op` and `id` of a delete. For a change
-/// that [`decode`] produced (ACL sorted and unique, metadata values canonical JSON),
-/// `decode(Some(id), Some(&encode(&change)), limits)` gives the change back.
+/// an upsert (metadata values as the JSON they hold; an empty ACL as `[]`, no ACL stated), `op`
+/// and `id` of a delete. For a change that [`decode`] produced (ACL sorted and unique, metadata
+/// values canonical JSON), `decode(Some(id), Some(&encode(&change)), limits)` gives the change
+/// back (with `require_acl` off; [`encode_stating`] states an empty ACL public).
 pub fn encode(change: &Change) -> Vec<u8> {
+    encode_stating(change, false)
+}
+
+/// [`encode`], but an upsert with an empty ACL says `"acl": "public"` when `public` is set: a
+/// producer that means its documents to be public states it, which `[limits] require_acl`
+/// accepts.
+pub fn encode_stating(change: &Change, public: bool) -> Vec<u8> {
     let value = match change {
         Change::Delete { id } => serde_json::json!({"op": "delete", "id": id}),
         Change::Upsert(d) => {
@@ -429,7 +427,11 @@ pub fn encode(change: &Change) -> Vec<u8> {
                 "content_type": d.content_type.as_str(),
                 "source": d.source,
                 "metadata": metadata,
-                "acl": d.acl,
+                "acl": if public && d.acl.is_empty() {
+                    Value::from(PUBLIC)
+                } else {
+                    Value::from(d.acl.clone())
+                },
             })
         }
     };

@@ -41,6 +41,10 @@ pub struct RecordLimits {
     /// Chunks (leaves and parents) one document may yield (default 10,000: a document that
     /// large holds up its epoch for minutes of embedding).
     pub max_chunks_per_document: usize,
+    /// Every upsert must state its ACL (default off): principals, or `"acl": "public"`. One
+    /// that states none (`acl` absent, null or `[]`) is refused as `missing_acl` instead of
+    /// being indexed as public.
+    pub require_acl: bool,
 }
 
 impl Default for RecordLimits {
@@ -55,6 +59,7 @@ impl Default for RecordLimits {
             max_acl_entries: 4096,
             max_principal_bytes: 1024,
             max_chunks_per_document: 10_000,
+            require_acl: false,
         }
     }
 }
@@ -206,6 +211,7 @@ mod tests {
             max_acl_entries: 2,
             max_principal_bytes: 7,
             max_chunks_per_document: 3,
+            require_acl: false,
         }
     }
 

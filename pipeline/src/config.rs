@@ -12,6 +12,7 @@ use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_operators::chunk::ChunkerConfig;
 use freshet_operators::limits::RecordLimits;
+use freshet_sources::FilesConfig;
 use freshet_tantivy::TantivyConfig;
 
 use crate::topics::{SourceConfig, Topic};
@@ -37,6 +38,9 @@ pub struct Config {
     /// The topics to read and their record formats (`[[sources]]`, see [`crate::topics`]);
     /// none: `kafka.topic` in freshet's envelope.
     pub sources: Vec<SourceConfig>,
+    /// How `freshet publish` and `freshet watch` read files and which ACL their documents get
+    /// (`[files]`, `[[files.acl]]`; `freshet_sources::acl`).
+    pub files: FilesConfig,
 }
 
 /// Workers, batching and limits.
@@ -67,6 +71,11 @@ pub struct PipelineConfig {
     /// pipeline stops; nothing is committed meanwhile (docs/faults.md). 0: stop at the first
     /// such failure.
     pub stall_limit_s: u64,
+    /// Share of the Milvus collection the start-up reconcile may delete (rows whose chunks
+    /// the tantivy index does not hold), beyond the rows of the last write whose tantivy commit
+    /// may be missing; over it the pipeline stops and reports what it would delete (at least one
+    /// row is always allowed). `freshet run --allow-reconcile-deletes` lifts it once.
+    pub reconcile_max_delete_share: f64,
     /// Partitions of the document topic when the pipeline has to create it.
     pub topic_partitions: i32,
 }
@@ -85,6 +94,7 @@ impl Default for PipelineConfig {
             max_epochs_in_flight: 16,
             shutdown_timeout_s: 30,
             stall_limit_s: 600,
+            reconcile_max_delete_share: 0.01,
             topic_partitions: 4,
         }
     }
@@ -127,6 +137,12 @@ impl Config {
         if p.max_epochs_in_flight == 0 {
             bail!("pipeline.max_epochs_in_flight must be at least 1");
         }
+        if !(0.0..=1.0).contains(&p.reconcile_max_delete_share) {
+            bail!(
+                "pipeline.reconcile_max_delete_share must be between 0 and 1, got {}",
+                p.reconcile_max_delete_share
+            );
+        }
         if p.batch_max_records == 0 {
             bail!("pipeline.batch_max_records must be at least 1");
         }
@@ -141,12 +157,18 @@ impl Config {
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
         self.topics()?;
+        freshet_sources::FileAcls::new(&self.files.acl, Default::default())?;
         crate::limits::check(&self.limits)
     }
 
     /// The topics to read, each with its record format ([`crate::topics::topics`]).
     pub fn topics(&self) -> Result<Vec<Topic>> {
-        crate::topics::topics(&self.sources, &self.kafka.topic, &self.kafka.dlq_topic)
+        crate::topics::topics(
+            &self.sources,
+            &self.kafka.topic,
+            &self.kafka.dlq_topic,
+            self.limits.require_acl,
+        )
     }
 }
 
@@ -162,6 +184,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<TantivyConfig>("tantivy")
         .with::<MetricsConfig>("metrics")
+        .with::<FilesConfig>("files")
 }
 
 #[cfg(test)]
@@ -284,6 +307,44 @@ mod tests {
         assert_eq!(c.tantivy.writer_heap_bytes, d.tantivy.writer_heap_bytes);
         assert_eq!(c.tantivy.writer_threads, d.tantivy.writer_threads);
         assert_eq!(c.metrics.listen, d.metrics.listen);
+        assert_eq!(c.files, d.files);
+    }
+
+    /// `[files]` and its `[[files.acl]]` rules, from the file or the environment; a bad rule
+    /// stops the process.
+    #[test]
+    fn file_acl_rules_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f.toml");
+        std::fs::write(
+            &file,
+            "[files]\nfollow_symlinks_outside_roots = true\n\
+             [[files.acl]]\nglob = \"hr/**\"\nprincipals = [\"group:hr\"]\n\
+             [[files.acl]]\nglob = \"**\"\npublic = true\n",
+        )
+        .unwrap();
+        let c = Config::load_with_env(Some(&file), &[]).unwrap();
+        assert!(c.files.follow_symlinks_outside_roots);
+        assert_eq!(c.files.acl.len(), 2);
+        assert_eq!(c.files.acl[0].principals, ["group:hr"]);
+        assert!(c.files.acl[1].public);
+        let c = Config::load_with_env(
+            None,
+            &env(&[(
+                "FRESHET_FILES_ACL",
+                r#"[{glob = "a/**", principals = ["group:a"]}]"#,
+            )]),
+        )
+        .unwrap();
+        assert_eq!(c.files.acl[0].glob, "a/**");
+        for bad in [
+            "[[files.acl]]\nglob = \"a\"\n",
+            "[[files.acl]]\nglob = \"a\"\nprincipals = [\"public\"]\n",
+            "[[files.acl]]\nglob = \"a\"\nprincipal = [\"g\"]\n",
+        ] {
+            std::fs::write(&file, bad).unwrap();
+            assert!(Config::load_with_env(Some(&file), &[]).is_err(), "{bad}");
+        }
     }
 
     #[test]

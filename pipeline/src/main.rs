@@ -1,7 +1,8 @@
 //! `freshet`: the indexing pipeline binary.
 //!
-//! - `freshet run [--config freshet.toml]`: consume the document topic and keep Milvus and
-//!   tantivy in sync with it (until SIGINT/SIGTERM, then drain and commit).
+//! - `freshet run [--config freshet.toml] [--new-index | --adopt-collection]
+//!   [--allow-reconcile-deletes]`: consume the document topic and keep Milvus and tantivy in
+//!   sync with it (until SIGINT/SIGTERM, then drain and commit).
 //! - `freshet publish --jsonl FILE | --dir DIR`: a source connector that publishes documents to
 //!   the topic using the document contract.
 //! - `freshet watch DIR…`: folder sync, keeping the topic equal to the directories' files (until
@@ -17,6 +18,8 @@ use clap::{Parser, Subcommand};
 use freshet_pipeline::config::Config;
 use freshet_pipeline::endpoint::{self, Readiness};
 use freshet_pipeline::metrics::Metrics;
+use freshet_pipeline::preflight::binding::BindFlags;
+use freshet_pipeline::preflight::StartFlags;
 
 #[derive(Parser)]
 #[command(
@@ -35,7 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the indexing pipeline.
-    Run,
+    Run(RunArgs),
     /// Publish documents to the document topic.
     Publish {
         /// A JSONL file of document envelopes or BEIR corpus lines.
@@ -44,9 +47,29 @@ enum Command {
         /// A directory of .md/.txt/.html/.csv/.docx/.epub files (id = relative path).
         #[arg(long)]
         dir: Option<PathBuf>,
+        #[command(flatten)]
+        acl: freshet_pipeline::publish::AclArgs,
     },
     /// Keep the document topic in sync with directories: scan, then follow file-system events.
     Watch(freshet_pipeline::watch::WatchArgs),
+}
+
+/// The choices a start can make that the configuration never makes (docs/faults.md, "Wrong
+/// paths and foreign collections").
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Start a new tantivy index on purpose: read every topic from the beginning and take the
+    /// Milvus collection over (its vectors are replaced). Refused when the index is not new.
+    #[arg(long)]
+    new_index: bool,
+    /// Make the Milvus collection this existing index's although it belongs to another index
+    /// (or to none), and reconcile it with the index whatever that deletes.
+    #[arg(long, conflicts_with = "new_index")]
+    adopt_collection: bool,
+    /// Let this start's reconcile delete more of the collection than
+    /// `[pipeline] reconcile_max_delete_share` allows.
+    #[arg(long)]
+    allow_reconcile_deletes: bool,
 }
 
 fn main() {
@@ -69,7 +92,14 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Run => {
+        Command::Run(args) => {
+            let flags = StartFlags {
+                bind: BindFlags {
+                    new_index: args.new_index,
+                    adopt_collection: args.adopt_collection,
+                },
+                allow_reconcile_deletes: args.allow_reconcile_deletes,
+            };
             freshet_pipeline::faults::install()?;
             let stop = stop_flag()?;
             let metrics = Metrics::new();
@@ -82,13 +112,15 @@ fn real_main() -> Result<()> {
                 )?;
                 tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
             }
-            freshet_pipeline::run::run(config, stop.clone(), metrics, ready)?;
+            freshet_pipeline::run::run(config, flags, stop.clone(), metrics, ready)?;
             if stop.load(Ordering::SeqCst) {
                 tracing::info!("stopped cleanly");
             }
             Ok(())
         }
-        Command::Publish { jsonl, dir } => freshet_pipeline::publish::publish(&config, jsonl, dir),
+        Command::Publish { jsonl, dir, acl } => {
+            freshet_pipeline::publish::publish(&config, jsonl, dir, &acl)
+        }
         Command::Watch(args) => freshet_pipeline::watch::run(&config, args, &*stop_flag()?),
     }
 }

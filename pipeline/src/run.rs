@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use crate::config::Config;
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
-use crate::preflight::preflight;
+use crate::preflight::{preflight, StartFlags};
 use crate::sink::Fatal;
 use crate::source::Processing;
 use crate::worker::{run_worker, Shared};
@@ -18,11 +18,12 @@ use crate::worker::{run_worker, Shared};
 /// Runs until `stop` is set (then drains and commits) or a fatal error.
 pub fn run(
     config: Config,
+    flags: StartFlags,
     stop: Arc<AtomicBool>,
     metrics: Metrics,
     ready: Readiness,
 ) -> Result<()> {
-    let prepared = match preflight(&config, &metrics, &ready, &stop) {
+    let prepared = match preflight(&config, flags, &metrics, &ready, &stop) {
         Ok(p) => p,
         Err(e) => {
             ready.failed(format!("{e:#}"));

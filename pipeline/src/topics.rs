@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use anyhow::{anyhow, bail, Result};
-use freshet_operators::cdc::{DebeziumMapping, RecordFormat};
+use freshet_operators::cdc::{DebeziumMapping, NullAcl, RecordFormat};
 use freshet_operators::document::ContentType;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +44,10 @@ pub struct SourceConfig {
     pub metadata_fields: Vec<String>,
     /// Column of ACL principals: an array of strings or one comma-separated string.
     pub acl_field: Option<String>,
+    /// What a row whose ACL column is null or names no principal gets: `"refuse"` (to the
+    /// dead-letter topic as `missing_acl`; the default with `acl_field`) or `"public"` (also
+    /// every row of a source without `acl_field`).
+    pub null_acl: Option<String>,
     /// Column holding the document's `source` (default: `debezium://<db>/<schema>.<table>`).
     pub source_field: Option<String>,
 }
@@ -73,6 +77,15 @@ impl SourceConfig {
                         anyhow!("source {:?}: unknown content_type {s:?}", self.topic)
                     })?,
                 };
+                let null_acl = match &self.null_acl {
+                    None => None,
+                    Some(s) => Some(NullAcl::parse(s).ok_or_else(|| {
+                        anyhow!(
+                            "source {:?}: null_acl {s:?} is neither \"refuse\" nor \"public\"",
+                            self.topic
+                        )
+                    })?),
+                };
                 let mapping = DebeziumMapping {
                     id_fields: self.id_fields.clone(),
                     id_prefix: self.id_prefix.clone(),
@@ -81,6 +94,7 @@ impl SourceConfig {
                     content_type,
                     metadata_fields: self.metadata_fields.clone(),
                     acl_field: self.acl_field.clone(),
+                    null_acl,
                     source_field: self.source_field.clone(),
                 };
                 mapping
@@ -101,12 +115,13 @@ pub struct Topic {
 
 /// The topics to read, in configuration order (a topic's place in it is its index in offsets
 /// and record references): the `[[sources]]`, or `default_topic` of freshet's envelope when
-/// there are none. `Err` for an empty or repeated topic, the dead-letter topic, or a mapping
-/// that cannot make documents.
+/// there are none. `Err` for an empty or repeated topic, the dead-letter topic, a mapping that
+/// cannot make documents, or (with `require_acl`) one whose rows could never state an ACL.
 pub fn topics(
     sources: &[SourceConfig],
     default_topic: &str,
     dlq_topic: &str,
+    require_acl: bool,
 ) -> Result<Vec<Topic>> {
     if sources.is_empty() {
         return Ok(vec![Topic {
@@ -126,9 +141,20 @@ pub fn topics(
         if !seen.insert(s.topic.as_str()) {
             bail!("source {:?} is configured twice", s.topic);
         }
+        let format = s.record_format()?;
+        if let RecordFormat::Debezium(m) = &format {
+            if require_acl && m.acl_field.is_none() && m.null_acl != Some(NullAcl::Public) {
+                bail!(
+                    "source {:?} maps no acl_field while [limits] require_acl is on: every row \
+                     would go to the dead-letter topic; map the ACL column with acl_field, or set \
+                     null_acl = \"public\" if the table is public",
+                    s.topic
+                );
+            }
+        }
         out.push(Topic {
             name: s.topic.clone(),
-            format: s.record_format()?,
+            format,
         });
     }
     Ok(out)
@@ -175,7 +201,7 @@ mod tests {
 
     #[test]
     fn no_sources_is_the_document_topic() {
-        let t = topics(&[], "documents", "documents.dlq").unwrap();
+        let t = topics(&[], "documents", "documents.dlq", false).unwrap();
         assert_eq!(
             t,
             vec![Topic {
@@ -191,10 +217,10 @@ mod tests {
             topic: "docs".into(),
             ..SourceConfig::default()
         };
-        let t = topics(&[plain.clone(), debezium("pg.public.t")], "x", "dlq").unwrap();
+        let t = topics(&[plain.clone(), debezium("pg.public.t")], "x", "dlq", false).unwrap();
         assert_eq!(t.len(), 2);
         assert!(matches!(&t[1].format, RecordFormat::Debezium(m) if m.id_fields == ["id"]));
-        let err = |s: &[SourceConfig]| format!("{:#}", topics(s, "x", "dlq").unwrap_err());
+        let err = |s: &[SourceConfig]| format!("{:#}", topics(s, "x", "dlq", false).unwrap_err());
         assert!(err(&[plain.clone(), plain.clone()]).contains("twice"));
         assert!(err(&[debezium("dlq")]).contains("dead-letter"));
         assert!(err(&[debezium("")]).contains("no topic"));
@@ -217,10 +243,39 @@ mod tests {
             content_type: Some("text/markdown".into()),
             ..debezium("t")
         };
-        let t = topics(&[md], "x", "dlq").unwrap();
+        let t = topics(&[md], "x", "dlq", false).unwrap();
         assert!(
             matches!(&t[0].format, RecordFormat::Debezium(m) if m.content_type == ContentType::Markdown)
         );
+    }
+
+    /// `null_acl` is read and checked; with `require_acl`, a source whose rows could never
+    /// state an ACL stops the pipeline at start instead of dead-lettering every row.
+    #[test]
+    fn null_acl_and_require_acl() {
+        let with = |acl_field: Option<&str>, null_acl: Option<&str>| SourceConfig {
+            acl_field: acl_field.map(str::to_owned),
+            null_acl: null_acl.map(str::to_owned),
+            ..debezium("t")
+        };
+        let mapped = |s: SourceConfig, require: bool| -> Result<DebeziumMapping> {
+            match topics(&[s], "x", "dlq", require)?.remove(0).format {
+                RecordFormat::Debezium(m) => Ok(m),
+                RecordFormat::Freshet => bail!("not debezium"),
+            }
+        };
+        let m = mapped(with(Some("acl"), Some("public")), true).unwrap();
+        assert_eq!(m.null_acl, Some(NullAcl::Public));
+        let m = mapped(with(Some("acl"), None), true).unwrap();
+        assert_eq!(m.null_acl, None);
+        let e = mapped(with(Some("acl"), Some("allow")), false).unwrap_err();
+        assert!(format!("{e:#}").contains("null_acl"), "{e:#}");
+        let e = mapped(with(None, Some("refuse")), false).unwrap_err();
+        assert!(format!("{e:#}").contains("acl_field"), "{e:#}");
+        assert!(mapped(with(None, None), false).is_ok());
+        let e = mapped(with(None, None), true).unwrap_err();
+        assert!(format!("{e:#}").contains("require_acl"), "{e:#}");
+        assert!(mapped(with(None, Some("public")), true).is_ok());
     }
 
     #[test]

@@ -19,7 +19,6 @@ use freshet_kafka::{admin, DlqProducer, DocumentProducer};
 use freshet_sources::watch::{
     watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
 };
-use freshet_sources::Mapping;
 
 use crate::config::Config;
 use crate::endpoint::{self, Readiness};
@@ -40,7 +39,8 @@ pub struct WatchArgs {
     /// Larger files go to the dead-letter topic (6 MiB: an 8 MiB record after base64).
     #[arg(long, default_value_t = 6 << 20)]
     pub max_file_bytes: u64,
-    /// The state file (default: `$FRESHET_HOME/watch/<topic and directories>.redb`).
+    /// The state file (default: `watch/<topic and directories>.redb` under the local stack's
+    /// state directory, `$FRESHET_RUN_DIR` or `$FRESHET_HOME/run`).
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// A burst of events ends after this many quiet milliseconds.
@@ -50,6 +50,8 @@ pub struct WatchArgs {
     /// pipeline's endpoint has `[metrics] listen`).
     #[arg(long)]
     pub metrics_listen: Option<String>,
+    #[command(flatten)]
+    pub acl: crate::publish::AclArgs,
 }
 
 /// The watcher's metrics (`freshet_watch_*`).
@@ -142,7 +144,9 @@ impl WatchMetrics {
 pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     let kafka = &config.kafka;
     let filter = Filter::new(&args.include, &args.exclude, args.max_file_bytes)?;
-    let tree = Tree::new(&args.dirs, filter)?;
+    let mapping = crate::publish::mapping(config, &args.acl)?;
+    let mut tree = Tree::new(&args.dirs, filter)?;
+    tree.follow_symlinks_outside_roots = config.files.follow_symlinks_outside_roots;
     let roots: Vec<String> = tree
         .roots
         .iter()
@@ -151,7 +155,7 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     let identity = format!("topic={} dirs={}", kafka.topic, roots.join(","));
     let state_path = args.state.unwrap_or_else(|| {
         let key = blake3::hash(identity.as_bytes()).to_hex();
-        freshet_config::freshet_home()
+        freshet_config::run_dir()
             .join("watch")
             .join(format!("{}.redb", &key[..16]))
     });
@@ -168,7 +172,7 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
         dirs = %roots.join(", "), topic = %kafka.topic, state = %state_path.display(),
         known = state.len(), "watching"
     );
-    let mut syncer = Syncer::new(tree, state, outlet, Mapping::default());
+    let mut syncer = Syncer::new(tree, state, outlet, mapping);
     let settings = WatchSettings {
         debounce: Duration::from_millis(args.debounce_ms),
         ..WatchSettings::default()

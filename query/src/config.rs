@@ -32,6 +32,8 @@ pub struct Config {
     metrics: toml::Table,
     // The pipeline's `[[sources]]` (an array of tables).
     sources: Vec<toml::Table>,
+    // `freshet publish` and `freshet watch`'s `[files]`.
+    files: toml::Table,
     // Read by the ingest service only.
     ingest: toml::Table,
 }

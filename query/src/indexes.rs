@@ -152,6 +152,11 @@ pub struct Indexes {
     /// The Kafka offsets of the commit searches see (topic → partition → next offset to read).
     served_offsets: RwLock<BTreeMap<String, BTreeMap<i32, i64>>>,
     status: RwLock<Status>,
+    /// The id of the tantivy index served, which the collection must be bound to.
+    index_id: RwLock<Option<String>>,
+    /// Why the collection may not be searched although it answers (it belongs to another
+    /// index).
+    mismatch: RwLock<Option<String>>,
     /// Wakes the Milvus task to re-check the collection now (after a failed search).
     milvus_recheck: tokio::sync::Notify,
     metrics: Metrics,
@@ -168,6 +173,8 @@ impl Indexes {
                 tantivy: Some("not opened yet".into()),
                 milvus: Some("not connected yet".into()),
             }),
+            index_id: RwLock::new(None),
+            mismatch: RwLock::new(None),
             milvus_recheck: tokio::sync::Notify::new(),
             metrics,
         })
@@ -178,6 +185,18 @@ impl Indexes {
     }
     pub fn milvus(&self) -> Option<Arc<MilvusSink>> {
         self.milvus.read().ok().and_then(|g| g.clone())
+    }
+    /// The collection to search, or why there is none to search: not connected, or bound to
+    /// another index than the tantivy index served.
+    pub fn milvus_to_search(&self) -> std::result::Result<Arc<MilvusSink>, String> {
+        if let Some(why) = self.mismatch.read().ok().and_then(|g| g.clone()) {
+            return Err(why);
+        }
+        self.milvus().ok_or_else(|| {
+            self.status()
+                .milvus
+                .unwrap_or_else(|| "milvus not connected".into())
+        })
     }
     pub fn freshness(&self) -> Freshness {
         self.freshness.read().map(|f| *f).unwrap_or_default()
@@ -254,6 +273,14 @@ impl Indexes {
         let (epoch, committed_at_ms) = payload
             .as_ref()
             .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
+        let index_id = payload.as_ref().and_then(|p| p.index_id.clone());
+        if let Ok(mut held) = self.index_id.write() {
+            if *held != index_id {
+                *held = index_id;
+                // the collection is checked against the new id at once
+                self.milvus_recheck.notify_one();
+            }
+        }
         let seen = self.freshness();
         if (epoch, committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
             if let Err(e) = reader.reload() {
@@ -316,12 +343,12 @@ impl Indexes {
                             me.set_status(|s| s.milvus = Some(format!("milvus: {e}")));
                         }
                     }
-                    Some(m) => match m.check_collection().await {
+                    Some(m) => match me.check(&m).await {
                         Ok(()) => me.set_status(|s| s.milvus = None),
-                        Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
+                        Err(e) => me.set_status(|s| s.milvus = Some(e)),
                     },
                     None => match MilvusSink::connect(cfg.clone()).await {
-                        Ok(m) => match m.check_collection().await {
+                        Ok(m) => match me.check(&m).await {
                             Ok(()) => {
                                 if let Ok(mut g) = me.milvus.write() {
                                     *g = Some(Arc::new(m));
@@ -329,7 +356,7 @@ impl Indexes {
                                 me.set_status(|s| s.milvus = None);
                                 tracing::info!(collection = %cfg.collection, "milvus connected");
                             }
-                            Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
+                            Err(e) => me.set_status(|s| s.milvus = Some(e)),
                         },
                         Err(e) => me.set_status(|s| s.milvus = Some(format!("milvus: {e}"))),
                     },
@@ -340,6 +367,30 @@ impl Indexes {
                         .is_ok();
             }
         });
+    }
+}
+
+impl Indexes {
+    /// The collection is usable: it exists with the node's model, is loaded, and belongs to
+    /// the tantivy index served (vector hits of another index's collection would be dropped
+    /// or, worse, match chunks of another corpus by id).
+    async fn check(&self, m: &MilvusSink) -> std::result::Result<(), String> {
+        m.check_collection()
+            .await
+            .map_err(|e| format!("milvus: {e}"))?;
+        let held = self.index_id.read().ok().and_then(|g| g.clone());
+        let bound = m.bound_index().await.map_err(|e| format!("milvus: {e}"))?;
+        let mismatch = match (held, bound.flatten()) {
+            (Some(index), Some(collection)) if index != collection => Some(format!(
+                "milvus: the collection belongs to index {collection}, the tantivy index \
+                 served is index {index}: check [tantivy] path and [milvus] collection"
+            )),
+            _ => None,
+        };
+        if let Ok(mut g) = self.mismatch.write() {
+            g.clone_from(&mismatch);
+        }
+        mismatch.map_or(Ok(()), Err)
     }
 }
 

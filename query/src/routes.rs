@@ -54,14 +54,10 @@ impl Engine {
             if !plan.mode.uses_vector() {
                 return Ok((Vec::new(), 0.0, 0.0));
             }
-            let milvus = self.indexes.milvus().ok_or_else(|| {
-                RetrieveError::Unavailable(
-                    self.indexes
-                        .status()
-                        .milvus
-                        .unwrap_or_else(|| "milvus not connected".into()),
-                )
-            })?;
+            let milvus = self
+                .indexes
+                .milvus_to_search()
+                .map_err(RetrieveError::Unavailable)?;
             let s = Instant::now();
             let (pool, q) = (self.embedders.clone(), plan.query.clone());
             let v = tokio::task::spawn_blocking(move || pool.embed_query(&q))

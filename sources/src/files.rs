@@ -9,6 +9,7 @@ use freshet_operators::document::{ContentType, Document, Language};
 use freshet_operators::title::title_of;
 
 use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
+use crate::read::{read_file, Unread};
 use crate::{Error, Result};
 
 /// Publishes every `.md`, `.markdown`, `.txt`, `.html`, `.htm`, `.csv`, `.pdf`, `.docx`, `.epub` and
@@ -17,9 +18,11 @@ use crate::{Error, Result};
 /// as an upsert: id = path relative to `dir` with `/` separators, content type from the
 /// extension, title = first Markdown heading / HTML `<title>` (or first `<h1>`) / file stem (a
 /// PDF, DOCX or EPUB file: none, so that the file's own title is taken when it is parsed), source =
-/// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`.
-/// PDF, DOCX and EPUB files are sent as `content_base64`. A text file that cannot be read as UTF-8
-/// is reported in [`PublishReport::bad`] and skipped.
+/// `file://<relative path>` (or [`Mapping::source`]), metadata `{"path": <relative path>}`,
+/// ACL from [`Mapping::acl`]. PDF, DOCX and EPUB files are sent as `content_base64`. A file that
+/// [`read_file`] refuses (not a regular file, over [`Mapping::max_file_bytes`], a symlink out of
+/// `dir`) and a text file that cannot be read as UTF-8 are reported in [`PublishReport::bad`]
+/// and skipped.
 pub fn publish_dir(
     dir: &Path,
     producer: &DocumentProducer,
@@ -27,6 +30,13 @@ pub fn publish_dir(
     mapping: &Mapping,
 ) -> Result<PublishReport> {
     let files = list_files(dir)?;
+    if mapping.acl.may_leave_unstated() {
+        tracing::info!(
+            dir = %dir.display(),
+            "files that no [[files.acl]] rule matches state no ACL (no --acl or --public): \
+             public, or refused as missing_acl where the pipeline sets [limits] require_acl"
+        );
+    }
     let mut publisher = Publisher::new(producer, topic, mapping.batch_size);
     let mut bad = Vec::new();
     for path in files {
@@ -98,7 +108,8 @@ pub fn list_files(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Builds the upsert for the file `path` under `root`.
+/// Builds the upsert for the file `path` under `root`, read by [`read_file`] (within `root`
+/// unless [`Mapping::follow_symlinks_outside_roots`], at most [`Mapping::max_file_bytes`]).
 pub fn file_document(
     root: &Path,
     path: &Path,
@@ -106,7 +117,21 @@ pub fn file_document(
 ) -> std::result::Result<Outgoing, String> {
     content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
     let rel_id = relative_id(root, path)?;
-    let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let roots = if mapping.follow_symlinks_outside_roots {
+        None
+    } else {
+        let real = root
+            .canonicalize()
+            .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
+        Some(vec![real])
+    };
+    let bytes = read_file(path, mapping.max_file_bytes, roots.as_deref()).map_err(|e| {
+        let mut reason = e.to_string();
+        if matches!(e, Unread::OutsideRoots(_)) {
+            reason.push_str(" (set [files] follow_symlinks_outside_roots = true to follow it)");
+        }
+        reason
+    })?;
     file_bytes_document(&rel_id, path, bytes, mapping)
 }
 
@@ -168,9 +193,9 @@ pub fn file_bytes_document(
         content_type,
         source,
         metadata: [("path".to_string(), path)].into(),
-        acl: mapping.acl(),
+        acl: Vec::new(),
     };
-    Ok(Outgoing::upsert(doc))
+    Ok(Outgoing::upsert(doc, mapping.acl.for_id(&rel_id)))
 }
 
 #[cfg(test)]
@@ -252,5 +277,100 @@ mod tests {
         assert_eq!(v["content_type"], "text/x-rust");
         assert_eq!(v["title"], "m");
         assert_eq!(list_files(root).unwrap().len(), 4);
+    }
+
+    /// A file that became a FIFO between the listing and the read is refused at once, not
+    /// waited on; so is a link to a device.
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let fifo = root.join("p.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", root.join("z.txt")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (r, f) = (root.clone(), fifo.clone());
+        std::thread::spawn(move || {
+            let m = Mapping {
+                follow_symlinks_outside_roots: true,
+                ..Mapping::default()
+            };
+            let fifo = file_document(&r, &f, &m);
+            let zero = file_document(&r, &r.join("z.txt"), &m);
+            let _ = tx.send((fifo, zero));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        // Unblock a reader stuck on the FIFO, should there be one.
+        let _w = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+        let (fifo, zero) = got.expect("file_document returned");
+        assert!(fifo.unwrap_err().contains("FIFO"));
+        assert!(zero.unwrap_err().contains("character device"));
+    }
+
+    /// `publish --dir` does not follow a link out of the directory unless told to; a link
+    /// inside it is read; a file over the size limit is skipped.
+    #[test]
+    fn links_out_of_the_directory_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("docs");
+        fs::create_dir_all(&root).unwrap();
+        fs::write(dir.path().join("secret.md"), "# Secret").unwrap();
+        fs::write(root.join("a.md"), "# A").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret.md"), root.join("out.md")).unwrap();
+        std::os::unix::fs::symlink(root.join("a.md"), root.join("in.md")).unwrap();
+        let m = Mapping::default();
+        let e = file_document(&root, &root.join("out.md"), &m).unwrap_err();
+        assert!(
+            e.contains("outside") && e.contains("follow_symlinks_outside_roots"),
+            "{e}"
+        );
+        assert!(file_document(&root, &root.join("in.md"), &m).is_ok());
+        let follow = Mapping {
+            follow_symlinks_outside_roots: true,
+            ..Mapping::default()
+        };
+        let out = file_document(&root, &root.join("out.md"), &follow).unwrap();
+        assert_eq!(parse(&out.value)["title"], "Secret");
+        let small = Mapping {
+            max_file_bytes: 2,
+            ..Mapping::default()
+        };
+        let e = file_document(&root, &root.join("a.md"), &small).unwrap_err();
+        assert!(e.contains("over the limit of 2"), "{e}");
+    }
+
+    /// Each file gets the ACL its id's first matching rule gives, else the default.
+    #[test]
+    fn files_get_their_acl() {
+        use freshet_operators::envelope::Acl;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("hr")).unwrap();
+        fs::write(root.join("hr/a.md"), "# A").unwrap();
+        fs::write(root.join("b.md"), "# B").unwrap();
+        let rules = [crate::AclRuleConfig {
+            glob: "hr/**".into(),
+            principals: vec!["group:hr".into()],
+            public: false,
+        }];
+        for (default, b_acl) in [
+            (Acl::Public, json!("public")),
+            (Acl::Unstated, json!([])),
+            (Acl::principals(["user:x"]).unwrap(), json!(["user:x"])),
+        ] {
+            let m = Mapping {
+                acl: crate::FileAcls::new(&rules, default).unwrap(),
+                ..Mapping::default()
+            };
+            let a = file_document(root, &root.join("hr/a.md"), &m).unwrap();
+            assert_eq!(parse(&a.value)["acl"], json!(["group:hr"]));
+            let b = file_document(root, &root.join("b.md"), &m).unwrap();
+            assert_eq!(parse(&b.value)["acl"], b_acl);
+        }
     }
 }

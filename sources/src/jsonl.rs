@@ -1,5 +1,6 @@
-//! JSONL input: each line a document envelope (passed on as it is) or a BEIR corpus line
-//! (`{"_id","title","text","metadata"}`, made an upsert).
+//! JSONL input: each line a document envelope (passed on as it is, but given the mapping's ACL
+//! when it states none) or a BEIR corpus line (`{"_id","title","text","metadata"}`, made an
+//! upsert with the mapping's ACL).
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -114,11 +115,16 @@ pub fn map_jsonl_line(
     };
     match format {
         JsonlFormat::Beir => beir_line(obj, mapping, beir_source),
-        _ => envelope_line(obj),
+        _ => envelope_line(obj, mapping),
     }
 }
 
-fn envelope_line(obj: Map<String, Value>) -> std::result::Result<Outgoing, String> {
+/// An envelope line, passed on as it is, except that an upsert stating no ACL (`acl` absent,
+/// null or `[]`) gets the one [`Mapping::acl`] gives its id.
+fn envelope_line(
+    mut obj: Map<String, Value>,
+    mapping: &Mapping,
+) -> std::result::Result<Outgoing, String> {
     let is_delete = match obj.get("op") {
         Some(Value::String(op)) if op == "upsert" => false,
         Some(Value::String(op)) if op == "delete" => true,
@@ -131,6 +137,16 @@ fn envelope_line(obj: Map<String, Value>) -> std::result::Result<Outgoing, Strin
         Some(_) => return Err("\"id\" is not a string".to_string()),
         None => return Err("envelope without \"id\"".to_string()),
     };
+    let unstated = match obj.get("acl") {
+        None | Some(Value::Null) => true,
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(_) => false,
+    };
+    if !is_delete && unstated {
+        if let Some(acl) = mapping.acl.for_id(&id).to_json() {
+            obj.insert("acl".into(), acl);
+        }
+    }
     let value = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
     Ok(Outgoing {
         id,
@@ -176,16 +192,18 @@ fn beir_line(
             .into_iter()
             .map(|(k, v)| (k, canonical_json(&v)))
             .collect(),
-        acl: mapping.acl(),
+        acl: Vec::new(),
     };
-    Ok(Outgoing::upsert(doc))
+    Ok(Outgoing::upsert(doc, mapping.acl.for_id(&id)))
 }
 
 #[cfg(test)]
 mod tests {
+    use freshet_operators::envelope::Acl;
     use serde_json::json;
 
     use super::*;
+    use crate::acl::FileAcls;
 
     fn parse(v: &Option<Vec<u8>>) -> Value {
         serde_json::from_slice(v.as_ref().unwrap()).unwrap()
@@ -194,7 +212,7 @@ mod tests {
     #[test]
     fn beir_line_becomes_upsert() {
         let m = Mapping {
-            acl: vec!["group:eng".into()],
+            acl: FileAcls::all(Acl::principals(["group:eng"]).unwrap()),
             ..Mapping::default()
         };
         let out = map_jsonl_line(
@@ -231,6 +249,47 @@ mod tests {
         let out = map_jsonl_line(r#"{"op":"delete","id":"a"}"#, &m, "").unwrap();
         assert!(out.is_delete);
         assert_eq!(parse(&out.value), json!({"op":"delete","id":"a"}));
+    }
+
+    /// `--acl` / `--public` and the rules reach BEIR lines and envelopes that state no ACL;
+    /// an envelope's own ACL is kept.
+    #[test]
+    fn the_mapping_gives_unstated_acls() {
+        let rules = [crate::AclRuleConfig {
+            glob: "hr-*".into(),
+            principals: vec!["group:hr".into()],
+            public: false,
+        }];
+        let m = Mapping {
+            acl: FileAcls::new(&rules, Acl::Public).unwrap(),
+            ..Mapping::default()
+        };
+        let acl = |line: &str| parse(&map_jsonl_line(line, &m, "s").unwrap().value)["acl"].clone();
+        assert_eq!(acl(r#"{"_id":"hr-1","text":"x"}"#), json!(["group:hr"]));
+        assert_eq!(acl(r#"{"_id":"b","text":"x"}"#), json!("public"));
+        assert_eq!(acl(r#"{"op":"upsert","id":"hr-2"}"#), json!(["group:hr"]));
+        assert_eq!(
+            acl(r#"{"op":"upsert","id":"hr-2","acl":[]}"#),
+            json!(["group:hr"])
+        );
+        assert_eq!(
+            acl(r#"{"op":"upsert","id":"c","acl":null}"#),
+            json!("public")
+        );
+        assert_eq!(
+            acl(r#"{"op":"upsert","id":"hr-3","acl":["user:x"]}"#),
+            json!(["user:x"])
+        );
+        assert_eq!(
+            acl(r#"{"op":"upsert","id":"hr-3","acl":"public"}"#),
+            json!("public")
+        );
+        let del = map_jsonl_line(r#"{"op":"delete","id":"hr-4"}"#, &m, "s").unwrap();
+        assert_eq!(parse(&del.value), json!({"op":"delete","id":"hr-4"}));
+        // without any ACL configured nothing is added
+        let plain = Mapping::default();
+        let out = map_jsonl_line(r#"{"op":"upsert","id":"a"}"#, &plain, "s").unwrap();
+        assert_eq!(parse(&out.value), json!({"op":"upsert","id":"a"}));
     }
 
     #[test]

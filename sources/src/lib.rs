@@ -7,6 +7,12 @@
 //! * [`publish_dir`]: a directory tree of `.md`/`.markdown`/`.txt`/`.html`/`.htm` files, each a
 //!   document keyed by its relative path, titled by its own text
 //!   (`freshet_operators::title`).
+//! * [`acl`]: which ACL each document gets (path-glob rules, `--acl`, `--public`), and the
+//!   `[files]` settings.
+//!
+//! Files are read through [`read_file`]: regular files only (a FIFO, socket or device is never
+//! opened for a blocking read), at most their size limit, and not through a symlink that leaves
+//! the directories unless `[files] follow_symlinks_outside_roots` says so.
 //!
 //! These sources build envelopes; they check them no further than keying the record needs (`op`
 //! and `id`): decoding and validation are the operators' job, and a bad envelope ends in the
@@ -14,14 +20,18 @@
 //! [`PublishReport::bad`] and skipped; I/O errors on the input itself and delivery failures are
 //! errors.
 
+pub mod acl;
 mod files;
 mod jsonl;
 mod publish;
+mod read;
 pub mod watch;
 
+pub use acl::{AclRuleConfig, FileAcls, FilesConfig};
 pub use files::{content_type_for, file_bytes_document, file_document, list_files, publish_dir};
 pub use jsonl::{map_jsonl_line, publish_jsonl};
 pub use publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport};
+pub use read::{read_file, Unread};
 
 use std::path::PathBuf;
 

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use freshet_kafka::DocumentProducer;
 use freshet_operators::document::{Change, Document};
-use freshet_operators::envelope::encode;
+use freshet_operators::envelope::{encode_stating, Acl};
 
+use crate::acl::FileAcls;
 use crate::Result;
 
 /// Which kind of JSONL line to expect.
@@ -30,20 +31,15 @@ pub struct Mapping {
     /// `source` of built documents; default `beir:<file stem>` for BEIR lines and
     /// `file://<relative path>` for files. Envelopes are never changed.
     pub source: Option<String>,
-    /// `acl` of built documents (BEIR lines and files); empty = visible to everyone.
-    pub acl: Vec<String>,
+    /// The ACL of each document by its id ([`crate::acl`]): of built documents (files, BEIR
+    /// lines), and of envelopes that state none.
+    pub acl: FileAcls,
     /// How many records are produced in flight at a time.
     pub batch_size: usize,
-}
-
-impl Mapping {
-    /// [`Mapping::acl`] as documents carry it: sorted, each principal once.
-    pub fn acl(&self) -> Vec<String> {
-        let mut acl = self.acl.clone();
-        acl.sort();
-        acl.dedup();
-        acl
-    }
+    /// Larger files are not read ([`crate::publish_dir`]: reported and skipped).
+    pub max_file_bytes: u64,
+    /// Follow symlinks whose targets resolve outside the directory (`[files]`).
+    pub follow_symlinks_outside_roots: bool,
 }
 
 impl Default for Mapping {
@@ -51,8 +47,10 @@ impl Default for Mapping {
         Mapping {
             format: JsonlFormat::Auto,
             source: None,
-            acl: Vec::new(),
+            acl: FileAcls::default(),
             batch_size: 1000,
+            max_file_bytes: 8 << 20,
+            follow_symlinks_outside_roots: false,
         }
     }
 }
@@ -95,11 +93,16 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
-    /// The record of an upsert of `doc`, keyed by its id.
-    pub fn upsert(doc: Document) -> Outgoing {
+    /// The record of an upsert of `doc` with the ACL `acl` (its principals, `"public"`, or
+    /// none stated), keyed by its id.
+    pub fn upsert(mut doc: Document, acl: &Acl) -> Outgoing {
+        doc.acl = match acl {
+            Acl::Principals(p) => p.clone(),
+            Acl::Public | Acl::Unstated => Vec::new(),
+        };
         Outgoing {
             id: doc.id.clone(),
-            value: Some(encode(&Change::Upsert(doc))),
+            value: Some(encode_stating(&Change::Upsert(doc), *acl == Acl::Public)),
             is_delete: false,
         }
     }

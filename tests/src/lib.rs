@@ -109,6 +109,10 @@ pub struct Case {
     /// Further processes of a multi-process (cluster) pipeline.
     peers: Vec<Child>,
     pub extra_env: Vec<(String, String)>,
+    /// Arguments of `freshet run` after `run` (`--new-index`, ...).
+    pub run_args: Vec<String>,
+    /// The tantivy index the pipeline writes and the case reads (`tantivy` in its directory).
+    pub tantivy: PathBuf,
     /// Keep the directory and the collection when dropped, as for a failed test (a test that
     /// fails by returning an error rather than by a panic sets it).
     pub keep: bool,
@@ -138,6 +142,7 @@ impl Case {
         let producer = DocumentProducer::new(&kafka)?;
         Ok(Case {
             name: id.clone(),
+            tantivy: dir.join("tantivy"),
             dir,
             kafka,
             collection: format!("t_{}", id.replace(['.', '-'], "_")),
@@ -150,12 +155,13 @@ impl Case {
             pipeline: None,
             peers: Vec::new(),
             extra_env: Vec::new(),
+            run_args: Vec::new(),
             keep: false,
         })
     }
 
     pub fn tantivy_path(&self) -> PathBuf {
-        self.dir.join("tantivy")
+        self.tantivy.clone()
     }
 
     /// Publishes one record (value `None` = tombstone).
@@ -233,6 +239,7 @@ impl Case {
             .open(self.dir.join("pipeline.log"))?;
         let mut cmd = Command::new(freshet_bin());
         cmd.arg("run")
+            .args(&self.run_args)
             .env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
             .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
             .env("FRESHET_KAFKA_DLQ_TOPIC", &self.kafka.dlq_topic)

@@ -57,6 +57,19 @@ impl Case {
         .map_err(|e| anyhow!("creating collection {}: {e}", self.collection))
     }
 
+    /// The id of the index the collection belongs to: `None` without a collection,
+    /// `Some(None)` for one bound to no index.
+    pub fn milvus_index_id(&self) -> Result<Option<Option<String>>> {
+        self.with_milvus(|m| async move { m.bound_index().await })
+            .map_err(|e| anyhow!("reading the collection's index id: {e}"))
+    }
+
+    /// Drops this case's collection.
+    pub fn drop_milvus_collection(&self) -> Result<()> {
+        self.with_milvus(|m| async move { m.drop_collection().await })
+            .map_err(|e| anyhow!("dropping the collection: {e}"))
+    }
+
     /// Runs `f` with a connection to this case's collection.
     pub(crate) fn with_milvus<T, F, Fut>(&self, f: F) -> Result<T>
     where

@@ -15,9 +15,17 @@ use freshet_pipeline::config::Config;
 
 /// Index state against the topics the pipeline reads: what is durable, what is still to do.
 pub struct Status {
-    pub chunks_in_tantivy: u64,
-    pub chunks_in_milvus: u64,
+    /// The tantivy index, or why it cannot be read (none at the path, ...).
+    pub tantivy: std::result::Result<Side, String>,
+    /// The Milvus collection, or why it cannot be read.
+    pub milvus: std::result::Result<Side, String>,
     pub topics: Vec<TopicStatus>,
+}
+
+/// What one index holds, and the id that binds it to the other.
+pub struct Side {
+    pub chunks: u64,
+    pub index_id: Option<String>,
 }
 
 /// One topic's durable offsets (the newest tantivy commit) against its high watermarks.
@@ -79,23 +87,77 @@ pub fn status(config: &Config) -> Result<Status> {
             topic: t.name,
         });
     }
-    let chunks_in_tantivy = ChunkIndexReader::open(&config.tantivy.path)
-        .map(|r| r.count())
-        .unwrap_or(0);
+    let path = &config.tantivy.path;
+    let tantivy = if path.join("meta.json").exists() {
+        ChunkIndexReader::open(path)
+            .and_then(|r| {
+                let index_id = r.last_payload()?.and_then(|p| p.index_id);
+                Ok(Side {
+                    chunks: r.count(),
+                    index_id,
+                })
+            })
+            .map_err(|e| e.to_string())
+    } else {
+        Err(format!(
+            "no index here (the local stack keeps it at {}; set [tantivy] path or \
+             FRESHET_TANTIVY_PATH)",
+            freshet_config::run_dir()
+                .join("index")
+                .join("tantivy")
+                .display()
+        ))
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let chunks_in_milvus = rt
+    let milvus = rt
         .block_on(async {
             let m = MilvusSink::connect(config.milvus.clone()).await?;
-            m.count().await
+            let Some(index_id) = m.bound_index().await? else {
+                return Ok(Err("no such collection".to_string()));
+            };
+            Ok::<_, freshet_milvus::Error>(Ok(Side {
+                chunks: m.count().await?,
+                index_id,
+            }))
         })
-        .unwrap_or(0);
+        .unwrap_or_else(|e| Err(e.to_string()));
     Ok(Status {
-        chunks_in_tantivy,
-        chunks_in_milvus,
+        tantivy,
+        milvus,
         topics,
     })
+}
+
+impl Status {
+    /// Why the two indexes are not each other's, if they are not.
+    pub fn mismatch(&self) -> Option<String> {
+        let (Ok(t), Ok(m)) = (&self.tantivy, &self.milvus) else {
+            return None;
+        };
+        match (&t.index_id, &m.index_id) {
+            (Some(a), Some(b)) if a != b => Some(format!(
+                "the tantivy index is index {a}, the Milvus collection belongs to index {b}: \
+                 they are not each other's (check [tantivy] path and [milvus] collection)"
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn side(s: &std::result::Result<Side, String>, unit: &str) -> String {
+    match s {
+        Ok(s) => format!(
+            "{} {unit}{}",
+            s.chunks,
+            s.index_id
+                .as_deref()
+                .map(|id| format!(" (index {id})"))
+                .unwrap_or_default()
+        ),
+        Err(e) => e.clone(),
+    }
 }
 
 /// Prints the status; with `wait`, first waits until every record on the topics is durable.
@@ -112,14 +174,19 @@ pub fn print_status(config: &Config, wait: Option<Duration>) -> Result<()> {
                 );
             }
             println!(
-                "tantivy {}: {} chunks",
+                "tantivy {}: {}",
                 config.tantivy.path.display(),
-                s.chunks_in_tantivy
+                side(&s.tantivy, "chunks")
             );
             println!(
-                "milvus {} / {}: {} vectors",
-                config.milvus.url, config.milvus.collection, s.chunks_in_milvus
+                "milvus {} / {}: {}",
+                config.milvus.url,
+                config.milvus.collection,
+                side(&s.milvus, "vectors")
             );
+            if let Some(why) = s.mismatch() {
+                bail!("{why}");
+            }
             if wait.is_some() && !done {
                 bail!("not caught up within {:?}", wait.unwrap_or_default());
             }

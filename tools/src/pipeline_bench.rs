@@ -176,7 +176,9 @@ pub(crate) fn spawn_pipeline(
     ready: Readiness,
 ) -> Pipeline {
     let (cfg, stop, metrics) = (cfg.clone(), stop.clone(), metrics.clone());
-    std::thread::spawn(move || freshet_pipeline::run::run(cfg, stop, metrics, ready))
+    std::thread::spawn(move || {
+        freshet_pipeline::run::run(cfg, Default::default(), stop, metrics, ready)
+    })
 }
 
 /// Asks the pipeline to stop and waits for it; its error, if it failed.

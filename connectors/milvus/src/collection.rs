@@ -2,10 +2,13 @@
 //! the model id, dimension and layout version as properties), check an existing one against the
 //! configuration, load it, drop it.
 
+use std::collections::HashMap;
+
 use milvus::v2::prelude::{
     CreateCollectionRequest, CreateIndexRequest, DescribeCollectionRequest, DescribeIndexRequest,
     DropCollectionRequest, HasCollectionRequest, LoadCollectionRequest,
 };
+use milvus::v2::response::collection::DescribeCollectionResponse;
 
 use crate::columns::bounded;
 use crate::error::{Error, Result};
@@ -26,12 +29,24 @@ impl MilvusSink {
     /// [`MilvusSink::ensure_collection`], creating a missing collection with `limits` instead
     /// of the layout's (as a collection made by other tools may be).
     pub async fn ensure_collection_with(&self, limits: &FieldLimits) -> Result<()> {
+        self.ensure_collection_props(limits, HashMap::new()).await
+    }
+
+    /// [`MilvusSink::ensure_collection_with`], creating a missing collection with `extra`
+    /// properties beside the model's.
+    pub(crate) async fn ensure_collection_props(
+        &self,
+        limits: &FieldLimits,
+        extra: HashMap<String, String>,
+    ) -> Result<()> {
         if !self.has_collection().await? {
+            let mut properties = schema::properties(&self.cfg);
+            properties.extend(extra);
             let req = CreateCollectionRequest::builder()
                 .collection_name(self.coll())
                 .description(schema::description(&self.cfg))
                 .schema(schema::collection_schema_with(&self.cfg, limits))
-                .properties(schema::properties(&self.cfg))
+                .properties(properties)
                 .build()?;
             if let Err(e) = self.client.create_collection(req).await {
                 // Lost a creation race with another process: verify what it created.
@@ -64,7 +79,7 @@ impl MilvusSink {
     }
 
     /// Loads the collection into memory (a no-op if it is loaded).
-    async fn load(&self) -> Result<()> {
+    pub(crate) async fn load(&self) -> Result<()> {
         self.client
             .load_collection(
                 LoadCollectionRequest::builder()
@@ -76,7 +91,7 @@ impl MilvusSink {
         Ok(())
     }
 
-    async fn has_collection(&self) -> Result<bool> {
+    pub(crate) async fn has_collection(&self) -> Result<bool> {
         Ok(self
             .client
             .has_collection(
@@ -88,15 +103,20 @@ impl MilvusSink {
             .exists())
     }
 
-    async fn verify_collection(&self) -> Result<()> {
-        let resp = self
+    /// The collection's description (schema, properties).
+    pub(crate) async fn describe(&self) -> Result<DescribeCollectionResponse> {
+        Ok(self
             .client
             .describe_collection(
                 DescribeCollectionRequest::builder()
                     .collection_name(self.coll())
                     .build()?,
             )
-            .await?;
+            .await?)
+    }
+
+    pub(crate) async fn verify_collection(&self) -> Result<()> {
+        let resp = self.describe().await?;
         let desc = resp.description();
         let fields = desc.get_schema().get_fields();
         let not_ours = |reason: String| Error::NotFreshetCollection {
@@ -167,7 +187,7 @@ impl MilvusSink {
         Ok(())
     }
 
-    async fn ensure_index(&self) -> Result<()> {
+    pub(crate) async fn ensure_index(&self) -> Result<()> {
         let described = self
             .client
             .describe_index(

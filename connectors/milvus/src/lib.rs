@@ -19,6 +19,7 @@
 //!
 //! The SDK's client telemetry (on by default) is switched off in [`MilvusSink::connect`].
 
+mod binding;
 mod collection;
 mod columns;
 mod config;
@@ -30,6 +31,7 @@ pub mod schema;
 mod sink;
 mod write;
 
+pub use binding::{Binding, P_INDEX_ID, P_INDEX_PATH};
 pub use config::MilvusConfig;
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TantivyConfig {
-    /// Index directory. Default `$FRESHET_HOME/index/tantivy`.
+    /// Index directory. Default `index/tantivy` under the local stack's state directory
+    /// (`$FRESHET_RUN_DIR`, else `$FRESHET_HOME/run`: [`freshet_config::run_dir`]).
     pub path: PathBuf,
     /// Writer memory budget in bytes (split over the threads, at least 15 MB each).
     pub writer_heap_bytes: usize,
@@ -23,7 +24,7 @@ pub struct TantivyConfig {
 impl Default for TantivyConfig {
     fn default() -> Self {
         TantivyConfig {
-            path: freshet_config::freshet_home().join("index").join("tantivy"),
+            path: freshet_config::run_dir().join("index").join("tantivy"),
             writer_heap_bytes: 64 * 1024 * 1024,
             writer_threads: 1,
         }

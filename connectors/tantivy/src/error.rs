@@ -58,6 +58,14 @@ pub enum Error {
     #[error("invalid filter: {0}")]
     InvalidFilter(String),
 
+    /// A commit names another index id than the index holds (an index's id never changes).
+    #[error("chunk index at {path} has index id {held}; a commit for index {given} was refused")]
+    IndexIdMismatch {
+        path: PathBuf,
+        held: String,
+        given: String,
+    },
+
     /// A bad argument, e.g. a writer heap below tantivy's minimum.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -25,6 +25,11 @@ pub struct CommitPayload {
     /// since, for records this commit does not cover yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub dead_letters_next: BTreeMap<i32, i64>,
+    /// The id that binds this index to its Milvus collection (the collection holds it too), set
+    /// once when the pipeline first opens the index; `None` leaves the index's id as it is
+    /// ([`crate::ChunkIndexWriter::commit`] carries it forward).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_id: Option<String>,
 }
 
 impl CommitPayload {
@@ -36,6 +41,7 @@ impl CommitPayload {
             epoch,
             committed_at_ms: now_ms(),
             dead_letters_next: BTreeMap::new(),
+            index_id: None,
         }
     }
 
@@ -67,5 +73,15 @@ mod tests {
             .unwrap()
             .dead_letters_next
             .is_empty());
+    }
+
+    #[test]
+    fn the_index_id_round_trips_and_older_payloads_have_none() {
+        let mut p = CommitPayload::new(BTreeMap::new(), 1);
+        assert!(!p.encode().unwrap().contains("index_id"));
+        p.index_id = Some("0b5c".into());
+        assert_eq!(CommitPayload::decode(&p.encode().unwrap()).unwrap(), p);
+        let old = r#"{"schema_version":3,"offsets":{},"epoch":3,"committed_at_ms":1}"#;
+        assert_eq!(CommitPayload::decode(old).unwrap().index_id, None);
     }
 }

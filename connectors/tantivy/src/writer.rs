@@ -46,6 +46,8 @@ pub struct ChunkIndexWriter {
     /// Sees the last commit of this writer.
     reader: IndexReader,
     schema: ChunkSchema,
+    /// The id binding the index to its Milvus collection, from the last commit.
+    index_id: Option<String>,
 }
 
 impl std::fmt::Debug for ChunkIndexWriter {
@@ -110,7 +112,8 @@ impl ChunkIndexWriter {
             Index::create(dir, schema.schema.clone(), IndexSettings::default())?
         };
         ChunkSchema::register_analyzer(&index);
-        if let Some(p) = read::last_payload(&index)? {
+        let last = read::last_payload(&index)?;
+        if let Some(p) = &last {
             if p.schema_version != SCHEMA_VERSION {
                 return Err(Error::SchemaVersionMismatch {
                     path,
@@ -132,6 +135,7 @@ impl ChunkIndexWriter {
             writer,
             reader,
             schema,
+            index_id: last.and_then(|p| p.index_id),
         })
     }
 
@@ -174,6 +178,10 @@ impl ChunkIndexWriter {
     /// Durably commits everything staged since the last commit together with `payload`
     /// (fsync'd by tantivy before this returns). The payload's `schema_version` must be
     /// [`SCHEMA_VERSION`].
+    ///
+    /// The index's id ([`CommitPayload::index_id`]) is carried forward when the payload names
+    /// none; a payload may set it on an index that has none, and one naming another id than
+    /// the index holds is refused ([`Error::IndexIdMismatch`]).
     pub fn commit(&mut self, payload: &CommitPayload) -> Result<()> {
         if payload.schema_version != SCHEMA_VERSION {
             return Err(Error::SchemaVersionMismatch {
@@ -182,13 +190,37 @@ impl ChunkIndexWriter {
                 expected: SCHEMA_VERSION,
             });
         }
-        let encoded = payload.encode()?;
+        let index_id = match (&self.index_id, &payload.index_id) {
+            (Some(held), Some(given)) if held != given => {
+                return Err(Error::IndexIdMismatch {
+                    path: self.path.clone(),
+                    held: held.clone(),
+                    given: given.clone(),
+                })
+            }
+            (held, given) => given.clone().or_else(|| held.clone()),
+        };
+        let encoded = if index_id == payload.index_id {
+            payload.encode()?
+        } else {
+            CommitPayload {
+                index_id: index_id.clone(),
+                ..payload.clone()
+            }
+            .encode()?
+        };
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&encoded);
         fail::fail_point!("tantivy.commit_prepared");
         prepared.commit()?;
         self.reader.reload()?;
+        self.index_id = index_id;
         Ok(())
+    }
+
+    /// The id binding this index to its Milvus collection, `None` for an index never bound.
+    pub fn index_id(&self) -> Option<&str> {
+        self.index_id.as_deref()
     }
 
     /// Drops everything staged since the last commit. tantivy replaces its writer on a
@@ -265,6 +297,38 @@ mod tests {
         w.rollback().expect("rollback");
         assert_eq!(format!("{:?}", w.writer.get_merge_policy()), ours);
         assert_ne!(ours, format!("{:?}", LogMergePolicy::default()));
+    }
+
+    /// An index keeps the id it was bound with: later commits carry it forward, a reopened
+    /// writer knows it, and a commit for another index is refused.
+    #[test]
+    fn the_index_id_is_set_once_and_carried_forward() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("open");
+        assert_eq!(w.index_id(), None);
+        w.commit(&CommitPayload::new(Default::default(), 1))
+            .expect("commit");
+        assert_eq!(w.last_payload().unwrap().unwrap().index_id, None);
+        let bound = CommitPayload {
+            index_id: Some("idx-a".into()),
+            ..CommitPayload::new(Default::default(), 2)
+        };
+        w.commit(&bound).expect("bind");
+        w.commit(&CommitPayload::new(Default::default(), 3))
+            .expect("commit");
+        let last = w.last_payload().unwrap().unwrap();
+        assert_eq!((last.epoch, last.index_id.as_deref()), (3, Some("idx-a")));
+        w.close().expect("close");
+
+        let mut w = ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("reopen");
+        assert_eq!(w.index_id(), Some("idx-a"));
+        let other = CommitPayload {
+            index_id: Some("idx-b".into()),
+            ..CommitPayload::new(Default::default(), 4)
+        };
+        let e = w.commit(&other).unwrap_err();
+        assert!(matches!(e, Error::IndexIdMismatch { .. }), "{e}");
+        assert_eq!(w.last_payload().unwrap().unwrap().epoch, 3);
     }
 
     /// A big segment and eight one-document commits: the tiny segments merge among themselves

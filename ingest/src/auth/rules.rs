@@ -1,6 +1,6 @@
 //! What a writer may do: write ids under its prefixes, give documents ACLs made of principals
-//! it may grant (or no ACL, a public document, when it may publish public documents), and
-//! delete. A key has one rule; a token has the rules of the principals it holds, and a write
+//! it may grant (or make them public, an empty decoded ACL, when it may publish public
+//! documents), and delete. A key has one rule; a token has the rules of the principals it holds, and a write
 //! is allowed when one of them allows all of it (rules are not mixed: a prefix of one rule and
 //! the grants of another do not add up).
 
@@ -87,8 +87,9 @@ impl WriteRule {
                     Ok(())
                 } else {
                     Err(format!(
-                        "{} may not publish a public document (no acl; may_publish_public = \
-                         false): give the document an acl of principals it may grant",
+                        "{} may not publish a public document (\"acl\": \"public\" or none \
+                         stated; may_publish_public = false): give the document an acl of \
+                         principals it may grant",
                         self.owner
                     ))
                 }

@@ -410,9 +410,11 @@ async fn every_write_path_is_held_to_the_writers_rules() {
         // A principal it may not grant, in an envelope or an upload's query string.
         ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x","acl":["group:sales","group:hr"]}"#, "group:hr"),
         ("PUT", "/v1/documents/crm%2F1?acl=group%3Aexec", vec![md, crm], b"# x", "group:exec"),
-        // No acl: public, which it may not publish.
+        // No acl, or public said so: a public document, which it may not publish.
         ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x"}"#, "public"),
         ("PUT", "/v1/documents/crm%2F1", vec![md, crm], b"# x", "public"),
+        ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x","acl":"public"}"#, "public"),
+        ("PUT", "/v1/documents/crm%2F1?public=true", vec![md, crm], b"# x", "public"),
         // A batch: one line out of bounds refuses all of it.
         ("POST", "/v1/documents:batch", vec![ndjson, crm],
          b"{\"id\":\"crm/1\",\"text\":\"a\",\"acl\":[\"group:sales\"]}\n{\"op\":\"delete\",\"id\":\"kb/9\"}\n", "line 2"),
@@ -472,7 +474,7 @@ async fn every_write_path_is_held_to_the_writers_rules() {
     assert!(
         v.as_str()
             .unwrap()
-            .contains(r#"freshet_ingest_auth_rejections_total{key="crm",reason="forbidden"} 9"#),
+            .contains(r#"freshet_ingest_auth_rejections_total{key="crm",reason="forbidden"} 11"#),
         "{v}"
     );
 }
@@ -556,4 +558,57 @@ async fn every_documented_route_is_routed() {
         .as_str()
         .unwrap()
         .contains(r#"route="/openapi.json",status="200""#));
+}
+
+/// A misspelt ACL key is a 400 with the decoder's class; under `[limits] require_acl` so is a
+/// document that states no ACL, in every form a write takes, and nothing is produced;
+/// `"acl": "public"` and `public=true` are written.
+#[tokio::test]
+async fn acl_mistakes_are_400s_with_their_class() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[("FRESHET_LIMITS_REQUIRE_ACL", "true")]);
+    let class = |v: &Value| v["error"]["class"].as_str().unwrap_or("").to_owned();
+    let text = ("content-type", "text/plain");
+    let refused: [((&str, &str), &[u8], &str); 4] = [
+        (JSON, br#"{"text":"x","ACL":["group:hr"]}"#, "invalid_field"),
+        (JSON, br#"{"text":"x"}"#, "missing_acl"),
+        (JSON, br#"{"text":"x","acl":[]}"#, "missing_acl"),
+        (text, b"x", "missing_acl"),
+    ];
+    for (header, body, want) in refused {
+        let (s, v) = call(&r, "PUT", "/v1/documents/a", &[header], body).await;
+        assert_eq!(
+            (s, code(&v), class(&v).as_str()),
+            (400, "invalid_document", want),
+            "{v}"
+        );
+    }
+    let ndjson = ("content-type", "application/x-ndjson");
+    let batch = b"{\"id\":\"a\",\"acl\":\"public\"}\n{\"id\":\"b\",\"permissions\":[\"g\"]}\n";
+    let (s, v) = call(&r, "POST", "/v1/documents:batch", &[ndjson], batch).await;
+    assert_eq!((s, code(&v)), (400, "invalid_batch"), "{v}");
+    assert_eq!(v["error"]["lines"][0]["class"], "invalid_field", "{v}");
+    assert!(fake.sent.lock().unwrap().is_empty());
+
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/documents/p",
+        &[JSON],
+        br#"{"text":"x","acl":"public"}"#,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/documents/q?public=true",
+        &[("content-type", "text/plain")],
+        b"x",
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let sent = fake.sent.lock().unwrap();
+    let doc: Value = serde_json::from_slice(sent[1].value.as_deref().unwrap()).unwrap();
+    assert_eq!(doc["acl"], "public");
 }

@@ -147,7 +147,7 @@ fn upsert(
         }
     }
     let source = event.get("source").and_then(Value::as_object);
-    let doc = mapping.document(id, after, source)?;
+    let doc = mapping.document(id, after, source, limits)?;
     check_document(&doc, limits)?;
     Ok(Change::Upsert(doc))
 }

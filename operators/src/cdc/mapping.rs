@@ -17,7 +17,12 @@
 //! - **Metadata**: each of `metadata_fields` is stored under its column name as canonical JSON
 //!   ([`canonical_json`]), null included.
 //! - **ACL**: an array of non-empty strings, or one string of comma-separated principals (each
-//!   trimmed, empty ones skipped); null is public. Sorted and de-duplicated.
+//!   trimmed, empty ones skipped). Sorted and de-duplicated; the reserved `public`, `everyone`
+//!   and `*` are `invalid_field` (`crate::envelope::acl`). A row whose ACL column is null or
+//!   holds no principal (`[]`, `""`) follows [`NullAcl`]: refused as `missing_acl` (the default
+//!   when `acl_field` is set), or public. Without `acl_field` a row states no ACL, unless
+//!   `null_acl` is `public` (then every row is public, stated), so `[limits] require_acl`
+//!   refuses it.
 //! - A configured column that the row does not have is `invalid_field` (a misspelt mapping
 //!   fails loudly instead of indexing empty documents), and so is Debezium's placeholder for an
 //!   unchanged TOASTed value ([`UNAVAILABLE_VALUE`]): the row does not carry the real value.
@@ -27,8 +32,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::document::{ContentType, Document};
-use crate::envelope::{acl_field, json_type, DecodeError};
+use crate::envelope::{acl_field, json_type, Acl, DecodeError};
 use crate::json::canonical_json;
+use crate::limits::RecordLimits;
 
 /// Joins the values of several id fields.
 pub const ID_SEPARATOR: &str = "/";
@@ -53,9 +59,32 @@ pub struct DebeziumMapping {
     /// Copied into the document's metadata under their column names.
     pub metadata_fields: Vec<String>,
     pub acl_field: Option<String>,
+    /// What a row without principals gets (`None`: [`NullAcl::Refuse`] with `acl_field`, no
+    /// ACL stated without it).
+    pub null_acl: Option<NullAcl>,
     /// The column holding the document's `source`; without it, the change event's `source`
     /// block names it ([`default_source`]).
     pub source_field: Option<String>,
+}
+
+/// What a row whose ACL column is null or empty gets (`null_acl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NullAcl {
+    /// Refused (`missing_acl`): a row that names nobody is not made public.
+    Refuse,
+    /// Public, stated (accepted under `[limits] require_acl`).
+    Public,
+}
+
+impl NullAcl {
+    /// `"refuse"` or `"public"`.
+    pub fn parse(s: &str) -> Option<NullAcl> {
+        match s {
+            "refuse" => Some(NullAcl::Refuse),
+            "public" => Some(NullAcl::Public),
+            _ => None,
+        }
+    }
 }
 
 impl DebeziumMapping {
@@ -83,6 +112,13 @@ impl DebeziumMapping {
             .chain(&self.source_field);
         if named.into_iter().any(|f| f.is_empty()) {
             return Err("a field name is empty".into());
+        }
+        if self.acl_field.is_none() && self.null_acl == Some(NullAcl::Refuse) {
+            return Err(
+                "null_acl = \"refuse\" without acl_field would refuse every row: map the ACL \
+                 column with acl_field"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -122,12 +158,13 @@ impl DebeziumMapping {
     }
 
     /// The document a row (`after`) describes, with id `id`; `source` is the event's `source`
-    /// block (for the default source).
+    /// block (for the default source). Its ACL is held to `limits.require_acl`.
     pub fn document(
         &self,
         id: String,
         row: &Map<String, Value>,
         source: Option<&Map<String, Value>>,
+        limits: &RecordLimits,
     ) -> Result<Document, DecodeError> {
         let mut texts = Vec::new();
         for f in &self.text_fields {
@@ -151,10 +188,24 @@ impl DebeziumMapping {
             }
             metadata.insert(f.clone(), canonical_json(v));
         }
-        let acl = match &self.acl_field {
-            Some(f) => acl_value(f, column(row, f)?)?,
-            None => Vec::new(),
-        };
+        let acl = match (&self.acl_field, self.null_acl) {
+            (Some(f), rule) => match acl_value(f, column(row, f)?)? {
+                Acl::Unstated if rule == Some(NullAcl::Public) => Acl::Public,
+                Acl::Unstated => {
+                    return Err(DecodeError::MissingAcl {
+                        reason: format!(
+                            "the ACL column {f:?} is null or names no principal, and the \
+                             source's null_acl is \"refuse\" (set null_acl = \"public\" to make \
+                             such rows public)"
+                        ),
+                    })
+                }
+                acl => acl,
+            },
+            (None, Some(NullAcl::Public)) => Acl::Public,
+            (None, _) => Acl::Unstated,
+        }
+        .resolve(limits)?;
         Ok(Document {
             id,
             title,
@@ -198,7 +249,8 @@ fn text_value(field: &str, v: &Value) -> Result<Option<String>, DecodeError> {
     }
 }
 
-fn acl_value(field: &str, v: &Value) -> Result<Vec<String>, DecodeError> {
+/// The ACL a row's column holds ([`Acl::Unstated`] for null or no principal).
+fn acl_value(field: &str, v: &Value) -> Result<Acl, DecodeError> {
     let rename = |e: DecodeError| match e {
         DecodeError::InvalidField { field: f, reason } => {
             invalid(&f.replacen("acl", field, 1), reason)
@@ -208,16 +260,11 @@ fn acl_value(field: &str, v: &Value) -> Result<Vec<String>, DecodeError> {
     match v {
         Value::String(s) if s == UNAVAILABLE_VALUE => Err(unavailable(field)),
         Value::String(s) => {
-            let mut acl: Vec<String> = s
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(str::to_owned)
-                .collect();
-            acl.sort();
-            acl.dedup();
-            Ok(acl)
+            let principals = s.split(',').map(str::trim).filter(|p| !p.is_empty());
+            Acl::principals(principals).map_err(|reason| invalid(field, reason))
         }
+        // An array (or null): the envelope's rules, but a string is a list of principals above,
+        // never the envelope's "public".
         other => acl_field(Some(other.clone())).map_err(rename),
     }
 }

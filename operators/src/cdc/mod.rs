@@ -8,7 +8,7 @@ pub mod mapping;
 #[cfg(test)]
 mod tests;
 
-pub use mapping::DebeziumMapping;
+pub use mapping::{DebeziumMapping, NullAcl};
 
 use crate::document::Change;
 use crate::envelope::{self, DecodeError};

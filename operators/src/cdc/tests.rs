@@ -23,6 +23,7 @@ fn customers() -> DebeziumMapping {
         content_type: ContentType::PlainText,
         metadata_fields: vec!["email".into()],
         acl_field: None,
+        null_acl: None,
         source_field: None,
     }
 }
@@ -249,6 +250,7 @@ fn composite_ids_prefixes_nulls_metadata_acl_and_source() {
         content_type: ContentType::Markdown,
         metadata_fields: vec!["lang".into(), "tags".into(), "gone".into()],
         acl_field: Some("acl".into()),
+        null_acl: None,
         source_field: None,
     };
     let value = r##"{"op":"c","before":null,"source":{"db":"shop","schema":"","table":"pages"},
@@ -354,4 +356,71 @@ fn the_freshet_format_is_the_envelope() {
             .as_deref(),
         Some("a")
     );
+}
+
+/// A row whose ACL column is null or names no principal is refused (`missing_acl`) unless the
+/// source says such rows are public; reserved words are never principals; without an ACL
+/// column a row states no ACL, which `require_acl` refuses unless `null_acl` is `public`.
+#[test]
+fn rows_without_principals_follow_null_acl() {
+    let event = |acl: &str| {
+        format!(
+            r#"{{"op":"c","before":null,"source":{{"db":"d","schema":"s","table":"t"}},
+                "after":{{"id":1,"first_name":"A","last_name":"K","email":"e","acl":{acl}}}}}"#
+        )
+    };
+    let with = |null_acl| DebeziumMapping {
+        acl_field: Some("acl".into()),
+        null_acl,
+        ..customers()
+    };
+    let strict = RecordLimits {
+        require_acl: true,
+        ..RecordLimits::default()
+    };
+    let run = |m: &DebeziumMapping, limits: &RecordLimits, acl: &str| {
+        RecordFormat::Debezium(m.clone()).decode(None, Some(event(acl).as_bytes()), limits)
+    };
+    let acl_of = |r: Result<Option<Change>, DecodeError>| match r {
+        Ok(Some(Change::Upsert(d))) => d.acl,
+        other => panic!("an upsert, got {other:?}"),
+    };
+    for nobody in ["null", "[]", r#""""#, r#"" , ""#] {
+        for m in [with(None), with(Some(NullAcl::Refuse))] {
+            let e = run(&m, &RecordLimits::default(), nobody).unwrap_err();
+            assert_eq!(e.class(), "missing_acl", "{nobody}");
+            assert!(e.to_string().contains("null_acl"), "{e}");
+        }
+        let public = with(Some(NullAcl::Public));
+        assert!(acl_of(run(&public, &strict, nobody)).is_empty(), "{nobody}");
+    }
+    assert_eq!(
+        acl_of(run(&with(None), &strict, r#""group:a,group:b""#)),
+        ["group:a", "group:b"]
+    );
+    for reserved in [r#""public""#, r#""group:a, *""#, r#"["Everyone"]"#] {
+        let e = run(&with(Some(NullAcl::Public)), &strict, reserved).unwrap_err();
+        assert_eq!(e.class(), "invalid_field", "{reserved}");
+        assert!(e.to_string().contains("reserved"), "{e}");
+    }
+    // no ACL column: unstated (public), refused under require_acl unless null_acl is public
+    let none = customers();
+    assert!(acl_of(run(&none, &RecordLimits::default(), "null")).is_empty());
+    assert_eq!(
+        run(&none, &strict, "null").unwrap_err().class(),
+        "missing_acl"
+    );
+    let public = DebeziumMapping {
+        null_acl: Some(NullAcl::Public),
+        ..customers()
+    };
+    assert!(acl_of(run(&public, &strict, "null")).is_empty());
+    let refuse_all = DebeziumMapping {
+        null_acl: Some(NullAcl::Refuse),
+        ..customers()
+    };
+    assert!(refuse_all.validate().unwrap_err().contains("acl_field"));
+    assert_eq!(NullAcl::parse("public"), Some(NullAcl::Public));
+    assert_eq!(NullAcl::parse("refuse"), Some(NullAcl::Refuse));
+    assert_eq!(NullAcl::parse("allow"), None);
 }

@@ -355,6 +355,7 @@ fn every_class_is_listed() {
             limit: 1,
         }),
         DecodeError::Limit(LimitError::TooManyAclEntries { count: 2, limit: 1 }),
+        DecodeError::MissingAcl { reason: "x".into() },
     ];
     let classes: Vec<_> = errors.iter().map(DecodeError::class).collect();
     assert_eq!(classes, DecodeError::CLASSES);

@@ -188,6 +188,7 @@ fn mapping() -> DebeziumMapping {
         content_type: ContentType::Markdown,
         metadata_fields: vec!["lang".into(), "tags".into()],
         acl_field: Some("acl".into()),
+        null_acl: None,
         source_field: Some("url".into()),
     }
 }

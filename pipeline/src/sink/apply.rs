@@ -17,7 +17,7 @@ use freshet_operators::ingest::Stage;
 use freshet_tantivy::CommitPayload;
 
 use super::plan::{self, Batch, RecordRef, TopicPartition};
-use super::{verify, SinkMsg, Sinks};
+use super::{pending, verify, SinkMsg, Sinks};
 use crate::metrics::Metrics;
 
 /// DLQ class of a version whose text the model could not embed.
@@ -249,6 +249,15 @@ fn write_milvus(
         return Ok(());
     }
     let started = Instant::now();
+    // Rows Milvus may hold without tantivy if the process dies before the commit.
+    let index_dir = sinks.tantivy.path();
+    sinks
+        .stall
+        .retry("noting the rows written to Milvus", "tantivy", |_| {
+            let ids = rows.iter().map(|(c, _)| c.chunk_id.as_str());
+            pending::note(index_dir, batch.last_epoch, ids)
+                .with_context(|| format!("writing {}", index_dir.join(pending::FILE).display()))
+        })?;
     let (milvus, runtime) = (&sinks.milvus, &sinks.runtime);
     let refused_rows = sinks.stall.retry("writing to Milvus", "milvus", |_| {
         Ok(runtime.block_on(milvus.replace_isolating(&deletes, &rows))?)

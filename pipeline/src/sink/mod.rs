@@ -8,6 +8,7 @@
 //! each tantivy commit back and writes again what it does not hold.
 
 mod apply;
+pub mod pending;
 pub mod plan;
 pub mod verify;
 

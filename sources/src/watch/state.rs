@@ -1,5 +1,6 @@
 //! The watcher's durable state: per document id, what was last seen of its file (size, mtime,
-//! ctime, blake3 of its bytes) and where its last record was acknowledged. It lives in one
+//! ctime, blake3 of its bytes), the ACL its upsert carried, and where its last record was
+//! acknowledged. It lives in one
 //! [redb](https://docs.rs/redb) file, mirrored in memory; a change is written (and fsynced) only
 //! after the broker acknowledged the records it describes, so a crash at any point re-publishes
 //! at most what was in flight, never less.
@@ -7,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use freshet_operators::envelope::Acl;
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +32,10 @@ pub struct Entry {
     pub placed: Option<(i32, i64)>,
     /// The file went to the dead-letter topic instead of the document topic.
     pub rejected: bool,
+    /// The ACL its last upsert carried. An entry of an older freshet's state file, which has
+    /// none, reads as [`Acl::Unstated`] (its upsert stated no ACL), so a configured ACL is sent.
+    #[serde(default)]
+    pub acl: Acl,
 }
 
 impl Entry {

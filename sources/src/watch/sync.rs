@@ -1,7 +1,9 @@
 //! Bringing the topic in line with the files: for a set of changed paths (or a whole root),
 //! compare what is on disk with the [`State`] and publish exactly the difference. A file whose
-//! size and times are unchanged is not read; one whose bytes hash to what was published is not
-//! re-sent; a file or directory that is gone deletes every document below it. Records are
+//! size and times are unchanged, and whose ACL rule gives what its last upsert carried, is not
+//! read; one whose bytes hash to what was published with that ACL is not re-sent (a changed
+//! ACL mapping re-sends exactly the files whose ACL it changes); a file or directory that is
+//! gone deletes every document below it. Records are
 //! produced in batches, each batch acknowledged before the state records it.
 
 use std::collections::HashSet;
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::files::file_bytes_document;
 use crate::publish::{Mapping, Outgoing};
+use crate::read::{read_file, Unread};
 use crate::watch::state::{Entry, State};
 use crate::watch::tree::Tree;
 use crate::Result;
@@ -166,6 +169,9 @@ impl<O: Outlet> Syncer<O> {
     /// Compares one file with its entry.
     fn check(&self, id: &str, path: &Path) -> Step {
         let known = self.state.get(id);
+        let acl = self.mapping.acl.for_id(id);
+        // The same ACL as its last upsert (a refused file carried none).
+        let same_acl = |k: &Entry| k.rejected || k.acl == *acl;
         let dead = |class, reason: String, entry: Entry| {
             let file = DeadFile {
                 id: id.to_string(),
@@ -180,26 +186,28 @@ impl<O: Outlet> Syncer<O> {
             Err(e) if e.kind() == ErrorKind::NotFound => return Step::Gone,
             Err(e) => return dead("unreadable", e.to_string(), Entry::unread(0, 0, 0)),
         };
-        if known.is_some_and(|k| k.same_stat(size, mtime_ns, ctime_ns)) {
+        if known.is_some_and(|k| k.same_stat(size, mtime_ns, ctime_ns) && same_acl(k)) {
             return Step::Unchanged;
         }
         let mut entry = Entry::unread(size, mtime_ns, ctime_ns);
+        entry.acl = acl.clone();
         let max = self.tree.filter.max_file_bytes;
-        let too_large = |n: u64| format!("{n} bytes, over the limit of {max}");
-        if size > max {
-            return dead("file_too_large", too_large(size), entry);
-        }
-        let bytes = match fs::read(path) {
+        let bytes = match read_file(path, max, self.tree.allowed_dirs().as_deref()) {
             Ok(b) => b,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Step::Gone,
-            Err(e) => return dead("unreadable", e.to_string(), entry),
+            Err(Unread::Gone) => return Step::Gone,
+            // Not a document (the walk saw it as one a moment ago): what was indexed goes.
+            Err(e @ (Unread::NotRegular(_) | Unread::OutsideRoots(_))) => {
+                tracing::warn!(path = %path.display(), reason = %e, "not a document");
+                return Step::Gone;
+            }
+            Err(e @ Unread::TooLarge { .. }) => {
+                return dead("file_too_large", e.to_string(), entry)
+            }
+            Err(e @ Unread::Io(_)) => return dead("unreadable", e.to_string(), entry),
         };
         entry.size = bytes.len() as u64;
-        if entry.size > max {
-            return dead("file_too_large", too_large(entry.size), entry);
-        }
         entry.hash = blake3::hash(&bytes).to_hex().to_string();
-        if let Some(k) = known.filter(|k| k.hash == entry.hash) {
+        if let Some(k) = known.filter(|k| k.hash == entry.hash && same_acl(k)) {
             entry.placed = k.placed;
             entry.rejected = k.rejected;
             return Step::Touch(entry);
@@ -321,6 +329,7 @@ impl Entry {
             hash: String::new(),
             placed: None,
             rejected: false,
+            acl: Default::default(),
         }
     }
 }

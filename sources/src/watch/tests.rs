@@ -2,6 +2,7 @@
 //! what a restart publishes, and that an unacknowledged batch is never recorded.
 
 use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,8 @@ use crate::Result;
 #[derive(Clone, Default)]
 struct Memory {
     log: Arc<Mutex<Vec<(String, bool)>>>,
+    /// Every record published, in order.
+    records: Arc<Mutex<Vec<Outgoing>>>,
     dead: Arc<Mutex<Vec<DeadFile>>>,
     down: Arc<AtomicBool>,
     /// Next offset: records ever published.
@@ -40,6 +43,7 @@ impl Outlet for Memory {
         *next += records.len() as i64;
         let mut log = self.log.lock().unwrap();
         log.extend(records.iter().map(|r| (r.id.clone(), r.is_delete)));
+        self.records.lock().unwrap().extend(records.iter().cloned());
         Ok((0..records.len() as i64).map(|i| (0, start + i)).collect())
     }
 
@@ -232,12 +236,12 @@ fn the_filter_decides_what_is_a_document() {
     write(&root.join(".git/d.md"), "d");
     write(&dir.path().join("elsewhere/e.md"), "e");
     std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linked")).unwrap();
-    std::os::unix::fs::symlink(dir.path().join("elsewhere/e.md"), root.join("e-link.md")).unwrap();
+    std::os::unix::fs::symlink(root.join("a.md"), root.join("a-link.md")).unwrap();
     let out = Memory::default();
     let filter = Filter::new(&["**/*.md".into()], &["drafts/**".into()], 1 << 20).unwrap();
     let mut s = syncer_with(&root, &dir.path().join("state.redb"), &out, filter);
     s.sync_all().unwrap();
-    assert_eq!(sorted(out.take()), [up("a.md"), up("e-link.md")]);
+    assert_eq!(sorted(out.take()), [up("a-link.md"), up("a.md")]);
     assert!(Filter::new(&["[".into()], &[], 1).is_err());
 }
 
@@ -289,4 +293,232 @@ fn events_reach_the_outlet() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     handle.join().unwrap().unwrap();
     assert!(*reports.lock().unwrap() >= 5);
+}
+
+/// A symlink whose target resolves outside the watched directory is not followed (the file it
+/// names is never read), unless the setting says so; a published file replaced by such a link
+/// is taken out.
+#[test]
+fn a_symlink_out_of_the_roots_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    let secret = dir.path().join("secret");
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&secret).unwrap();
+    write(&secret.join("keys.md"), "# Keys\n\nhunter2");
+    write(&root.join("a.md"), "# A");
+    write(&root.join("b.md"), "# B");
+    std::os::unix::fs::symlink(secret.join("keys.md"), root.join("out.md")).unwrap();
+    std::os::unix::fs::symlink(root.join("a.md"), root.join("in.md")).unwrap();
+    // through a relative link and a link to a link
+    std::os::unix::fs::symlink("../secret/keys.md", root.join("rel.md")).unwrap();
+    std::os::unix::fs::symlink(root.join("out.md"), root.join("chain.md")).unwrap();
+    let out = Memory::default();
+    let mut s = syncer(&root, &dir.path().join("state.redb"), &out);
+    s.sync_all().unwrap();
+    assert_eq!(sorted(out.take()), [up("a.md"), up("b.md"), up("in.md")]);
+    assert!(out.dead.lock().unwrap().is_empty());
+    // A published file swapped for a link out of the tree: its document goes.
+    fs::remove_file(root.join("b.md")).unwrap();
+    std::os::unix::fs::symlink(secret.join("keys.md"), root.join("b.md")).unwrap();
+    s.sync_paths([root.join("b.md")]).unwrap();
+    assert_eq!(out.take(), [del("b.md")]);
+    let texts: Vec<String> = out
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert!(texts.iter().all(|t| !t.contains("hunter2")), "{texts:?}");
+
+    // Told to follow them, the same tree publishes the links' targets.
+    let followed = Memory::default();
+    let filter = Filter::new(&[], &[], 1 << 20).unwrap();
+    let mut tree = Tree::new(std::slice::from_ref(&root), filter).unwrap();
+    tree.follow_symlinks_outside_roots = true;
+    let state = State::open(&dir.path().join("follow.redb"), "topic=t").unwrap();
+    let mut s = Syncer::new(tree, state, followed.clone(), Mapping::default());
+    s.sync_all().unwrap();
+    assert_eq!(
+        sorted(followed.take()),
+        [
+            up("a.md"),
+            up("b.md"),
+            up("chain.md"),
+            up("in.md"),
+            up("out.md"),
+            up("rel.md")
+        ]
+    );
+}
+
+/// A FIFO, a link to one and a link to a device under the root never hold up a sync, and
+/// [`crate::read_file`] refuses them at once; a file over the limit is read no further
+/// than the limit.
+#[test]
+fn fifos_and_devices_never_block_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(&root).unwrap();
+    write(&root.join("a.md"), "# A");
+    let fifo = root.join("pipe.md");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    std::os::unix::fs::symlink(&fifo, root.join("pipe-link.md")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join("zero.txt")).unwrap();
+    let out = Memory::default();
+    let state = dir.path().join("state.redb");
+    let (root2, out2) = (root.clone(), out.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let filter = Filter::new(&[], &[], 1 << 20).unwrap();
+        let mut tree = Tree::new(&[root2], filter).unwrap();
+        tree.follow_symlinks_outside_roots = true;
+        let state = State::open(&state, "topic=t").unwrap();
+        let mut s = Syncer::new(tree, state, out2, Mapping::default());
+        let _ = tx.send(s.sync_all().map(|r| r.upserts));
+    });
+    let synced = rx.recv_timeout(Duration::from_secs(10));
+    // Unblock a reader stuck on the FIFO, should there be one, before asserting.
+    let _w = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo);
+    assert_eq!(synced.expect("the sync finished").unwrap(), 1);
+    assert_eq!(out.take(), [up("a.md")]);
+    assert!(out.dead.lock().unwrap().is_empty());
+
+    let started = Instant::now();
+    for p in [fifo.clone(), root.join("pipe-link.md"), "/dev/zero".into()] {
+        match crate::read_file(&p, 10, None) {
+            Err(crate::Unread::NotRegular(_)) => {}
+            other => panic!("{}: {other:?}", p.display()),
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    write(&root.join("big.md"), &"x".repeat(100));
+    assert!(matches!(
+        crate::read_file(&root.join("big.md"), 10, None),
+        Err(crate::Unread::TooLarge {
+            size: 100,
+            limit: 10
+        })
+    ));
+    assert_eq!(
+        crate::read_file(&root.join("big.md"), 100, Some(std::slice::from_ref(&root)))
+            .unwrap()
+            .len(),
+        100
+    );
+}
+
+/// Which ACL each file carries follows the rules; a changed mapping re-sends exactly the files
+/// whose ACL it changes (their bytes did not change), and an older state's entry without an
+/// ACL reads as "none stated".
+#[test]
+fn an_acl_change_republishes_exactly_the_files_it_changes() {
+    use crate::acl::{AclRuleConfig, FileAcls};
+    use freshet_operators::envelope::Acl;
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("docs");
+    fs::create_dir_all(root.join("hr")).unwrap();
+    fs::create_dir_all(root.join("eng")).unwrap();
+    write(&root.join("hr/pay.md"), "# Pay");
+    write(&root.join("hr/leave.md"), "# Leave");
+    write(&root.join("eng/x.md"), "# X");
+    write(&root.join("open.md"), "# Open");
+    let state = dir.path().join("state.redb");
+    let rule = |glob: &str, principals: &[&str]| AclRuleConfig {
+        glob: glob.into(),
+        principals: principals.iter().map(|p| p.to_string()).collect(),
+        public: principals.is_empty(),
+    };
+    let run = |rules: &[AclRuleConfig], default: Acl, out: &Memory| {
+        let tree = Tree::new(
+            std::slice::from_ref(&root),
+            Filter::new(&[], &[], 1 << 20).unwrap(),
+        )
+        .unwrap();
+        let mapping = Mapping {
+            acl: FileAcls::new(rules, default).unwrap(),
+            ..Mapping::default()
+        };
+        let mut s = Syncer::new(
+            tree,
+            State::open(&state, "topic=t").unwrap(),
+            out.clone(),
+            mapping,
+        );
+        s.sync_all().unwrap();
+        let acls: Vec<(String, serde_json::Value)> =
+            std::mem::take(&mut *out.records.lock().unwrap())
+                .into_iter()
+                .map(|r| {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(r.value.as_ref().unwrap()).unwrap();
+                    (r.id, v["acl"].clone())
+                })
+                .collect();
+        out.take();
+        let mut acls = acls;
+        acls.sort_by(|a, b| a.0.cmp(&b.0));
+        acls
+    };
+    let out = Memory::default();
+    let staff = Acl::principals(["group:staff"]).unwrap();
+    let first = run(
+        &[
+            rule("hr/pay.md", &["group:payroll"]),
+            rule("hr/**", &["group:hr"]),
+            rule("open.md", &[]),
+        ],
+        staff.clone(),
+        &out,
+    );
+    assert_eq!(
+        first,
+        [
+            ("eng/x.md".to_string(), json!(["group:staff"])),
+            ("hr/leave.md".to_string(), json!(["group:hr"])),
+            ("hr/pay.md".to_string(), json!(["group:payroll"])),
+            ("open.md".to_string(), json!("public")),
+        ]
+    );
+    // The same mapping again: nothing is sent.
+    let same = run(
+        &[
+            rule("hr/pay.md", &["group:payroll"]),
+            rule("hr/**", &["group:hr"]),
+            rule("open.md", &[]),
+        ],
+        staff.clone(),
+        &out,
+    );
+    assert!(same.is_empty(), "{same:?}");
+    // hr/** narrowed to group:hr-leads, open.md's rule removed: exactly those two re-sent.
+    let changed = run(
+        &[
+            rule("hr/pay.md", &["group:payroll"]),
+            rule("hr/**", &["group:hr-leads"]),
+        ],
+        staff,
+        &out,
+    );
+    assert_eq!(
+        changed,
+        [
+            ("hr/leave.md".to_string(), json!(["group:hr-leads"])),
+            ("open.md".to_string(), json!(["group:staff"])),
+        ]
+    );
+    // An older state's entry, without an ACL, reads as none stated.
+    let old: Entry = serde_json::from_str(
+        r#"{"size":1,"mtime_ns":2,"ctime_ns":3,"hash":"h","placed":[0,4],"rejected":false}"#,
+    )
+    .unwrap();
+    assert_eq!(old.acl, Acl::Unstated);
 }

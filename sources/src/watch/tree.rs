@@ -2,9 +2,12 @@
 //! files count (supported extension, no hidden path component, include/exclude globs, size
 //! limit), and the walk that lists them.
 //!
-//! **Symlinks.** A symlinked file is followed: its target's bytes are indexed under the link's
-//! path (edits of a target outside the roots are seen at the next scan, not live). A symlinked
-//! directory is not descended into (no cycles, no tree indexed twice).
+//! **Symlinks.** A symlinked file whose target resolves inside a root is followed: its target's
+//! bytes are indexed under the link's path. One whose target resolves outside every root is not
+//! a document (a warning says so), unless [`Tree::follow_symlinks_outside_roots`] is set (then
+//! edits of the target are seen at the next scan, not live). A symlinked directory is not
+//! descended into (no cycles, no tree indexed twice). Reading checks the opened file again
+//! ([`crate::read_file`]), so a path swapped for a link after the walk is not followed either.
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +70,8 @@ impl Filter {
 pub struct Tree {
     pub roots: Vec<Root>,
     pub filter: Filter,
+    /// Follow symlinks whose targets resolve outside every root (`[files]`; default off).
+    pub follow_symlinks_outside_roots: bool,
 }
 
 impl Tree {
@@ -101,7 +106,37 @@ impl Tree {
         if roots.is_empty() {
             return Err(Error::Config("no directory to watch".into()));
         }
-        Ok(Tree { roots, filter })
+        Ok(Tree {
+            roots,
+            filter,
+            follow_symlinks_outside_roots: false,
+        })
+    }
+
+    /// The directories a file's real path must lie under (`None`: anywhere).
+    pub fn allowed_dirs(&self) -> Option<Vec<PathBuf>> {
+        (!self.follow_symlinks_outside_roots)
+            .then(|| self.roots.iter().map(|r| r.dir.clone()).collect())
+    }
+
+    /// Whether the symlink at `path` may be followed: its target resolves inside a root, or
+    /// links out of them are followed.
+    fn may_follow(&self, path: &Path) -> bool {
+        if self.follow_symlinks_outside_roots {
+            return true;
+        }
+        match path.canonicalize() {
+            Ok(real) if self.roots.iter().any(|r| real.starts_with(&r.dir)) => true,
+            Ok(real) => {
+                tracing::warn!(
+                    path = %path.display(), target = %real.display(),
+                    "not following a symlink out of the watched directories \
+                     ([files] follow_symlinks_outside_roots = true follows it)"
+                );
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// The root holding `path` and the id `path` has (a file's id, or a directory's: the
@@ -148,7 +183,7 @@ impl Tree {
                 tracing::warn!(path = %entry.path().display(), "skipping a file whose path is not UTF-8");
                 continue;
             };
-            if self.filter.accepts(&rel) {
+            if self.filter.accepts(&rel) && (!ft.is_symlink() || self.may_follow(entry.path())) {
                 out.push((format!("{}{rel}", root.prefix), entry.path().to_path_buf()));
             }
         }

@@ -115,7 +115,8 @@ pub fn event_at(op: &str, before: Value, after: Value, wrapped: bool, at: &Posit
 }
 
 /// Makes the case's pipeline read two topics: the case's document topic (freshet's envelope)
-/// and `cdc_topic`, the `articles` table's Debezium topic, through a configuration file.
+/// and `cdc_topic`, the `articles` table's Debezium topic, through a configuration file. A row
+/// whose `acl` is NULL is public (`null_acl = "public"`; the default refuses it).
 pub fn use_sources(case: &mut Case, cdc_topic: &str) -> Result<()> {
     let path = case.dir.join("sources.toml");
     std::fs::write(
@@ -134,6 +135,7 @@ text_fields = ["summary", "body"]
 content_type = "text/markdown"
 metadata_fields = ["lang"]
 acl_field = "acl"
+null_acl = "public"
 "#,
             docs = case.kafka.topic
         ),

@@ -1,21 +1,28 @@
 //! What `freshet run` checks and prepares before any worker starts: the tokenizer and the model
 //! (its id and dimension), the topics, the embedding cache and the dead-letter producer; on
-//! process 0 also the indexes: the offsets to resume from (the last tantivy commit), the indexed
-//! state the dataflow replays, and Milvus reconciled with tantivy. Anything missing or
-//! inconsistent fails here, before a record is read.
+//! process 0 also the indexes: that the tantivy index and the Milvus collection belong together
+//! ([`binding`]), the offsets to resume from (the last tantivy commit), the indexed state the
+//! dataflow replays, and Milvus reconciled with tantivy ([`reconcile`]). Anything missing or
+//! inconsistent fails here, before a record is read or an index written.
 
-use std::collections::{BTreeMap, BTreeSet};
+pub mod binding;
+pub mod reconcile;
+
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
-use freshet_kafka::{admin, DlqProducer};
+use freshet_kafka::{admin, DlqProducer, KafkaConfig, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::chunk::{Chunk, ChunkKind, HfTokenCounter};
-use freshet_operators::embed::{embed_input, Embedder};
-use freshet_tantivy::ChunkIndexWriter;
+use freshet_operators::embed::Embedder;
+use freshet_tantivy::{ChunkIndexWriter, CommitPayload};
+
+use binding::{CollectionStep, GroupProgress, IndexState};
+use reconcile::DeleteBound;
 
 use crate::config::Config;
 use crate::dlq::DeadLetters;
@@ -54,6 +61,7 @@ pub struct Recovered {
 /// Runs the checks and the recovery (see the module docs).
 pub fn preflight(
     config: &Config,
+    flags: StartFlags,
     metrics: &Metrics,
     ready: &Readiness,
     stop: &Arc<AtomicBool>,
@@ -90,7 +98,15 @@ pub fn preflight(
     let cache = open_cache(config)?;
     let recovered = if config.pipeline.process_index == 0 {
         Some(recover(
-            config, &topics, &mut model, &cache, metrics, ready, stop,
+            config,
+            flags,
+            &topics,
+            &partitions,
+            &mut model,
+            &cache,
+            metrics,
+            ready,
+            stop,
         )?)
     } else {
         None
@@ -121,11 +137,23 @@ fn open_cache(config: &Config) -> Result<SharedCache> {
     Ok(SharedCache(Arc::new(Mutex::new(cache))))
 }
 
-/// Opens both indexes, reads where the last commit left off, and makes Milvus agree with
-/// tantivy.
+/// The explicit choices `freshet run` takes on the command line (none by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartFlags {
+    pub bind: binding::BindFlags,
+    /// `--allow-reconcile-deletes`: the start-up reconcile may delete any share of the
+    /// collection, this once.
+    pub allow_reconcile_deletes: bool,
+}
+
+/// Opens both indexes, checks that they belong together, reads where the last commit left off,
+/// and makes Milvus agree with tantivy.
+#[allow(clippy::too_many_arguments)]
 fn recover(
     config: &Config,
+    flags: StartFlags,
     topics: &[Topic],
+    partitions: &[Vec<i32>],
     model: &mut FastEmbedder,
     cache: &SharedCache,
     metrics: &Metrics,
@@ -135,13 +163,89 @@ fn recover(
     let path = &config.tantivy.path;
     ready.step(format!("opening the tantivy index {}", path.display()));
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
-    let tantivy = ChunkIndexWriter::open_or_create_with_threads(
+    let mut tantivy = ChunkIndexWriter::open_or_create_with_threads(
         path,
         config.tantivy.writer_heap_bytes,
         config.tantivy.writer_threads,
     )
     .with_context(|| format!("opening the tantivy index {}", path.display()))?;
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+    let index = IndexState {
+        committed: tantivy.last_payload()?.is_some(),
+        chunks: tantivy.count(),
+        index_id: tantivy.index_id().map(str::to_string),
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut milvus_cfg = config.milvus.clone();
+    milvus_cfg.dim = model.dim();
+    milvus_cfg.model_id = model.model_id().to_string();
+    let collection = milvus_cfg.collection.clone();
+    ready.step(format!(
+        "opening and loading the Milvus collection {collection} at {}",
+        milvus_cfg.url
+    ));
+    let started = Instant::now();
+    let (milvus, bound) = runtime
+        .block_on(async {
+            let m = MilvusSink::connect(milvus_cfg).await?;
+            let b = m.binding().await?;
+            Ok::<_, freshet_milvus::Error>((m, b))
+        })
+        .context("connecting to Milvus")?;
+
+    // Which index and collection go together, decided before either is written.
+    let kafka = &config.kafka;
+    let group = if index.is_new() {
+        ready.step("reading the consumer group's offsets");
+        group_progress(kafka, topics, partitions).context("reading the consumer group's offsets")?
+    } else {
+        Vec::new()
+    };
+    let decision = binding::decide(&path, &index, bound.as_ref(), &group, flags.bind, || {
+        uuid::Uuid::new_v4().to_string()
+    })
+    .map_err(|why| anyhow!("collection {collection}: {why}"))?;
+    tracing::info!(
+        index = %path.display(), %collection, index_id = %decision.index_id,
+        collection_step = ?decision.collection, from_beginning = decision.from_beginning,
+        "the tantivy index and the Milvus collection belong together"
+    );
+    let where_ = path.display().to_string();
+    // The collection first: a start that stops between the two steps is taken up again by the
+    // same decision (a new index stays new; an index from before ids takes the collection's).
+    runtime
+        .block_on(async {
+            match decision.collection {
+                CollectionStep::Create => milvus.create_bound(&decision.index_id, &where_).await,
+                CollectionStep::Bind => milvus.bind(&decision.index_id, &where_).await,
+                CollectionStep::Keep => Ok(()),
+            }
+        })
+        .with_context(|| format!("binding the Milvus collection {collection} to the index"))?;
+    tracing::info!(%collection, elapsed = ?started.elapsed(), "the Milvus collection is loaded");
+    let rows = bound.as_ref().map_or(0, |b| b.rows);
+
     let mut start_offsets = Offsets::new();
+    if decision.from_beginning {
+        let low = from_the_beginning(kafka, topics, partitions)
+            .context("setting the consumer group to the beginning of the topics")?;
+        let mut payload = CommitPayload::new(low, 0);
+        payload.index_id = Some(decision.index_id.clone());
+        tantivy
+            .commit(&payload)
+            .context("writing the index id into the new tantivy index")?;
+    } else if decision.write_id {
+        let mut payload = tantivy
+            .last_payload()?
+            .unwrap_or_else(|| CommitPayload::new(Default::default(), 0));
+        payload.index_id = Some(decision.index_id.clone());
+        tantivy
+            .commit(&payload)
+            .context("writing the index id into the tantivy index")?;
+    }
     let payload = tantivy.last_payload()?;
     if let Some(payload) = &payload {
         // Each topic resumes where the commit left it; a topic it does not name starts from
@@ -165,33 +269,13 @@ fn recover(
         v.sort_by_key(|c| (c.kind, c.index));
     }
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut milvus_cfg = config.milvus.clone();
-    milvus_cfg.dim = model.dim();
-    milvus_cfg.model_id = model.model_id().to_string();
-    let collection = milvus_cfg.collection.clone();
-    ready.step(format!(
-        "opening and loading the Milvus collection {collection} at {}",
-        milvus_cfg.url
-    ));
-    let started = Instant::now();
-    let milvus = runtime
-        .block_on(async {
-            let m = MilvusSink::connect(milvus_cfg).await?;
-            m.ensure_collection().await?;
-            Ok::<_, freshet_milvus::Error>(m)
-        })
-        .context("connecting to Milvus")?;
-    tracing::info!(%collection, elapsed = ?started.elapsed(), "the Milvus collection is loaded");
-
     // The dead letters written since the last commit (all of them before a first commit), so
     // that none is written twice (see crate::dlq).
     ready.step(format!(
         "reading the dead-letter topic {}",
         config.kafka.dlq_topic
     ));
+    let payload_epoch = payload.as_ref().map(|p| p.epoch);
     let (dlq_from, resume) = payload
         .map(|p| (p.dead_letters_next, p.offsets))
         .unwrap_or_default();
@@ -203,9 +287,15 @@ fn recover(
         .flatten()
         .filter(|c| c.kind == ChunkKind::Leaf)
         .collect();
-    let batch_size = config.embedding.batch_size;
     ready.step("reconciling Milvus with the tantivy index");
-    reconcile(&runtime, &milvus, &leaves, model, cache.clone(), batch_size)
+    let bound = DeleteBound {
+        unbounded: decision.reconcile_unbounded || flags.allow_reconcile_deletes,
+        max_share: config.pipeline.reconcile_max_delete_share,
+        expected: crate::sink::pending::read(tantivy.path(), payload_epoch),
+    };
+    let mut embedder =
+        CachedEmbedder::new(ModelRef(model), cache.clone(), config.embedding.batch_size);
+    reconcile::reconcile(&runtime, &milvus, &leaves, rows, &bound, &mut embedder)
         .context("reconciling Milvus with the tantivy index")?;
     Ok(Recovered {
         sinks: Sinks {
@@ -235,50 +325,48 @@ fn recover(
     })
 }
 
-/// Makes Milvus hold exactly the leaf chunks that tantivy holds (after a crash between the two
-/// writes): deletes extra ids and re-inserts missing ones (vectors from the cache when possible).
-fn reconcile(
-    runtime: &tokio::runtime::Runtime,
-    milvus: &MilvusSink,
-    leaves: &[&Chunk],
-    model: &mut FastEmbedder,
-    cache: SharedCache,
-    batch_size: usize,
-) -> Result<()> {
-    let in_milvus: BTreeSet<String> = runtime
-        .block_on(milvus.list_chunk_ids())?
-        .into_iter()
-        .collect();
-    let in_tantivy: BTreeSet<&str> = leaves.iter().map(|c| c.chunk_id.as_str()).collect();
-    let extra: Vec<String> = in_milvus
-        .iter()
-        .filter(|id| !in_tantivy.contains(id.as_str()))
-        .cloned()
-        .collect();
-    let missing: Vec<&Chunk> = leaves
-        .iter()
-        .copied()
-        .filter(|c| !in_milvus.contains(&c.chunk_id))
-        .collect();
-    if extra.is_empty() && missing.is_empty() {
-        return Ok(());
+/// The partitions the consumer group has read past their beginning (committed offset above the
+/// low watermark).
+fn group_progress(
+    kafka: &KafkaConfig,
+    topics: &[Topic],
+    partitions: &[Vec<i32>],
+) -> Result<Vec<GroupProgress>> {
+    let mut out = Vec::new();
+    for (topic, parts) in topics.iter().zip(partitions) {
+        let reader = PartitionReader::new(kafka, &topic.name, parts, &BTreeMap::new())?;
+        let committed = reader.committed()?;
+        for (p, (low, _)) in reader.watermarks()? {
+            if let Some(c) = committed.get(&p).filter(|c| **c > low) {
+                out.push(GroupProgress {
+                    topic: topic.name.clone(),
+                    partition: p,
+                    committed: *c,
+                    low,
+                });
+            }
+        }
     }
-    tracing::warn!(
-        extra = extra.len(),
-        missing = missing.len(),
-        "Milvus differs from tantivy; reconciling"
-    );
-    if !extra.is_empty() {
-        runtime.block_on(milvus.delete(&extra))?;
+    Ok(out)
+}
+
+/// Sets the consumer group to the beginning (the low watermark) of every partition, so that
+/// every process of a cluster reads the topics from there, and returns those offsets by topic.
+fn from_the_beginning(
+    kafka: &KafkaConfig,
+    topics: &[Topic],
+    partitions: &[Vec<i32>],
+) -> Result<BTreeMap<String, BTreeMap<i32, i64>>> {
+    let mut out = BTreeMap::new();
+    for (topic, parts) in topics.iter().zip(partitions) {
+        let reader = PartitionReader::new(kafka, &topic.name, parts, &BTreeMap::new())?;
+        let low: BTreeMap<i32, i64> = reader
+            .watermarks()?
+            .into_iter()
+            .map(|(p, (low, _))| (p, low))
+            .collect();
+        reader.commit(&low)?;
+        out.insert(topic.name.clone(), low);
     }
-    let mut embedder = CachedEmbedder::new(ModelRef(model), cache, batch_size);
-    for batch in missing.chunks(256) {
-        let texts: Vec<String> = batch.iter().map(|c| embed_input(c)).collect();
-        let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-        let (vectors, _) = embedder.embed(&refs).map_err(|e| anyhow!("{e}"))?;
-        let rows: Vec<(Chunk, Vec<f32>)> =
-            batch.iter().map(|c| (*c).clone()).zip(vectors).collect();
-        runtime.block_on(milvus.upsert(&rows))?;
-    }
-    Ok(())
+    Ok(out)
 }
