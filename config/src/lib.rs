@@ -30,6 +30,9 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+mod secret;
+pub use secret::Secret;
+
 /// What can go wrong reading settings.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

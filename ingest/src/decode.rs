@@ -45,12 +45,14 @@ impl fmt::Display for Op {
     }
 }
 
-/// One record to produce: key = `id`, value `None` = tombstone.
+/// One record to produce: key = `id`, value `None` = tombstone; `acl` is the decoded
+/// document's (empty for a public document and for a delete), for the write rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outgoing {
     pub id: String,
     pub op: Op,
     pub value: Option<Vec<u8>>,
+    pub acl: Vec<String>,
 }
 
 /// Why a request body was refused.
@@ -102,10 +104,11 @@ pub fn check_id(id: &str, limits: &RecordLimits) -> Result<(), Invalid> {
 pub fn envelope(id: &str, body: &[u8], limits: &RecordLimits) -> Result<Outgoing, Invalid> {
     check_id(id, limits)?;
     match decode(Some(id.as_bytes()), Some(body), limits).map_err(Invalid::decode)? {
-        Change::Upsert(_) => Ok(Outgoing {
+        Change::Upsert(d) => Ok(Outgoing {
             id: id.to_owned(),
             op: Op::Upsert,
             value: Some(body.to_vec()),
+            acl: d.acl,
         }),
         Change::Delete { .. } => Err(Invalid::BadRequest(
             "a PUT envelope must be an upsert (`op` absent or \"upsert\"); delete with DELETE /v1/documents/{id}".into(),
@@ -120,6 +123,7 @@ pub fn delete(id: &str, limits: &RecordLimits) -> Result<Outgoing, Invalid> {
         id: id.to_owned(),
         op: Op::Delete,
         value: None,
+        acl: Vec::new(),
     })
 }
 
@@ -235,11 +239,15 @@ pub fn file(
     };
     envelope["title"] = title.into();
     let value = envelope.to_string().into_bytes();
-    decode(Some(id.as_bytes()), Some(&value), limits).map_err(Invalid::decode)?;
+    let acl = match decode(Some(id.as_bytes()), Some(&value), limits).map_err(Invalid::decode)? {
+        Change::Upsert(d) => d.acl,
+        Change::Delete { .. } => Vec::new(),
+    };
     Ok(Outgoing {
         id: id.to_owned(),
         op: Op::Upsert,
         value: Some(value),
+        acl,
     })
 }
 
@@ -290,6 +298,7 @@ pub fn batch(
                     id: d.id,
                     op: Op::Upsert,
                     value: Some(line.to_vec()),
+                    acl: d.acl,
                 },
             )),
             Ok(Change::Delete { id }) => out.push((
@@ -298,6 +307,7 @@ pub fn batch(
                     id,
                     op: Op::Delete,
                     value: None,
+                    acl: Vec::new(),
                 },
             )),
             Err(e) => errors.push(LineError {

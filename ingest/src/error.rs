@@ -1,10 +1,10 @@
 //! The JSON error answer (the query node's shape: `{"error": {"code", "message"}}`, here with
-//! the decoder's `class` for a refused document and `lines` for a refused batch), the API-key
-//! check, and the mapping of every refusal to its status.
+//! the decoder's `class` for a refused document and `lines` for a refused batch), and the
+//! mapping of every refusal to its status.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -20,6 +20,8 @@ pub struct ApiError {
     pub message: String,
     /// Further members of the `error` object (`class`, `lines`).
     pub details: serde_json::Map<String, Value>,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -29,6 +31,7 @@ impl ApiError {
             code,
             message: message.into(),
             details: serde_json::Map::new(),
+            retry_after: None,
         }
     }
 
@@ -47,7 +50,11 @@ impl IntoResponse for ApiError {
         let mut error = self.details;
         error.insert("code".into(), self.code.into());
         error.insert("message".into(), self.message.into());
-        (self.status, Json(json!({ "error": error }))).into_response()
+        let body = Json(json!({ "error": error }));
+        match self.retry_after {
+            Some(s) => (self.status, [(header::RETRY_AFTER, s.to_string())], body).into_response(),
+            None => (self.status, body).into_response(),
+        }
     }
 }
 
@@ -125,52 +132,4 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<B
             ApiError::bad_request(format!("cannot read the request body: {e}"))
         }
     })
-}
-
-/// Checks the API key when keys are configured (`Authorization: Bearer <key>` or
-/// `X-API-Key: <key>`, compared in constant time). Every credential sent must be valid: a wrong
-/// `Authorization` is refused even beside a right `X-API-Key`.
-pub fn authorize(keys: &[String], headers: &HeaderMap) -> Result<(), ApiError> {
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let bearer = headers.get(header::AUTHORIZATION).map(|v| {
-        v.to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-    });
-    let api_key = headers
-        .get("x-api-key")
-        .map(|v| v.to_str().ok().map(str::trim));
-    let given: Vec<Option<&str>> = [bearer, api_key].into_iter().flatten().collect();
-    if given.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`",
-        ));
-    }
-    let valid = |g: &Option<&str>| {
-        g.is_some_and(|g| {
-            keys.iter()
-                .any(|k| constant_time_eq(k.as_bytes(), g.as_bytes()))
-        })
-    };
-    if given.iter().all(valid) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "invalid API key",
-        ))
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -1,6 +1,7 @@
-//! The HTTP API: routes, the API-key check, the body limit, and every answer (see
-//! `openapi.rs`). A produce route answers only once the broker has acknowledged the record(s),
-//! with where they were written; a request the broker does not acknowledge in time is a 503.
+//! The HTTP API: routes, authentication (a middleware that runs before any body is read) and
+//! the write rules, the body limit, and every answer (see `openapi.rs`). A produce route answers
+//! only once the broker has acknowledged the record(s), with where they were written; a request
+//! the broker does not acknowledge in time is a 503.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,12 +13,15 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
+use axum::Extension;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use crate::auth::rules::Write;
+use crate::auth::{IngestAuth, Writer};
 use crate::config::Config;
-use crate::decode::{self, FileOptions, Outgoing};
-use crate::error::{authorize, body_bytes, ApiError};
+use crate::decode::{self, FileOptions, Op, Outgoing};
+use crate::error::{body_bytes, ApiError};
 use crate::metrics::Metrics;
 use crate::produce::{self, Placed, Publisher};
 
@@ -26,15 +30,29 @@ pub struct App {
     pub config: Config,
     pub publisher: Arc<dyn Publisher>,
     pub metrics: Metrics,
+    pub auth: IngestAuth,
 }
 
 impl App {
-    pub fn new(config: Config, publisher: Arc<dyn Publisher>) -> Arc<App> {
-        Arc::new(App {
+    /// The service; secrets named by `_env` settings are read from the process environment.
+    pub fn new(config: Config, publisher: Arc<dyn Publisher>) -> anyhow::Result<Arc<App>> {
+        Self::with_env(config, publisher, &|v| std::env::var(v).ok())
+    }
+
+    /// The service, reading `_env` secrets with `env`.
+    pub fn with_env(
+        config: Config,
+        publisher: Arc<dyn Publisher>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Arc<App>> {
+        let metrics = Metrics::new();
+        let auth = IngestAuth::new(&config.ingest, metrics.clone(), env)?;
+        Ok(Arc::new(App {
             config,
             publisher,
-            metrics: Metrics::new(),
-        })
+            metrics,
+            auth,
+        }))
     }
 
     /// How long a produce call may take: the producer's timeout plus a margin for its report.
@@ -46,12 +64,15 @@ impl App {
 /// The router of the ingest service.
 pub fn router(app: Arc<App>) -> Router {
     let limit = app.config.ingest.max_body_bytes;
-    Router::new()
+    let writes = Router::new()
         .route(
             "/v1/documents/{id}",
             put(put_document).delete(delete_document),
         )
         .route("/v1/documents:batch", post(batch))
+        .route_layer(middleware::from_fn_with_state(app.clone(), authenticate));
+    Router::new()
+        .merge(writes)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -89,6 +110,32 @@ async fn track(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
     app.metrics
         .request(route, resp.status().as_u16(), start.elapsed().as_secs_f64());
     resp
+}
+
+/// Identifies the writer from the headers alone, before the handler reads the body: a refused
+/// request is answered at once, whatever body it sends or holds back. The writer's
+/// concurrency slot is held until the answer is made.
+async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    match app.auth.admit(req.headers()) {
+        Ok((writer, permit)) => {
+            req.extensions_mut().insert(writer);
+            let resp = next.run(req).await;
+            drop(permit);
+            resp
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The write of a record, for the write rules.
+fn write_of(r: &Outgoing) -> Write<'_> {
+    match r.op {
+        Op::Upsert => Write::Upsert {
+            id: &r.id,
+            acl: &r.acl,
+        },
+        Op::Delete => Write::Delete { id: &r.id },
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -170,13 +217,13 @@ async fn produce_one(app: &App, record: Outgoing) -> Result<Response, ApiError> 
 /// `PUT /v1/documents/{id}`: a JSON envelope, or a file with its media type.
 async fn put_document(
     State(app): State<Arc<App>>,
+    Extension(writer): Extension<Writer>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        authorize(&app.config.ingest.api_keys, &headers)?;
         let id = document_id(path)?;
         let params = query
             .map(|q| q.0)
@@ -195,6 +242,7 @@ async fn put_document(
             let options = FileOptions::from_query(&params)?;
             decode::file(&id, &media, &body, options, limits)?
         };
+        app.auth.check(&writer, &[(None, write_of(&record))])?;
         produce_one(&app, record).await
     }
     .await;
@@ -204,13 +252,13 @@ async fn put_document(
 /// `DELETE /v1/documents/{id}`: a tombstone.
 async fn delete_document(
     State(app): State<Arc<App>>,
+    Extension(writer): Extension<Writer>,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
 ) -> Response {
     let result = async {
-        authorize(&app.config.ingest.api_keys, &headers)?;
         let id = document_id(path)?;
         let record = decode::delete(&id, &app.config.limits)?;
+        app.auth.check(&writer, &[(None, write_of(&record))])?;
         produce_one(&app, record).await
     }
     .await;
@@ -228,11 +276,11 @@ const BATCH_TYPES: [&str; 4] = [
 /// `POST /v1/documents:batch`: NDJSON envelopes, all checked, then all produced.
 async fn batch(
     State(app): State<Arc<App>>,
+    Extension(writer): Extension<Writer>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        authorize(&app.config.ingest.api_keys, &headers)?;
         let body = body_bytes(body, app.config.ingest.max_body_bytes)?;
         let media = base_type(&media_type(&headers)?);
         if !media.is_empty() && !BATCH_TYPES.contains(&media.as_str()) {
@@ -246,6 +294,9 @@ async fn batch(
             ));
         }
         let lines = decode::batch(&body, &app.config.limits, app.config.ingest.max_batch_documents)?;
+        let writes: Vec<(Option<usize>, Write<'_>)> =
+            lines.iter().map(|(n, r)| (Some(*n), write_of(r))).collect();
+        app.auth.check(&writer, &writes)?;
         let (numbers, records): (Vec<usize>, Vec<Outgoing>) = lines.into_iter().unzip();
         let described: Vec<(String, &'static str)> =
             records.iter().map(|r| (r.id.clone(), r.op.as_str())).collect();
@@ -273,19 +324,29 @@ async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-/// Ready when the broker answers and knows the topic.
+/// Ready when the broker answers and knows the topic, and tokens can be verified (the JWKS URL
+/// fetched). Says how writers are identified, and what an operator must know about it.
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     let deadline =
         Duration::from_millis(app.config.ingest.ready_timeout_ms) + Duration::from_secs(1);
     let topic = app.publisher.topic().to_owned();
-    match produce::ready(app.publisher.clone(), deadline).await {
-        Ok(()) => Json(json!({"ready": true, "broker": "ok", "topic": topic})).into_response(),
-        Err(reason) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "broker": reason, "topic": topic})),
-        )
-            .into_response(),
-    }
+    let broker = produce::ready(app.publisher.clone(), deadline).await;
+    let jwks = app.auth.ready();
+    let ready = broker.is_ok() && jwks.is_ok();
+    let body = Json(json!({
+        "ready": ready,
+        "broker": broker.err().unwrap_or_else(|| "ok".into()),
+        "topic": topic,
+        "jwks": jwks.err().unwrap_or_else(|| "ok".into()),
+        "auth": app.auth.mode(),
+        "auth_warnings": app.auth.warnings(),
+    }));
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, body).into_response()
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

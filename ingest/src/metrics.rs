@@ -5,7 +5,10 @@
 //!   wait for the broker's acknowledgement);
 //! - `freshet_ingest_documents_total{op}`: records acknowledged by the broker (`upsert`,
 //!   `delete`);
-//! - `freshet_ingest_produce_errors_total`: produce calls that failed (answered 503).
+//! - `freshet_ingest_produce_errors_total`: produce calls that failed (answered 503);
+//! - `freshet_ingest_auth_rejections_total{key,reason}`: requests refused by authentication
+//!   (`unauthorized`), a write rule (`forbidden`) or a limit (`rate_limited`,
+//!   `concurrency_limited`), by the key's name, `jwt`, `anonymous`, `unknown` or `none`.
 
 use std::sync::Arc;
 
@@ -27,6 +30,12 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectionLabels {
+    pub key: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabels {
     pub op: String,
 }
@@ -44,6 +53,7 @@ pub struct Metrics {
     request_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
     documents: Family<OpLabels, Counter>,
     produce_errors: Counter,
+    auth_rejections: Family<RejectionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -82,12 +92,19 @@ impl Metrics {
             "Produce calls that failed (broker unreachable, timed out or refused)",
             produce_errors.clone(),
         );
+        let auth_rejections = Family::<RejectionLabels, Counter>::default();
+        r.register(
+            "auth_rejections",
+            "Requests refused by authentication, a write rule or a limit, by key name and reason",
+            auth_rejections.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             requests,
             request_seconds,
             documents,
             produce_errors,
+            auth_rejections,
         }
     }
 
@@ -117,6 +134,17 @@ impl Metrics {
         self.produce_errors.inc();
     }
 
+    /// A request of `key` (a key's name, `jwt`, `anonymous`, `unknown`, `none`; never a secret)
+    /// refused for `reason`.
+    pub fn auth_rejection(&self, key: &str, reason: &str) {
+        self.auth_rejections
+            .get_or_create(&RejectionLabels {
+                key: key.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -137,7 +165,14 @@ mod tests {
         m.request("/v1/documents/{id}", 200, 0.01);
         m.documents("upsert", 3);
         m.produce_error();
+        m.auth_rejection("crm", "forbidden");
         let text = m.encode();
+        assert!(
+            text.contains(
+                r#"freshet_ingest_auth_rejections_total{key="crm",reason="forbidden"} 1"#
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(
                 r#"freshet_ingest_requests_total{route="/v1/documents/{id}",status="200"} 1"#

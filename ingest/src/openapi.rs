@@ -43,10 +43,10 @@ fn components() -> Value {
                 "type": "object",
                 "required": ["error"],
                 "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "invalid_document", "invalid_batch", "unauthorized", "not_found", "method_not_allowed", "too_large", "too_many_documents", "unsupported_media_type", "unavailable"]},
+                    "code": {"type": "string", "enum": ["bad_request", "invalid_document", "invalid_batch", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "too_many_documents", "unsupported_media_type", "unavailable"]},
                     "message": {"type": "string"},
                     "class": {"type": "string", "description": "invalid_document: the pipeline decoder's error class (malformed_json, missing_id, id_mismatch, unknown_op, invalid_field, invalid_utf8, too_large, field_too_large, too_many_acl_entries, missing_acl)."},
-                    "lines": {"type": "array", "description": "invalid_batch: every refused line (1-based).", "items": {"type": "object", "properties": {
+                    "lines": {"type": "array", "description": "invalid_batch, forbidden (a batch): every refused line (1-based).", "items": {"type": "object", "properties": {
                         "line": {"type": "integer"}, "class": {"type": "string"}, "message": {"type": "string"}
                     }}}
                 }}}
@@ -128,9 +128,11 @@ fn paths() -> Value {
                 "responses": {
                     "200": {"description": "Acknowledged by the broker", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Written"}}}},
                     "400": err_resp("Malformed envelope, bad id or query string (the decoder's class)"),
-                    "401": err_resp("Missing or wrong API key"),
+                    "401": err_resp("Missing or wrong credential"),
+                    "403": err_resp("The credential may not write this id, grant a principal of the acl, or publish a document without an acl"),
                     "413": err_resp("Body over ingest.max_body_bytes, or record over limits.max_value_bytes"),
                     "415": err_resp("Unsupported media type"),
+                    "429": err_resp("Over the credential's rate or in-flight limit (Retry-After)"),
                     "503": err_resp("The broker did not acknowledge in time")
                 }
             },
@@ -141,7 +143,9 @@ fn paths() -> Value {
                 "responses": {
                     "200": {"description": "Acknowledged by the broker", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Written"}}}},
                     "400": err_resp("Bad id"),
-                    "401": err_resp("Missing or wrong API key"),
+                    "401": err_resp("Missing or wrong credential"),
+                    "403": err_resp("The credential may not delete, or not this id"),
+                    "429": err_resp("Over the credential's rate or in-flight limit (Retry-After)"),
                     "503": err_resp("The broker did not acknowledge in time")
                 }
             }
@@ -153,14 +157,16 @@ fn paths() -> Value {
             "responses": {
                 "200": {"description": "Every record acknowledged by the broker", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchWritten"}}}},
                 "400": err_resp("Refused lines (invalid_batch, with lines) or an empty batch"),
-                "401": err_resp("Missing or wrong API key"),
+                "401": err_resp("Missing or wrong credential"),
+                "403": err_resp("A line the credential may not write (forbidden, with lines); nothing was produced"),
                 "413": err_resp("Body over ingest.max_body_bytes or more than ingest.max_batch_documents documents"),
                 "415": err_resp("Not NDJSON"),
+                "429": err_resp("Over the credential's rate or in-flight limit (Retry-After)"),
                 "503": err_resp("The broker did not acknowledge every record in time (some may have been written; retrying is safe)")
             }
         }},
         "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
-        "/readyz": {"get": {"summary": "The broker answers and has the topic", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with the reason"}}}},
+        "/readyz": {"get": {"summary": "The broker answers and has the topic, and tokens can be verified; says how writers are identified (auth, auth_warnings)", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with the reason"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OpenMetrics text"}}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
     })

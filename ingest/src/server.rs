@@ -17,18 +17,23 @@ pub fn app(config: Config) -> Result<Arc<App>> {
         Duration::from_millis(config.ingest.ready_timeout_ms),
     )
     .context("creating the Kafka producer")?;
-    Ok(App::new(config, Arc::new(publisher)))
+    let app = App::new(config, Arc::new(publisher))?;
+    app.auth.log_startup();
+    Ok(app)
 }
 
-/// Serves the API on `ingest.listen` until SIGINT/SIGTERM.
+/// Serves the API on `ingest.listen` (over TLS when `ingest.tls_cert_file` is set) until
+/// SIGINT/SIGTERM. Starts fetching the issuer's JWKS URL, when one is configured.
 pub async fn serve(app: Arc<App>) -> Result<()> {
-    let addr = app.config.ingest.listen.clone();
+    let i = &app.config.ingest;
+    let tls = freshet_auth::transport::server_config("ingest", &i.tls_cert_file, &i.tls_key_file)?;
+    app.auth.start()?;
+    let addr = i.listen.clone();
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(%addr, topic = %app.config.kafka.topic, "ingest service listening");
-    axum::serve(listener, crate::http::router(app))
-        .with_graceful_shutdown(shutdown_signal())
+    tracing::info!(%addr, tls = tls.is_some(), topic = %app.config.kafka.topic, "ingest service listening");
+    freshet_auth::transport::serve(listener, crate::http::router(app), tls, shutdown_signal())
         .await
         .context("HTTP server failed")
 }
@@ -54,3 +59,7 @@ async fn shutdown_signal() {
     }
     tracing::info!("shutting down");
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

@@ -240,13 +240,20 @@ mod tests {
             &env(&[
                 ("FRESHET_EMBEDDING_MAX_LENGTH", "128"),
                 ("FRESHET_EMBEDDING_PASSAGE_PREFIX", "passage: "),
-                ("FRESHET_MILVUS_TOKEN", "secret"),
+                ("FRESHET_MILVUS_TOKEN", "milvus-s3cret"),
             ]),
         )
         .unwrap();
         assert_eq!(c.embedding.max_length, Some(128));
         assert_eq!(c.embedding.passage_prefix.as_deref(), Some("passage: "));
-        assert_eq!(c.milvus.token.as_deref(), Some("secret"));
+        assert_eq!(
+            c.milvus.token.as_ref().map(|t| t.expose()),
+            Some("milvus-s3cret")
+        );
+        assert!(
+            !format!("{c:?}").contains("milvus-s3cret"),
+            "the token is redacted"
+        );
     }
 
     #[test]

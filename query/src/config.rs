@@ -89,6 +89,10 @@ impl Consistency {
 pub struct QueryConfig {
     /// `host:port` of the HTTP API.
     pub listen: String,
+    /// PEM certificate chain and private key: serve HTTPS (on `listen` and `admin_listen`).
+    /// Both or neither.
+    pub tls_cert_file: PathBuf,
+    pub tls_key_file: PathBuf,
     /// API keys bound to principals (`[[query.keys]]`: name, key / key_file / key_env,
     /// principals, optional limits). See the `auth` module and docs/query-api.md.
     pub keys: Vec<KeyConfig>,
@@ -141,7 +145,10 @@ pub struct QueryConfig {
     /// Sent as `model` to Cohere-style APIs (ignored by TEI).
     pub rerank_model: String,
     /// Sent as `Authorization: Bearer` to the remote API; empty: none. `Debug` redacts it.
+    /// With a key, `rerank_url` must be `https://` (or loopback) unless
+    /// `rerank_allow_insecure_http`.
     pub rerank_api_key: Secret,
+    pub rerank_allow_insecure_http: bool,
     pub rerank_candidates: usize,
     pub max_rerank_candidates: usize,
     pub rerank_timeout_ms: u64,
@@ -179,6 +186,8 @@ impl Default for QueryConfig {
     fn default() -> Self {
         QueryConfig {
             listen: "127.0.0.1:8080".into(),
+            tls_cert_file: PathBuf::new(),
+            tls_key_file: PathBuf::new(),
             keys: Vec::new(),
             api_keys: Vec::new(),
             jwt: JwtConfig::default(),
@@ -206,6 +215,7 @@ impl Default for QueryConfig {
             rerank_api: RerankApi::Tei,
             rerank_model: String::new(),
             rerank_api_key: Secret::default(),
+            rerank_allow_insecure_http: false,
             rerank_candidates: 30,
             max_rerank_candidates: 100,
             rerank_timeout_ms: 5000,
@@ -327,6 +337,14 @@ impl QueryConfig {
             RerankBackend::Remote if self.rerank_url.is_empty() => {
                 bail!("query.rerank_backend = \"remote\" needs query.rerank_url")
             }
+            RerankBackend::Remote if !self.rerank_api_key.is_empty() => {
+                freshet_auth::transport::check_url(
+                    "query.rerank_url (it is sent query.rerank_api_key)",
+                    &self.rerank_url,
+                    self.rerank_allow_insecure_http,
+                    "query.rerank_allow_insecure_http",
+                )?;
+            }
             _ => {}
         }
         self.validate_auth()
@@ -366,15 +384,9 @@ impl QueryConfig {
                 .check(&format!("query.keys {:?}", k.name))?;
         }
         let j = &self.jwt;
-        if j.enabled() {
-            if j.audience.is_empty() || j.audience.iter().any(|a| a.is_empty()) {
-                bail!("query.jwt.audience: give the audience tokens must be issued for");
-            }
-            if j.groups_claim.is_empty() {
-                bail!("query.jwt.groups_claim must not be empty");
-            }
-            Limits::with(self.limits(), j.rate_per_second, j.burst, j.max_concurrent)
-                .check("query.jwt")?;
+        j.validate("query.jwt", self.limits())?;
+        if self.tls_cert_file.as_os_str().is_empty() != self.tls_key_file.as_os_str().is_empty() {
+            bail!("query.tls_cert_file and query.tls_key_file go together: set both");
         }
         let authenticated = !self.keys.is_empty() || !self.api_keys.is_empty() || j.enabled();
         if self.trust_request_principals && authenticated {
@@ -476,5 +488,44 @@ mod tests {
         let c =
             Config::load_with_env(None, &env(&[("FRESHET_QUERY_VECTOR_SEARCH_EF", "96")])).unwrap();
         assert_eq!(c.query.vector_search_ef, 96);
+        let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_TLS_CERT_FILE", "/c.pem")]))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("tls_key_file"), "{e:#}");
+    }
+
+    /// A rerank API key goes over https only (or to this machine), unless allowed.
+    #[test]
+    fn a_rerank_key_is_not_sent_over_plain_http() {
+        let remote = |url: &str, extra: &[(&str, &str)]| {
+            let mut vars = vec![
+                ("FRESHET_QUERY_RERANK_BACKEND", "remote"),
+                ("FRESHET_QUERY_RERANK_URL", url),
+                ("FRESHET_QUERY_RERANK_API_KEY", "rerank-key"),
+            ];
+            vars.extend_from_slice(extra);
+            Config::load_with_env(None, &env(&vars))
+        };
+        let e = remote("http://rerank.example.com/rerank", &[]).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("rerank_allow_insecure_http") && !e.contains("rerank-key"),
+            "{e}"
+        );
+        assert!(remote("https://rerank.example.com/rerank", &[]).is_ok());
+        assert!(remote("http://127.0.0.1:8081/rerank", &[]).is_ok());
+        let allowed = [("FRESHET_QUERY_RERANK_ALLOW_INSECURE_HTTP", "true")];
+        assert!(remote("http://rerank.example.com/rerank", &allowed).is_ok());
+        // Without a key there is no secret to protect.
+        let keyless = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_QUERY_RERANK_BACKEND", "remote"),
+                (
+                    "FRESHET_QUERY_RERANK_URL",
+                    "http://rerank.example.com/rerank",
+                ),
+            ]),
+        );
+        assert!(keyless.is_ok());
     }
 }

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -132,16 +131,22 @@ pub(crate) fn principals(
     })
 }
 
-fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+/// The request body, read only once the caller is admitted (a refused caller's body is never
+/// read): a 413 over `limit` bytes, a 400 when it cannot be read.
+async fn body_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_large = e
+            .into_inner()
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some();
+        if too_large {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too_large",
                 format!("request body over {limit} bytes"),
             )
         } else {
-            ApiError::bad_request(format!("cannot read the request body: {e}"))
+            ApiError::bad_request("cannot read the request body")
         }
     })
 }
@@ -161,15 +166,11 @@ async fn run_with_timeout<T>(
     }
 }
 
-async fn retrieve(
-    State(engine): State<Arc<Engine>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn retrieve(State(engine): State<Arc<Engine>>, headers: HeaderMap, body: Body) -> Response {
     let mut mode = "unknown";
     let result = async {
         let admission = engine.auth.admit(&headers)?;
-        let body = body_bytes(body, engine.config.query.max_body_bytes)?;
+        let body = body_bytes(body, engine.config.query.max_body_bytes).await?;
         let req = request::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
         let requested = req.principals.clone();
         let mut plan = req
@@ -200,11 +201,11 @@ async fn retrieve(
 async fn pathway_retrieve(
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Response {
     let result = async {
         let admission = engine.auth.admit(&headers)?;
-        let body = body_bytes(body, engine.config.query.max_body_bytes)?;
+        let body = body_bytes(body, engine.config.query.max_body_bytes).await?;
         let req = pathway::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
         let mut plan = pathway::plan(req, &engine)
             .await
@@ -359,4 +360,20 @@ async fn metrics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Respo
 
 async fn openapi() -> Response {
     Json(crate::openapi::document()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_a_413() {
+        let ok = body_bytes(Body::from("12345"), 5).await.unwrap();
+        assert_eq!(&ok[..], b"12345");
+        let e = body_bytes(Body::from("123456"), 5).await.unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+        );
+    }
 }

@@ -46,19 +46,21 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     }))
 }
 
-/// Serves the API on `query.listen` (and `/metrics` on `query.admin_listen` when set) until
-/// SIGINT/SIGTERM.
+/// Serves the API on `query.listen` (and `/metrics` on `query.admin_listen` when set), over TLS
+/// when `query.tls_cert_file` is set, until SIGINT/SIGTERM.
 pub async fn serve(engine: Arc<Engine>) -> Result<()> {
-    let addr = engine.config.query.listen.clone();
+    let q = &engine.config.query;
+    let tls = freshet_auth::transport::server_config("query", &q.tls_cert_file, &q.tls_key_file)?;
+    let addr = q.listen.clone();
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(%addr, "query node listening");
+    tracing::info!(%addr, tls = tls.is_some(), "query node listening");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let admin = match engine.config.query.admin_listen.as_str() {
+    let admin = match q.admin_listen.as_str() {
         "" => None,
         admin_addr => {
             let l = tokio::net::TcpListener::bind(admin_addr)
@@ -71,14 +73,22 @@ pub async fn serve(engine: Arc<Engine>) -> Result<()> {
     if !engine.auth.admin_guarded() {
         tracing::info!("/metrics needs no key (query.admin_keys is empty)");
     }
-    let api = axum::serve(listener, crate::http::router(engine.clone()))
-        .with_graceful_shutdown(stopped(stop_rx.clone()));
+    let api = freshet_auth::transport::serve(
+        listener,
+        crate::http::router(engine.clone()),
+        tls.clone(),
+        stopped(stop_rx.clone()),
+    );
     let admin = async {
         match admin {
             Some(l) => {
-                axum::serve(l, crate::http::admin_router(engine))
-                    .with_graceful_shutdown(stopped(stop_rx))
-                    .await
+                freshet_auth::transport::serve(
+                    l,
+                    crate::http::admin_router(engine),
+                    tls,
+                    stopped(stop_rx),
+                )
+                .await
             }
             None => Ok(()),
         }

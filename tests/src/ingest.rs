@@ -35,21 +35,20 @@ pub struct IngestService {
 
 impl Case {
     /// Starts an ingest service producing to this case's topic; `settings` are extra
-    /// `FRESHET_*` variables (e.g. `("FRESHET_INGEST_API_KEYS", r#"["k"]"#.into())`).
+    /// `FRESHET_*` variables (e.g. `("FRESHET_INGEST_KEYS", r#"[{name = …}]"#.into())`).
+    /// A `FRESHET_INGEST_LISTEN` among them sets the port (the service is reached on
+    /// 127.0.0.1).
     pub fn start_ingest(&self, settings: &[(&str, String)]) -> Result<IngestService> {
-        let port = free_port();
+        let port = settings
+            .iter()
+            .find(|(k, _)| *k == "FRESHET_INGEST_LISTEN")
+            .and_then(|(_, v)| v.rsplit(':').next()?.parse().ok())
+            .unwrap_or_else(free_port);
         let log = self.dir.join(format!("ingest-{port}.log"));
         let file = std::fs::File::create(&log)?;
-        let mut cmd = Command::new(ingest_bin());
-        cmd.env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
-            .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
-            .env("FRESHET_INGEST_LISTEN", format!("127.0.0.1:{port}"))
-            .env("FRESHET_LOG", "info")
-            .stdout(Stdio::from(file.try_clone()?))
+        let mut cmd = self.ingest_command(port, settings);
+        cmd.stdout(Stdio::from(file.try_clone()?))
             .stderr(Stdio::from(file));
-        for (k, v) in settings {
-            cmd.env(k, v);
-        }
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", ingest_bin().display()))?;
@@ -60,6 +59,47 @@ impl Case {
         };
         service.wait_listening(Duration::from_secs(30))?;
         Ok(service)
+    }
+
+    /// Runs the ingest service with `settings` expecting it to refuse to start: its exit
+    /// status must be a failure within 30 s; returns what it wrote.
+    pub fn ingest_refusing_to_start(&self, settings: &[(&str, String)]) -> Result<String> {
+        let mut child = self
+            .ingest_command(free_port(), settings)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", ingest_bin().display()))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                bail!("the ingest service started (it was expected to refuse)");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            bail!("the ingest service exited successfully: {text}");
+        }
+        Ok(text)
+    }
+
+    fn ingest_command(&self, port: u16, settings: &[(&str, String)]) -> Command {
+        let mut cmd = Command::new(ingest_bin());
+        cmd.env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
+            .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
+            .env("FRESHET_INGEST_LISTEN", format!("127.0.0.1:{port}"))
+            .env("FRESHET_LOG", "info");
+        for (k, v) in settings {
+            cmd.env(k, v);
+        }
+        cmd
     }
 }
 

@@ -514,7 +514,12 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
     assert_eq!(node.get("/healthz")?.status, 200, "{}", node.log_tail());
 
     // The ingest service, from its OpenAPI document (writes go to this case's topic).
-    let ingest = case.start_ingest(&[("FRESHET_INGEST_API_KEYS", format!(r#"["{KEY}"]"#))])?;
+    let ingest = case.start_ingest(&[(
+        "FRESHET_INGEST_KEYS",
+        format!(
+            r#"[{{name = "fuzz", key = "{KEY}", id_prefixes = ["*"], may_grant = ["*"], may_publish_public = true, may_delete = true}}]"#
+        ),
+    )])?;
     schemathesis(
         "ingest service",
         &format!("http://{}/openapi.json", ingest.addr),

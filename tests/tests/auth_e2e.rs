@@ -2,8 +2,9 @@
 //! real `freshet-query` binary over HTTP. Keys and tokens bound to group A never see group B's
 //! document, in any mode, option or endpoint; naming a principal not held is a 403; an
 //! unauthenticated node serves public documents only and says so; `/metrics` behind the admin
-//! key and on its own address; 429 past a key's rate and past its requests in flight; RS256 tokens verified with keys fetched
-//! from the issuer's JWKS URL.
+//! key and on its own address; 429 past a key's rate and past its requests in flight; a wrong key
+//! refused before its body is read; RS256 tokens verified with keys fetched from the issuer's
+//! JWKS URL (beside an encryption key), with groups in a namespaced claim.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -275,6 +276,19 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
         assert_eq!(get(&node.addr, "/v1/index", cred)?.status, 401);
     }
 
+    // The credential is checked before the body is read: a wrong key announcing a huge body it
+    // never sends is answered 401 at once.
+    for path in ["/v1/retrieve", "/pathway/v1/retrieve"] {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&node.addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(format!("POST {path} HTTP/1.1\r\nHost: x\r\nX-API-Key: key-x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{").as_bytes())?;
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).unwrap_or(0);
+        let head = String::from_utf8_lossy(&head[..n]);
+        assert!(head.starts_with("HTTP/1.1 401"), "{path}: {head:?}");
+    }
+
     // 429 past the key's rate (0.2/s, burst 2), with Retry-After; other keys unaffected.
     let bm25 = json!({"query": QUERY, "mode": "bm25"});
     for _ in 0..2 {
@@ -416,21 +430,29 @@ fn serve_jwks(body: String) -> Result<String> {
 }
 
 /// Tokens signed with a key the issuer publishes at its JWKS URL are verified and bound to
-/// their groups; a token naming a key the issuer does not publish is a 401.
+/// their groups; a token naming a key the issuer does not publish is a 401. The JWKS holds an
+/// encryption key beside the signing one (as a Keycloak realm's does), and the groups are in a
+/// namespaced claim whose name holds dots (as Auth0 puts them); a token without that claim
+/// sees public documents only.
 #[test]
 fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Result<()> {
     let mut case = Case::new("auth_jwks", 1)?;
     index_documents(&mut case)?;
-    let pem = std::fs::read(workspace_root().join("query/tests/fixtures/jwt/rsa-private.pem"))?;
+    let pem = std::fs::read(workspace_root().join("auth/tests/fixtures/jwt/rsa-private.pem"))?;
     let key = EncodingKey::from_rsa_pem(&pem)?;
     let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, Algorithm::RS256)?;
     jwk.common.key_id = Some("idp-1".into());
-    let url = serve_jwks(serde_json::to_string(&jsonwebtoken::jwk::JwkSet {
-        keys: vec![jwk],
-    })?)?;
+    let sig = serde_json::to_value(&jwk)?;
+    let mut enc = sig.clone();
+    enc["kid"] = json!("idp-enc");
+    enc["alg"] = json!("RSA-OAEP");
+    enc["use"] = json!("enc");
+    let url = serve_jwks(json!({"keys": [enc, sig]}).to_string())?;
     let node = case.start_query(&[(
         "FRESHET_QUERY_JWT",
-        format!(r#"{{issuer = "https://idp.test", audience = ["freshet"], jwks_url = "{url}"}}"#),
+        format!(
+            r#"{{issuer = "https://idp.test", audience = ["freshet"], jwks_url = "{url}", groups_claim = "https://freshet.test/groups"}}"#
+        ),
     )])?;
     node.wait_ready(Duration::from_secs(60))?;
     let ready = node.get("/readyz")?.json()?;
@@ -439,8 +461,11 @@ fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Resu
         (&json!("jwt"), &json!("ok"))
     );
     let rs256 = |kid: &str, groups: Value| -> Result<String> {
-        let claims = json!({"iss": "https://idp.test", "aud": "freshet", "sub": "bob",
-            "exp": jsonwebtoken::get_current_timestamp() + 600, "groups": groups});
+        let mut claims = json!({"iss": "https://idp.test", "aud": "freshet", "sub": "bob",
+            "exp": jsonwebtoken::get_current_timestamp() + 600});
+        if !groups.is_null() {
+            claims["https://freshet.test/groups"] = groups;
+        }
         let header = Header {
             kid: Some(kid.into()),
             ..Header::new(Algorithm::RS256)
@@ -463,6 +488,9 @@ fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Resu
         let b = json!({"query": QUERY, "mode": mode, "principals": ["group:b"]});
         assert_forbidden(&post(&node, "/v1/retrieve", &jwt_a, &b)?, mode)?;
     }
+    let no_groups = rs256("idp-1", Value::Null)?;
+    let q = json!({"query": QUERY, "mode": "bm25", "k": 10});
+    assert_eq!(retrieve(&node, &no_groups, &q)?.0, set(&["public"]));
     let unknown = rs256("idp-2", json!(["a", "b"]))?;
     let r = post(&node, "/v1/retrieve", &unknown, &json!({"query": QUERY}))?;
     assert_eq!(r.status, 401, "{}", r.body);

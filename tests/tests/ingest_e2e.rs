@@ -35,7 +35,10 @@ type Refusal = (
 fn every_refusal_is_a_json_error_and_keys_guard_the_writes() -> Result<()> {
     let case = Case::new("ingest_refusals", 2)?;
     let svc = case.start_ingest(&[
-        ("FRESHET_INGEST_API_KEYS", r#"["secret"]"#.into()),
+        (
+            "FRESHET_INGEST_KEYS",
+            r#"[{name = "all", key = "secret", id_prefixes = ["*"], may_grant = ["*"], may_publish_public = true, may_delete = true}]"#.into(),
+        ),
         ("FRESHET_INGEST_MAX_BODY_BYTES", "4096".into()),
         ("FRESHET_INGEST_MAX_BATCH_DOCUMENTS", "3".into()),
         ("FRESHET_LIMITS_MAX_TITLE_BYTES", "16".into()),
@@ -144,11 +147,83 @@ fn every_refusal_is_a_json_error_and_keys_guard_the_writes() -> Result<()> {
     let metrics = svc.call("GET", "/metrics", &[], b"")?.body;
     for line in [
         r#"freshet_ingest_requests_total{route="/v1/documents/{id}",status="401"} 4"#,
+        r#"freshet_ingest_auth_rejections_total{key="none",reason="unauthorized"} 3"#,
         r#"freshet_ingest_requests_total{route="/v1/documents:batch",status="200"} 1"#,
         r#"freshet_ingest_documents_total{op="upsert"} 3"#,
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
+    Ok(())
+}
+
+/// Each key writes within its bounds only (ids, ACL principals, public, delete); a refusal is a
+/// JSON 403 and nothing of it reaches the topic; a wrong key is refused before the body is
+/// read; without keys the service will not listen beyond loopback unless told to.
+#[test]
+fn keys_write_within_their_bounds_only() -> Result<()> {
+    let case = Case::new("ingest_rules", 1)?;
+    let svc = case.start_ingest(&[(
+        "FRESHET_INGEST_KEYS",
+        r#"[{name = "crm", key = "key-crm", id_prefixes = ["crm/"], may_grant = ["group:sales"], may_delete = true}]"#.into(),
+    )])?;
+    let crm = ("X-API-Key", "key-crm");
+    let ndjson = ("Content-Type", "application/x-ndjson");
+    for (method, path, headers, body, names) in [
+        ("PUT", "/v1/documents/notes%2Fa.md", vec![JSON, crm], &br#"{"text":"x","acl":["group:sales"]}"#[..], "notes/a.md"),
+        ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x","acl":["group:hr"]}"#, "group:hr"),
+        ("PUT", "/v1/documents/crm%2F1", vec![("Content-Type", "text/markdown"), crm], b"# public", "public"),
+        ("DELETE", "/v1/documents/wiki%2F1", vec![crm], b"", "wiki/1"),
+        ("POST", "/v1/documents:batch", vec![ndjson, crm], b"{\"id\":\"crm/1\",\"acl\":[\"group:sales\"]}\n{\"id\":\"other/2\",\"acl\":[\"group:sales\"]}\n", "line 2"),
+    ] {
+        let r = svc.call(method, path, &headers, body)?;
+        assert_eq!(r.status, 403, "{method} {path}: {}", r.body);
+        let v = r.json()?;
+        assert_eq!(v["error"]["code"], "forbidden", "{v}");
+        assert!(v["error"]["message"].as_str().unwrap_or("").contains(names), "{v}");
+    }
+    // Within its bounds it writes; the first record is at offset 0: nothing refused was produced.
+    let w = svc.write(
+        "PUT",
+        "/v1/documents/crm%2F1",
+        &[JSON, crm],
+        br#"{"text":"x","acl":["group:sales"]}"#,
+    )?;
+    assert_eq!(w["offset"], 0, "{w}");
+    svc.write("DELETE", "/v1/documents/crm%2F1", &[crm], b"")?;
+    let ready = svc.call("GET", "/readyz", &[], b"")?.json()?;
+    assert_eq!(ready["auth"], "keys", "{ready}");
+
+    // A wrong key announcing a huge body it never sends: 401 at once.
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(&svc.addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"PUT /v1/documents/crm%2F2 HTTP/1.1\r\nHost: x\r\nX-API-Key: wrong\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{")?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head)?;
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+
+    // No keys, beyond loopback: refuses to start, unless allowed.
+    let wide = format!("0.0.0.0:{}", free_tcp_port());
+    let out = case.ingest_refusing_to_start(&[("FRESHET_INGEST_LISTEN", wide.clone())])?;
+    assert!(out.contains("allow_unauthenticated"), "{out}");
+    let open = case.start_ingest(&[
+        ("FRESHET_INGEST_LISTEN", wide),
+        ("FRESHET_INGEST_ALLOW_UNAUTHENTICATED", "true".into()),
+    ])?;
+    let ready = open.call("GET", "/readyz", &[], b"")?.json()?;
+    let warnings = ready["auth_warnings"].to_string();
+    assert!(
+        ready["auth"] == "none"
+            && warnings.contains("no authentication")
+            && warnings.contains("without TLS"),
+        "{ready}"
+    );
+    assert!(
+        open.log_tail().contains("no authentication configured"),
+        "{}",
+        open.log_tail()
+    );
     Ok(())
 }
 

@@ -138,8 +138,10 @@ fn default_group_id() -> String {
     "freshet-pipeline".to_string()
 }
 
-/// Where the broker is and which topics and group freshet uses.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where the broker is and which topics and group freshet uses. `Debug` prints the value of a
+/// property that holds a secret (`sasl.password`, `ssl.key.password`, `sasl.jaas.config`, …) as
+/// `<redacted>`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
     /// `bootstrap.servers`: comma-separated `host:port` list.
@@ -158,6 +160,61 @@ pub struct KafkaConfig {
     /// `client_properties`. The local scripts set `fetch.min.bytes` here for tansu (see
     /// `deploy/start-pipeline.sh`).
     pub consumer_properties: BTreeMap<String, String>,
+}
+
+/// Whether a librdkafka property's value is a secret (or can hold one).
+fn secret_property(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "password",
+        "secret",
+        "jaas",
+        "token",
+        "ssl.key.pem",
+        "ssl_key",
+        "credentials",
+    ]
+    .iter()
+    .any(|s| n.contains(s))
+}
+
+/// Properties with secret values redacted, for `Debug`.
+struct Redacted<'a>(&'a BTreeMap<String, String>);
+
+impl std::fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| {
+                let v = if secret_property(k) {
+                    "<redacted>"
+                } else {
+                    v.as_str()
+                };
+                (k, v)
+            }))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let KafkaConfig {
+            brokers,
+            topic,
+            dlq_topic,
+            group_id,
+            client_properties,
+            consumer_properties,
+        } = self;
+        f.debug_struct("KafkaConfig")
+            .field("brokers", brokers)
+            .field("topic", topic)
+            .field("dlq_topic", dlq_topic)
+            .field("group_id", group_id)
+            .field("client_properties", &Redacted(client_properties))
+            .field("consumer_properties", &Redacted(consumer_properties))
+            .finish()
+    }
 }
 
 impl Default for KafkaConfig {
@@ -239,6 +296,22 @@ mod tests {
             KafkaConfig::default()
         );
         assert!(serde_json::from_str::<KafkaConfig>(r#"{"brokerz":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn debug_never_shows_a_secret_property() {
+        let cfg: KafkaConfig = serde_json::from_str(
+            r#"{"client_properties": {"sasl.password": "pw-s3cret", "sasl.username": "u",
+                "sasl.jaas.config": "x password=\"jaas-s3cret\";", "ssl.key.password": "k-s3cret"},
+                "consumer_properties": {"sasl.oauthbearer.client.secret": "oauth-s3cret"}}"#,
+        )
+        .unwrap();
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains("\"sasl.username\": \"u\"") && shown.contains("<redacted>"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use freshet_config::Secret;
 use serde::{Deserialize, Serialize};
 
 /// Where the vectors go and what they are.
@@ -16,8 +17,8 @@ pub struct MilvusConfig {
     pub dim: usize,
     /// Embedding model id, recorded in the collection and checked on `ensure_collection`.
     pub model_id: String,
-    /// `user:password` or an API key; `None` without authentication.
-    pub token: Option<String>,
+    /// `user:password` or an API key; `None` without authentication. `Debug` redacts it.
+    pub token: Option<Secret>,
     /// Connect timeout and per-RPC deadline (also how long `flush` waits).
     #[serde(with = "duration_ms")]
     pub timeout: Duration,
@@ -93,6 +94,16 @@ mod duration_ms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_the_token() {
+        let c: MilvusConfig = serde_json::from_str(r#"{"token": "root:Milvus-s3cret"}"#).unwrap();
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("<redacted>"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn timeout_formats() {

@@ -60,7 +60,7 @@ impl MilvusSink {
             // heartbeat); freshet does not.
             .telemetry(TelemetryConfig::new().enabled(false));
         if let Some(t) = &cfg.token {
-            cc = cc.token(t.clone());
+            cc = cc.token(t.expose().to_owned());
         }
         let client = bounded(cfg.timeout, async { Ok(ClientV2::new(&cc).await?) }).await?;
         Ok(MilvusSink { client, cfg })

@@ -50,7 +50,7 @@ fn app_with(fake: Arc<Fake>, env: &[(&str, &str)]) -> Router {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let config = Config::load_with_env(None, &env).unwrap();
-    router(App::new(config, fake))
+    router(App::with_env(config, fake, &|_| None).unwrap())
 }
 
 async fn call(
@@ -288,57 +288,67 @@ async fn a_batch_answers_per_line_and_is_limited() {
     assert_eq!((s, code(&v)), (413, "too_many_documents"), "{v}");
 }
 
+const KEYS: &str = r#"[
+    {name = "crm", key = "key-crm", id_prefixes = ["crm/"], may_grant = ["group:sales"], may_delete = true},
+    {name = "kb", key = "key-kb", id_prefixes = ["kb/"], may_publish_public = true},
+    {name = "slow", key = "key-slow", id_prefixes = ["kb/"], may_publish_public = true, burst = 1, rate_per_second = 0.001},
+]"#;
+
 #[tokio::test]
-async fn api_keys_guard_the_v1_routes_only() {
+async fn keys_guard_the_v1_routes_only() {
     let fake = Arc::new(Fake::default());
-    let r = app_with(
-        fake.clone(),
-        &[("FRESHET_INGEST_API_KEYS", r#"["k1","k2"]"#)],
-    );
-    let body = br#"{"text":"x"}"#;
-    let (s, v) = call(&r, "PUT", "/v1/documents/a", &[JSON], body).await;
-    assert_eq!((s, code(&v)), (401, "unauthorized"));
-    let (s, _) = call(
+    let r = app_with(fake.clone(), &[("FRESHET_INGEST_KEYS", KEYS)]);
+    let body = br#"{"text":"x","acl":["group:sales"]}"#;
+    for (method, uri, headers) in [
+        ("PUT", "/v1/documents/crm%2F1", vec![JSON]),
+        (
+            "PUT",
+            "/v1/documents/crm%2F1",
+            vec![JSON, ("x-api-key", "nope")],
+        ),
+        (
+            "DELETE",
+            "/v1/documents/crm%2F1",
+            vec![("authorization", "Bearer k3")],
+        ),
+        ("POST", "/v1/documents:batch", vec![]),
+        // One credential: two headers are refused even when both are right.
+        (
+            "PUT",
+            "/v1/documents/crm%2F1",
+            vec![
+                JSON,
+                ("x-api-key", "key-crm"),
+                ("authorization", "Bearer key-crm"),
+            ],
+        ),
+        (
+            "PUT",
+            "/v1/documents/crm%2F1",
+            vec![JSON, ("authorization", "Basic key-crm")],
+        ),
+    ] {
+        let (s, v) = call(&r, method, uri, &headers, body).await;
+        assert_eq!(
+            (s, code(&v)),
+            (401, "unauthorized"),
+            "{method} {uri} {headers:?}: {v}"
+        );
+    }
+    let (s, v) = call(
         &r,
         "PUT",
-        "/v1/documents/a",
-        &[JSON, ("x-api-key", "nope")],
+        "/v1/documents/crm%2F1",
+        &[JSON, ("x-api-key", "key-crm")],
         body,
     )
     .await;
-    assert_eq!(s, 401);
+    assert_eq!(s, 200, "{v}");
     let (s, _) = call(
         &r,
         "DELETE",
-        "/v1/documents/a",
-        &[("authorization", "Bearer k3")],
-        b"",
-    )
-    .await;
-    assert_eq!(s, 401);
-    let (s, _) = call(&r, "POST", "/v1/documents:batch", &[], b"{\"id\":\"a\"}").await;
-    assert_eq!(s, 401);
-    let (s, _) = call(
-        &r,
-        "PUT",
-        "/v1/documents/a",
-        &[JSON, ("x-api-key", "k2")],
-        body,
-    )
-    .await;
-    assert_eq!(s, 200);
-    // A wrong credential beside a right one is refused; two right ones pass.
-    let both = [JSON, ("x-api-key", "k2"), ("authorization", "Basic k2")];
-    let (s, _) = call(&r, "PUT", "/v1/documents/a", &both, body).await;
-    assert_eq!(s, 401);
-    let both = [JSON, ("x-api-key", "k2"), ("authorization", "Bearer k1")];
-    let (s, _) = call(&r, "PUT", "/v1/documents/a", &both, body).await;
-    assert_eq!(s, 200);
-    let (s, _) = call(
-        &r,
-        "DELETE",
-        "/v1/documents/a",
-        &[("authorization", "Bearer k1")],
+        "/v1/documents/crm%2F1",
+        &[("authorization", "Bearer key-crm")],
         b"",
     )
     .await;
@@ -347,6 +357,165 @@ async fn api_keys_guard_the_v1_routes_only() {
         let (s, _) = call(&r, "GET", path, &[], b"").await;
         assert_eq!(s, 200, "{path}");
     }
+    let (_, v) = call(&r, "GET", "/readyz", &[], b"").await;
+    assert_eq!(
+        (&v["auth"], &v["auth_warnings"]),
+        (&json!("keys"), &json!([])),
+        "{v}"
+    );
+    // The key's limit: one request, then 429 with Retry-After.
+    let kb = [JSON, ("x-api-key", "key-slow")];
+    let (s, v) = call(&r, "PUT", "/v1/documents/kb%2F1", &kb, br#"{"text":"x"}"#).await;
+    assert_eq!(s, 200, "{v}");
+    let resp = r
+        .clone()
+        .oneshot(
+            Request::put("/v1/documents/kb%2F1")
+                .header("x-api-key", "key-slow")
+                .header("content-type", "application/json")
+                .body(Body::from(&br#"{"text":"x"}"#[..]))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert!(resp.headers().get("retry-after").is_some());
+    assert_eq!(fake.sent.lock().unwrap().len(), 3);
+}
+
+/// Method, URI, headers, body, and what the 403's message names.
+type Refused = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    &'static [u8],
+    &'static str,
+);
+
+/// Every write path applies the writer's rules; a refusal is a JSON 403 naming what is not
+/// allowed, and nothing of the request is produced.
+#[tokio::test]
+async fn every_write_path_is_held_to_the_writers_rules() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[("FRESHET_INGEST_KEYS", KEYS)]);
+    let crm = ("x-api-key", "key-crm");
+    let ndjson = ("content-type", "application/x-ndjson");
+    let md = ("content-type", "text/markdown");
+    #[rustfmt::skip]
+    let refused: Vec<Refused> = vec![
+        // Outside its prefixes: the folder watcher's ids, another key's.
+        ("PUT", "/v1/documents/notes%2Fa.md", vec![JSON, crm], br#"{"text":"x","acl":["group:sales"]}"#, "\"notes/a.md\""),
+        ("PUT", "/v1/documents/kb%2F1?acl=group%3Asales", vec![md, crm], b"# x", "\"kb/1\""),
+        ("DELETE", "/v1/documents/kb%2F1", vec![crm], b"", "\"kb/1\""),
+        // A principal it may not grant, in an envelope or an upload's query string.
+        ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x","acl":["group:sales","group:hr"]}"#, "group:hr"),
+        ("PUT", "/v1/documents/crm%2F1?acl=group%3Aexec", vec![md, crm], b"# x", "group:exec"),
+        // No acl, or public said so: a public document, which it may not publish.
+        ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x"}"#, "public"),
+        ("PUT", "/v1/documents/crm%2F1", vec![md, crm], b"# x", "public"),
+        ("PUT", "/v1/documents/crm%2F1", vec![JSON, crm], br#"{"text":"x","acl":"public"}"#, "public"),
+        ("PUT", "/v1/documents/crm%2F1?public=true", vec![md, crm], b"# x", "public"),
+        // A batch: one line out of bounds refuses all of it.
+        ("POST", "/v1/documents:batch", vec![ndjson, crm],
+         b"{\"id\":\"crm/1\",\"text\":\"a\",\"acl\":[\"group:sales\"]}\n{\"op\":\"delete\",\"id\":\"kb/9\"}\n", "line 2"),
+        ("PUT", "/v1/documents/kb%2F2", vec![JSON, ("x-api-key", "key-kb")], br#"{"text":"x","acl":["group:sales"]}"#, "group:sales"),
+        ("DELETE", "/v1/documents/kb%2F2", vec![("x-api-key", "key-kb")], b"", "may not delete"),
+    ];
+    for (method, uri, headers, body, names) in refused {
+        let (s, v) = call(&r, method, uri, &headers, body).await;
+        assert_eq!((s, code(&v)), (403, "forbidden"), "{method} {uri}: {v}");
+        let m = v["error"]["message"].as_str().unwrap_or("");
+        assert!(m.contains(names), "{method} {uri}: {m}");
+    }
+    assert!(
+        fake.sent.lock().unwrap().is_empty(),
+        "nothing refused is produced"
+    );
+    let (_, v) = call(
+        &r,
+        "POST",
+        "/v1/documents:batch",
+        &[ndjson, crm],
+        b"{\"id\":\"kb/1\",\"acl\":[\"group:sales\"]}\n{\"id\":\"crm/2\",\"acl\":[\"group:sales\"]}\n{\"id\":\"crm/3\"}\n",
+    )
+    .await;
+    let lines: Vec<i64> = v["error"]["lines"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|l| l["line"].as_i64()).collect())
+        .unwrap_or_default();
+    assert_eq!(lines, [1, 3], "{v}");
+    // Inside its bounds every path writes.
+    for (method, uri, headers, body) in [
+        (
+            "PUT",
+            "/v1/documents/crm%2F1",
+            vec![JSON, crm],
+            &br#"{"text":"x","acl":["group:sales"]}"#[..],
+        ),
+        (
+            "PUT",
+            "/v1/documents/crm%2F2?acl=group%3Asales",
+            vec![md, crm],
+            b"# x",
+        ),
+        (
+            "POST",
+            "/v1/documents:batch",
+            vec![ndjson, crm],
+            b"{\"id\":\"crm/3\",\"acl\":[\"group:sales\"]}\n{\"op\":\"delete\",\"id\":\"crm/1\"}\n",
+        ),
+        ("DELETE", "/v1/documents/crm%2F2", vec![crm], b""),
+    ] {
+        let (s, v) = call(&r, method, uri, &headers, body).await;
+        assert_eq!(s, 200, "{method} {uri}: {v}");
+    }
+    assert_eq!(fake.sent.lock().unwrap().len(), 5);
+    let (_, v) = call(&r, "GET", "/metrics", &[], b"").await;
+    assert!(
+        v.as_str()
+            .unwrap()
+            .contains(r#"freshet_ingest_auth_rejections_total{key="crm",reason="forbidden"} 11"#),
+        "{v}"
+    );
+}
+
+/// The credential is checked before the body is read: a wrong key with a body that never ends
+/// (or a huge announced one) is answered 401 at once.
+#[tokio::test]
+async fn credentials_are_checked_before_the_body_is_read() {
+    let fake = Arc::new(Fake::default());
+    let r = app_with(fake.clone(), &[("FRESHET_INGEST_KEYS", KEYS)]);
+    for (method, uri) in [
+        ("PUT", "/v1/documents/crm%2F1"),
+        ("POST", "/v1/documents:batch"),
+    ] {
+        let endless = futures_util::stream::pending::<Result<Bytes, std::io::Error>>();
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("x-api-key", "wrong")
+            .header("content-type", "application/json")
+            .header("content-length", "1000000")
+            .body(Body::from_stream(endless))
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(5), r.clone().oneshot(req))
+            .await
+            .expect("answered without reading the body")
+            .unwrap();
+        assert_eq!(resp.status(), 401, "{method} {uri}");
+    }
+    assert!(fake.sent.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_unauthenticated_service_says_so_in_readyz() {
+    let r = app_with(Arc::new(Fake::default()), &[]);
+    let (s, v) = call(&r, "GET", "/readyz", &[], b"").await;
+    assert_eq!((s, &v["auth"]), (200, &json!("none")), "{v}");
+    assert!(v["auth_warnings"][0]
+        .as_str()
+        .unwrap_or("")
+        .contains("no authentication"));
 }
 
 #[tokio::test]

@@ -15,24 +15,21 @@
 //! Each identity has its own rate and concurrency limits (429 with `Retry-After` past them).
 //! `/metrics` can need an admin key (`admin_keys`).
 
-pub mod jwks;
-pub mod jwt;
-pub mod keys;
-pub mod limits;
 pub mod settings;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
+use freshet_auth::keys::{self, KeyEntry};
+use freshet_auth::limits::Gate;
+use freshet_auth::{Authenticator, Caller, Refused};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::config::QueryConfig;
 use crate::http::ApiError;
 use crate::metrics::Metrics;
-use keys::KeyEntry;
-use limits::{retry_after_secs, Gate, Gates, Refusal};
 use settings::{resolve_secret, Limits};
 
 /// The principals an identity may search with.
@@ -90,12 +87,13 @@ const ANONYMOUS: &str = "anonymous";
 
 /// The node's authentication: keys, issuer, admin keys, limits.
 pub struct Auth {
-    keys: Vec<KeyEntry>,
-    jwt: Option<(jwt::Verifier, Gates)>,
+    ids: Authenticator<BTreeSet<String>>,
     admin: Vec<[u8; 32]>,
     trust_request_principals: bool,
     anonymous: Arc<Gate>,
     legacy_keys: usize,
+    /// Listening beyond loopback without TLS.
+    exposure: Vec<String>,
     metrics: Metrics,
 }
 
@@ -129,45 +127,54 @@ impl Auth {
                 Arc::new(Gate::new(limits)),
             ));
         }
-        let mut digests: Vec<&[u8; 32]> = keys.iter().map(KeyEntry::digest).collect();
         let admin: Vec<[u8; 32]> = c.admin_keys.iter().map(|k| keys::digest(&k.0)).collect();
+        let mut digests: Vec<&[u8; 32]> = keys.iter().map(KeyEntry::digest).collect();
         digests.extend(admin.iter());
         let unique: BTreeSet<_> = digests.iter().collect();
         if unique.len() != digests.len() {
             bail!("the same key appears twice in query.api_keys, query.keys or query.admin_keys");
         }
-        let jwt = jwt::Verifier::from_config(&c.jwt, env)?.map(|v| {
+        let jwt = freshet_auth::Verifier::from_config(&c.jwt, "query.jwt", env)?.map(|v| {
             let limits = Limits::with(
                 defaults,
                 c.jwt.rate_per_second,
                 c.jwt.burst,
                 c.jwt.max_concurrent,
             );
-            (v, Gates::new(limits))
+            (v, limits)
         });
+        let tls = !c.tls_cert_file.as_os_str().is_empty();
+        let mut exposure = Vec::new();
+        exposure.extend(freshet_auth::transport::listen_warning(
+            "the query node",
+            "query.listen",
+            &c.listen,
+            tls,
+        ));
+        if !c.admin_listen.is_empty() {
+            exposure.extend(freshet_auth::transport::listen_warning(
+                "the query node's admin routes",
+                "query.admin_listen",
+                &c.admin_listen,
+                tls,
+            ));
+        }
         Ok(Auth {
+            ids: Authenticator::new(keys, jwt)?,
             legacy_keys: c.api_keys.len(),
-            keys,
-            jwt,
             admin,
             trust_request_principals: c.trust_request_principals,
             anonymous: Arc::new(Gate::new(defaults)),
+            exposure,
             metrics,
         })
     }
 
-    fn authenticated(&self) -> bool {
-        !self.keys.is_empty() || self.jwt.is_some()
-    }
-
     /// How callers are identified: `keys`, `jwt`, `keys+jwt`, `trusted_proxy` or `none`.
     pub fn mode(&self) -> &'static str {
-        match (!self.keys.is_empty(), self.jwt.is_some()) {
-            (true, true) => "keys+jwt",
-            (true, false) => "keys",
-            (false, true) => "jwt",
-            (false, false) if self.trust_request_principals => "trusted_proxy",
-            (false, false) => "none",
+        match self.ids.mode() {
+            "none" if self.trust_request_principals => "trusted_proxy",
+            m => m,
         }
     }
 
@@ -195,6 +202,7 @@ impl Auth {
                 self.legacy_keys
             ));
         }
+        w.extend(self.exposure.iter().cloned());
         w
     }
 
@@ -203,31 +211,24 @@ impl Auth {
         !self.admin.is_empty()
     }
 
-    /// Logs the setup: a warning per [`Auth::warnings`].
     /// Starts fetching the issuer's JWKS URL, when one is configured (inside a tokio runtime).
     pub fn start(&self) -> Result<()> {
-        if let Some(remote) = self.jwt.as_ref().and_then(|(v, _)| v.remote()) {
-            remote.spawn()?;
-        }
-        Ok(())
+        self.ids.start()
     }
 
     /// `Err` with why while the node cannot verify tokens yet (its JWKS URL not fetched).
     pub fn ready(&self) -> Result<(), String> {
-        match self.jwt.as_ref().and_then(|(v, _)| v.remote()) {
-            Some(remote) => remote.status(),
-            None => Ok(()),
-        }
+        self.ids.ready()
     }
 
+    /// Logs the setup: a warning per [`Auth::warnings`].
     pub fn log_startup(&self) {
         for w in self.warnings() {
             tracing::warn!("{w}");
         }
         tracing::info!(
             mode = self.mode(),
-            keys = self.keys.len(),
-            jwt = self.jwt.is_some(),
+            keys = self.ids.key_count(),
             admin_keys = self.admin.len(),
             "authentication"
         );
@@ -240,57 +241,41 @@ impl Auth {
 
     /// Identifies the caller of a `/v1` or `/pathway` request and applies its limits.
     pub fn admit(&self, headers: &HeaderMap) -> Result<Admission, ApiError> {
-        let (name, principals, gate): (String, Principals, Arc<Gate>) = if !self.authenticated() {
+        if self.ids.is_open() {
             let principals = if self.trust_request_principals {
                 Principals::FromRequest
             } else {
                 Principals::Bound(BTreeSet::new())
             };
-            (ANONYMOUS.into(), principals, self.anonymous.clone())
-        } else {
-            let given = credential(headers)
-                .map_err(|m| self.reject("none", "unauthorized", unauthorized(m)))?;
-            if let Some(k) = keys::find(&self.keys, KeyEntry::digest, given) {
-                (
-                    k.name.clone(),
-                    Principals::Bound(k.principals.clone()),
-                    k.gate.clone(),
-                )
-            } else if let (Some((verifier, gates)), true) = (&self.jwt, looks_like_jwt(given)) {
-                let claims = verifier
-                    .verify(given)
-                    .map_err(|m| self.reject("jwt", "unauthorized", unauthorized(m)))?;
-                let gate = gates.get(&claims.subject);
-                ("jwt".into(), Principals::Bound(claims.principals), gate)
-            } else {
-                return Err(self.reject(
-                    "unknown",
-                    "unauthorized",
-                    unauthorized("invalid API key".into()),
-                ));
-            }
-        };
-        let admitted = gate.admit();
-        match admitted {
-            Ok(permit) => Ok(Admission {
-                name,
-                principals,
-                _permit: permit,
-            }),
-            Err(r) => {
-                let (reason, message) = match r {
-                    Refusal::Rate(_) => ("rate_limited", "request rate limit reached"),
-                    Refusal::Concurrency => ("concurrency_limited", "too many requests in flight"),
-                };
-                let mut e = ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "too_many_requests",
-                    format!("{message} for {name:?}; retry later"),
-                );
-                e.retry_after = Some(retry_after_secs(r));
-                Err(self.reject(&name, reason, e))
-            }
+            return match self.anonymous.admit() {
+                Ok(permit) => Ok(Admission {
+                    name: ANONYMOUS.into(),
+                    principals,
+                    _permit: permit,
+                }),
+                Err(refusal) => Err(self.refused(Refused::Limited {
+                    name: ANONYMOUS.into(),
+                    refusal,
+                })),
+            };
         }
+        let admitted = self.ids.admit(headers).map_err(|r| self.refused(r))?;
+        let principals = match admitted.caller {
+            Caller::Key(p) => p,
+            Caller::Token(claims) => claims.principals,
+        };
+        Ok(Admission {
+            name: admitted.name,
+            principals: Principals::Bound(principals),
+            _permit: admitted.permit,
+        })
+    }
+
+    /// The API error of a refusal, counted.
+    fn refused(&self, r: Refused) -> ApiError {
+        let mut e = ApiError::new(r.status(), r.code(), r.message());
+        e.retry_after = r.retry_after();
+        self.reject(r.label(), r.reason(), e)
     }
 
     /// Checks the admin key of `/metrics` when admin keys are configured.
@@ -298,7 +283,7 @@ impl Auth {
         if self.admin.is_empty() {
             return Ok(());
         }
-        let given = credential(headers)
+        let given = freshet_auth::credential::credential(headers)
             .map_err(|m| self.reject("admin", "unauthorized", unauthorized(m)))?;
         match keys::find(&self.admin, |d| d, given) {
             Some(_) => Ok(()),
@@ -313,43 +298,6 @@ impl Auth {
 
 fn unauthorized(message: String) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
-}
-
-fn looks_like_jwt(s: &str) -> bool {
-    s.matches('.').count() == 2
-}
-
-/// The one credential of a request: `Authorization: Bearer` or `X-API-Key`, not both.
-fn credential(headers: &HeaderMap) -> Result<&str, String> {
-    let bearer = match headers.get(header::AUTHORIZATION) {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim)
-                .ok_or("the Authorization header must be `Bearer <key or token>`")?,
-        ),
-    };
-    let api_key = match headers.get("x-api-key") {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .map(str::trim)
-                .map_err(|_| "the X-API-Key header is not text")?,
-        ),
-    };
-    match (bearer, api_key) {
-        (Some(_), Some(_)) => {
-            Err("send one credential: Authorization or X-API-Key, not both".into())
-        }
-        (Some(c), None) | (None, Some(c)) if !c.is_empty() => Ok(c),
-        _ => Err(
-            "missing credential: send an API key (`Authorization: Bearer <key>` or \
-             `X-API-Key: <key>`) or a token (`Authorization: Bearer <jwt>`)"
-                .into(),
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -298,3 +298,21 @@ fn keys_can_come_from_the_environment_variable_of_the_section() {
         ("ops", vec!["group:ops".into()])
     );
 }
+
+#[test]
+fn listening_beyond_loopback_without_tls_is_a_warning() {
+    let open = auth_from(
+        "[query]\nlisten = \"0.0.0.0:8080\"\napi_keys = [\"k\"]\n",
+        &[],
+    )
+    .unwrap();
+    assert!(
+        open.warnings()
+            .iter()
+            .any(|w| w.contains("0.0.0.0:8080") && w.contains("without TLS")),
+        "{:?}",
+        open.warnings()
+    );
+    let local = auth_from("[query]\napi_keys = [\"k\"]\n", &[]).unwrap();
+    assert!(!local.warnings().iter().any(|w| w.contains("TLS")));
+}

@@ -7,8 +7,7 @@ use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::json;
 
 use super::*;
-use crate::auth::jwt::Verifier;
-use crate::auth::settings::JwtConfig;
+use crate::jwt::{JwtConfig, Verifier};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -96,7 +95,9 @@ async fn the_node_verifies_tokens_with_keys_from_the_issuers_jwks_url() {
         jwks_url: idp.url.clone(),
         ..JwtConfig::default()
     };
-    let v = Verifier::from_config(&cfg, &|_| None).unwrap().unwrap();
+    let v = Verifier::from_config(&cfg, "query.jwt", &|_| None)
+        .unwrap()
+        .unwrap();
     let remote = v.remote().unwrap().clone();
     assert!(remote.status().unwrap_err().contains("not fetched yet"));
     assert!(
@@ -118,6 +119,7 @@ async fn an_unknown_kid_fetches_the_jwks_again_and_a_rotation_takes_effect() {
     let idp = idp(Some(jwks(&[(Algorithm::RS256, "k1")]))).await;
     let remote = Arc::new(RemoteJwks::new(
         idp.url.clone(),
+        "query.jwt.jwks_url".into(),
         Duration::from_secs(3600),
         Duration::from_millis(300),
     ));
@@ -140,6 +142,7 @@ async fn a_failing_jwks_url_is_retried_and_keeps_what_was_fetched() {
     let idp = idp(None).await;
     let remote = Arc::new(RemoteJwks::new(
         idp.url.clone(),
+        "query.jwt.jwks_url".into(),
         Duration::from_millis(200),
         Duration::from_millis(100),
     ));

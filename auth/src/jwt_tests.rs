@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{encode, EncodingKey, Header};
 use serde_json::json;
 
@@ -25,7 +26,9 @@ fn config() -> JwtConfig {
 }
 
 fn verifier(c: &JwtConfig) -> Verifier {
-    Verifier::from_config(c, &|_| None).unwrap().unwrap()
+    Verifier::from_config(c, "query.jwt", &|_| None)
+        .unwrap()
+        .unwrap()
 }
 
 fn claims() -> Value {
@@ -92,11 +95,6 @@ fn bad_tokens_are_refused_with_the_reason() {
     })
     .unwrap_err();
     assert!(no_exp.contains("exp"), "{no_exp}");
-    let no_groups = with(&|c| {
-        c.as_object_mut().unwrap().remove("groups");
-    })
-    .unwrap_err();
-    assert!(no_groups.contains("\"groups\""), "{no_groups}");
     let bad_groups = with(&|c| c["groups"] = json!([1, 2])).unwrap_err();
     assert!(bad_groups.contains("strings"), "{bad_groups}");
     let bad_sig = v.verify(&hs256(&claims(), "another secret")).unwrap_err();
@@ -199,30 +197,180 @@ fn configuration_mistakes_are_errors() {
         hs256_secret: Default::default(),
         ..config()
     };
-    assert!(Verifier::from_config(&no_key, &|_| None).is_err());
+    assert!(Verifier::from_config(&no_key, "query.jwt", &|_| None).is_err());
     let bad_pem = JwtConfig {
         hs256_secret: Default::default(),
         public_key_file: fixture("README.md"),
         ..config()
     };
-    assert!(Verifier::from_config(&bad_pem, &|_| None).is_err());
+    assert!(Verifier::from_config(&bad_pem, "query.jwt", &|_| None).is_err());
     let not_a_url = JwtConfig {
         hs256_secret: Default::default(),
         jwks_url: "idp.example.com/certs".into(),
         ..config()
     };
-    let e = Verifier::from_config(&not_a_url, &|_| None).unwrap_err();
-    assert!(e.to_string().contains("not an http(s) URL"), "{e}");
-    assert!(Verifier::from_config(&JwtConfig::default(), &|_| None)
-        .unwrap()
-        .is_none());
+    let e = Verifier::from_config(&not_a_url, "query.jwt", &|_| None).unwrap_err();
+    assert!(e.to_string().contains("not a URL"), "{e}");
+    assert!(
+        Verifier::from_config(&JwtConfig::default(), "query.jwt", &|_| None)
+            .unwrap()
+            .is_none()
+    );
     let from_env = JwtConfig {
         hs256_secret: Default::default(),
         hs256_secret_env: "JWT_SECRET".into(),
         ..config()
     };
-    let v = Verifier::from_config(&from_env, &|n| (n == "JWT_SECRET").then(|| "s".into()))
-        .unwrap()
-        .unwrap();
+    let v = Verifier::from_config(&from_env, "query.jwt", &|n| {
+        (n == "JWT_SECRET").then(|| "s".into())
+    })
+    .unwrap()
+    .unwrap();
     assert!(v.verify(&hs256(&claims(), "s")).is_ok());
+}
+
+/// Auth0 puts groups under a namespaced claim whose name holds dots and slashes; Keycloak
+/// nests them; a JSON pointer reaches either.
+#[test]
+fn the_groups_claim_is_found_by_its_exact_name_a_path_or_a_pointer() {
+    let secret = "an hs256 secret of the tests";
+    let mut cl = claims();
+    cl.as_object_mut().unwrap().remove("groups");
+    cl["https://example.com/groups"] = json!(["sales"]);
+    cl["realm_access"] = json!({"roles": ["ops"]});
+    cl["a.b"] = json!(["top-level"]);
+    cl["a"] = json!({"b": ["nested"]});
+    let token = hs256(&cl, secret);
+    for (name, expected) in [
+        ("https://example.com/groups", "group:sales"),
+        ("/https:~1~1example.com~1groups", "group:sales"),
+        ("realm_access.roles", "group:ops"),
+        ("/realm_access/roles", "group:ops"),
+        ("a.b", "group:top-level"),
+        ("/a/b", "group:nested"),
+    ] {
+        let cfg = JwtConfig {
+            groups_claim: name.into(),
+            ..config()
+        };
+        let c = verifier(&cfg).verify(&token).unwrap();
+        assert_eq!(principals(&c), [expected], "{name}");
+    }
+}
+
+/// A token without the groups claim holds no group, unless `missing_groups = "reject"`.
+#[test]
+fn a_token_without_groups_holds_none_or_is_refused_when_configured() {
+    let secret = "an hs256 secret of the tests";
+    for missing in [json!(null), json!("absent")] {
+        let mut cl = claims();
+        if missing.is_null() {
+            cl["groups"] = Value::Null;
+        } else {
+            cl.as_object_mut().unwrap().remove("groups");
+        }
+        let token = hs256(&cl, secret);
+        let c = verifier(&config()).verify(&token).unwrap();
+        assert!(c.principals.is_empty(), "{missing}: {c:?}");
+        let with_subject = JwtConfig {
+            subject_prefix: "user:".into(),
+            ..config()
+        };
+        let c = verifier(&with_subject).verify(&token).unwrap();
+        assert_eq!(principals(&c), ["user:alice"]);
+        let strict = JwtConfig {
+            missing_groups: MissingGroups::Reject,
+            ..config()
+        };
+        let e = verifier(&strict).verify(&token).unwrap_err();
+        assert!(e.contains("\"groups\""), "{e}");
+    }
+}
+
+/// A Keycloak realm's JWKS: the RS256 signing key beside an RSA-OAEP encryption key (and, here,
+/// keys of other kinds nobody can verify with). The signing key is kept and verifies.
+#[test]
+fn a_jwks_with_an_encryption_key_keeps_its_signing_keys() {
+    let pem = std::fs::read(fixture("rsa-private.pem")).unwrap();
+    let key = EncodingKey::from_rsa_pem(&pem).unwrap();
+    let mut sig = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, Algorithm::RS256).unwrap();
+    sig.common.key_id = Some("sig-1".into());
+    let sig = serde_json::to_value(&sig).unwrap();
+    let mut enc = sig.clone();
+    enc["kid"] = json!("enc-1");
+    enc["alg"] = json!("RSA-OAEP");
+    enc["use"] = json!("enc");
+    let mut wrapping = sig.clone();
+    wrapping["kid"] = json!("wrap-1");
+    wrapping.as_object_mut().unwrap().remove("alg");
+    wrapping["key_ops"] = json!(["wrapKey"]);
+    let odd = json!({"kid": "odd", "kty": "XYZ", "alg": "FOO256"});
+    let doc = json!({"keys": [enc, sig, wrapping, odd]}).to_string();
+    let (keys, skipped) = crate::jwk::parse_jwks(&doc, "test").unwrap();
+    assert_eq!(
+        keys.iter().map(|k| k.kid.as_deref()).collect::<Vec<_>>(),
+        [Some("sig-1")]
+    );
+    assert_eq!(skipped.len(), 3, "{skipped:?}");
+    assert!(skipped[0].contains("enc-1"), "{skipped:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jwks.json");
+    std::fs::write(&path, &doc).unwrap();
+    let cfg = JwtConfig {
+        hs256_secret: Default::default(),
+        jwks_file: path.clone(),
+        ..config()
+    };
+    let header = Header {
+        kid: Some("sig-1".into()),
+        ..Header::new(Algorithm::RS256)
+    };
+    let token = encode(&header, &claims(), &key).unwrap();
+    assert_eq!(verifier(&cfg).verify(&token).unwrap().subject, "alice");
+
+    // A set with no signing key at all is refused, with what was skipped.
+    std::fs::write(&path, json!({"keys": [doc_key(&doc, 0)]}).to_string()).unwrap();
+    let e = Verifier::from_config(&cfg, "query.jwt", &|_| None).unwrap_err();
+    assert!(format!("{e:#}").contains("enc-1"), "{e:#}");
+}
+
+fn doc_key(doc: &str, i: usize) -> Value {
+    serde_json::from_str::<Value>(doc).unwrap()["keys"][i].clone()
+}
+
+#[test]
+fn a_jwks_url_must_be_https_unless_loopback_or_allowed() {
+    let url = |u: &str, allow: bool| JwtConfig {
+        hs256_secret: Default::default(),
+        jwks_url: u.into(),
+        allow_insecure_http: allow,
+        ..config()
+    };
+    let e = Verifier::from_config(
+        &url("http://idp.example.com/certs", false),
+        "query.jwt",
+        &|_| None,
+    )
+    .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("query.jwt.allow_insecure_http"),
+        "{e:#}"
+    );
+    for ok in [
+        url("https://idp.example.com/certs", false),
+        url("http://127.0.0.1:8080/certs", false),
+        url("http://localhost/certs", false),
+        url("http://[::1]:9/certs", false),
+        url("http://idp.example.com/certs", true),
+    ] {
+        assert!(
+            Verifier::from_config(&ok, "query.jwt", &|_| None).is_ok(),
+            "{}",
+            ok.jwks_url
+        );
+    }
+    let e =
+        Verifier::from_config(&url("ftp://idp/certs", true), "query.jwt", &|_| None).unwrap_err();
+    assert!(e.to_string().contains("not an http(s) URL"), "{e}");
 }

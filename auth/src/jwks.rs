@@ -1,10 +1,12 @@
-//! Keys of an issuer published at a JWKS URL (`[query.jwt] jwks_url`), as identity providers
-//! (Keycloak, Auth0, Okta, Entra ID, Dex) publish them, and rotate them.
+//! Keys of an issuer published at a JWKS URL (`jwks_url`), as identity providers (Keycloak,
+//! Auth0, Okta, Entra ID, Dex) publish them, and rotate them. Keys that cannot verify
+//! signatures (an encryption key beside the signing ones) are skipped ([`crate::jwk`]).
 //!
 //! A background task fetches the document at start and every `jwks_refresh_s`, and sooner when a
 //! token names a `kid` the node does not know (a rotation), at most once per
-//! [`MIN_REFETCH`]; a failed fetch is retried with a doubling pause and keeps the keys already
-//! fetched. Until the first fetch succeeds the node is not ready (`/readyz` says why) and every
+//! [`MIN_REFETCH`]; a failed fetch (or a document with no usable key) is retried with a
+//! doubling pause and keeps the keys already fetched. An `https://` URL is never followed to a
+//! plain `http://` one. Until the first fetch succeeds the node is not ready (`/readyz` says why) and every
 //! token that needs those keys is refused with 401.
 
 use std::sync::{Arc, Mutex, RwLock};
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::jwt::{parse_jwks, Key};
+use crate::jwk::{parse_jwks, Key};
 
 /// The shortest time between two fetches that an unknown `kid` asks for.
 pub const MIN_REFETCH: Duration = Duration::from_secs(30);
@@ -23,6 +25,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The keys of one JWKS URL, kept fresh by [`RemoteJwks::spawn`].
 pub struct RemoteJwks {
     url: String,
+    /// The setting, in errors and logs (`query.jwt.jwks_url`).
+    what: String,
     refresh: Duration,
     min_refetch: Duration,
     keys: RwLock<Arc<Vec<Key>>>,
@@ -47,9 +51,10 @@ impl std::fmt::Debug for RemoteJwks {
 impl RemoteJwks {
     /// Fetched every `refresh`, and on an unknown `kid` at most every `min_refetch`
     /// ([`MIN_REFETCH`] in the node).
-    pub fn new(url: String, refresh: Duration, min_refetch: Duration) -> Self {
+    pub fn new(url: String, what: String, refresh: Duration, min_refetch: Duration) -> Self {
         RemoteJwks {
             url,
+            what,
             refresh,
             min_refetch,
             keys: RwLock::new(Arc::new(Vec::new())),
@@ -59,7 +64,7 @@ impl RemoteJwks {
     }
 
     /// The keys fetched last (none before the first fetch).
-    pub(super) fn keys(&self) -> Arc<Vec<Key>> {
+    pub fn keys(&self) -> Arc<Vec<Key>> {
         self.keys
             .read()
             .map(|k| k.clone())
@@ -87,6 +92,7 @@ impl RemoteJwks {
     pub fn spawn(self: &Arc<Self>) -> Result<()> {
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
+            .https_only(self.url.starts_with("https://"))
             .build()
             .context("building the JWKS HTTP client")?;
         let me = self.clone();
@@ -141,7 +147,10 @@ impl RemoteJwks {
         let status = resp.status();
         anyhow::ensure!(status.is_success(), "GET {} answered {status}", self.url);
         let text = resp.text().await.context("reading the JWKS")?;
-        let keys = parse_jwks(&text, &format!("query.jwt.jwks_url {}", self.url))?;
+        let (keys, skipped) = parse_jwks(&text, &format!("{} {}", self.what, self.url))?;
+        for s in skipped {
+            tracing::info!(url = %self.url, key = %s, "JWKS key skipped");
+        }
         let n = keys.len();
         if let Ok(mut k) = self.keys.write() {
             *k = Arc::new(keys);

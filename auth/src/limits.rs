@@ -1,17 +1,57 @@
 //! Request limits of one identity: a rate (governor's GCRA: `rate_per_second` sustained,
 //! `burst` at once) and a concurrency limit (a semaphore). Going over either is a 429 with a
-//! `Retry-After`.
+//! `Retry-After` ([`retry_after_secs`]).
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::{bail, Result};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::settings::Limits;
+/// A rate and concurrency limit (0 = unlimited).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    pub rate_per_second: f64,
+    pub burst: u32,
+    pub max_concurrent: u32,
+}
+
+impl Limits {
+    /// No limit at all.
+    pub const NONE: Limits = Limits {
+        rate_per_second: 0.0,
+        burst: 0,
+        max_concurrent: 0,
+    };
+
+    /// `own` settings where given, else `defaults`.
+    pub fn with(
+        defaults: Limits,
+        rate: Option<f64>,
+        burst: Option<u32>,
+        concurrent: Option<u32>,
+    ) -> Limits {
+        Limits {
+            rate_per_second: rate.unwrap_or(defaults.rate_per_second),
+            burst: burst.unwrap_or(defaults.burst),
+            max_concurrent: concurrent.unwrap_or(defaults.max_concurrent),
+        }
+    }
+
+    pub fn check(&self, what: &str) -> Result<()> {
+        if !(self.rate_per_second.is_finite() && self.rate_per_second >= 0.0) {
+            bail!("{what}: rate_per_second must be a finite number ≥ 0");
+        }
+        if self.rate_per_second > 1_000_000.0 {
+            bail!("{what}: rate_per_second must be at most 1000000");
+        }
+        Ok(())
+    }
+}
 
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq)]
