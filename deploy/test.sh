@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, starts a fresh broker and Milvus (data under
 # $FRESHET_HOME/test-run), builds, runs every unit and integration test, stops the services.
-#   deploy/test.sh                 all tests
+#   deploy/test.sh                 all tests (the model export's pytest suite and the SciFact gate too)
 #   deploy/test.sh -- <cargo test args>   e.g. deploy/test.sh -- --test pipeline_e2e
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,6 +50,11 @@ export FRESHET_PYTHON="$FRESHET_HOME/venv/bin/python"
 
 shift_args=()
 if [[ "${1:-}" == "--" ]]; then shift; shift_args=("$@"); fi
+
+# The model export's tests (model-export/tests: tiny generated models, no download; seconds).
+if [[ ${#shift_args[@]} -eq 0 ]]; then
+    "$FRESHET_PYTHON" -m pytest -q "$root/model-export"
+fi
 
 cargo build --workspace --bins
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"

@@ -82,14 +82,14 @@ impl Case {
 }
 
 impl Case {
-    /// Generates the stand-in cross-encoder of `deploy/make_standin_reranker.py` (its score is
-    /// the number of passage tokens that also occur in the query) in the case's directory;
-    /// returns its model directory.
+    /// Generates the stand-in cross-encoder of `tests/fixtures/make_standin_reranker.py` (its
+    /// score is the number of passage tokens that also occur in the query) in the case's
+    /// directory; returns its model directory.
     pub fn standin_reranker(&self) -> Result<PathBuf> {
         let model = self.dir.join("standin-reranker");
         let python = std::env::var("FRESHET_PYTHON").unwrap_or_else(|_| "python3".into());
         let st = Command::new(&python)
-            .arg(workspace_root().join("deploy/make_standin_reranker.py"))
+            .arg(workspace_root().join("tests/fixtures/make_standin_reranker.py"))
             .arg(&model)
             .status()
             .with_context(|| format!("running {python}"))?;

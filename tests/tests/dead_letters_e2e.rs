@@ -549,11 +549,12 @@ fn refused_with(log: &Log, word: &str) -> Log {
         .collect()
 }
 
-/// A text the model cannot embed (a generated stand-in model, `deploy/make_standin_embedder.py`,
-/// returns NaN for one word and ordinary vectors otherwise): the failing batch is split until
-/// the text stands alone, its document's version is dead-lettered as `embedding_failed` at the
-/// `embed` stage and removed from both indexes (older version included), everything else is
-/// written, and the document's next version without the word is indexed again, across a restart.
+/// A text the model cannot embed (a generated stand-in model,
+/// `tests/fixtures/make_standin_embedder.py`, returns NaN for one word and ordinary vectors
+/// otherwise): the failing batch is split until the text stands alone, its document's version is
+/// dead-lettered as `embedding_failed` at the `embed` stage and removed from both indexes (older
+/// version included), everything else is written, and the document's next version without the
+/// word is indexed again, across a restart.
 #[test]
 fn a_text_the_model_cannot_embed_is_isolated() -> Result<()> {
     const WORD: &str = "volcano";
@@ -561,7 +562,7 @@ fn a_text_the_model_cannot_embed_is_isolated() -> Result<()> {
     let mut case = Case::new("unembeddable", 2)?;
     let model = case.dir.join("standin-model");
     let status = std::process::Command::new(env("FRESHET_PYTHON"))
-        .arg(freshet_tests::workspace_root().join("deploy/make_standin_embedder.py"))
+        .arg(freshet_tests::workspace_root().join("tests/fixtures/make_standin_embedder.py"))
         .arg(&model)
         .arg("--tokenizer-from")
         .arg(env("FRESHET_MODEL_DIR"))

@@ -1,5 +1,5 @@
 //! Files through the real broker, pipeline, Milvus and model: PDF, DOCX and EPUB made by the
-//! tools people use (fpdf2, python-docx, ebooklib: `deploy/make_test_documents.py`) are
+//! tools people use (fpdf2, python-docx, ebooklib: `tests/fixtures/make_test_documents.py`) are
 //! published as `freshet publish --dir` publishes them, parsed by the pipeline into chunks
 //! whose section paths are the files' headings, and searchable by both routes; files without
 //! text and damaged ones are dead-lettered with their class while their neighbours are

@@ -548,7 +548,7 @@ fn rerank_expand_parents_and_pack() -> Result<()> {
     let chunks = case.tantivy_chunks()?;
 
     // Local cross-encoder: a generated stand-in whose score is the number of passage tokens
-    // that also occur in the query (deploy/make_standin_reranker.py).
+    // that also occur in the query (tests/fixtures/make_standin_reranker.py).
     let model = case.standin_reranker()?;
     let node = case.start_query(&[
         ("FRESHET_QUERY_RERANK_BACKEND", "local".into()),

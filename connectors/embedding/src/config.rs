@@ -145,7 +145,7 @@ fn find_ort_library_in(
     })
 }
 
-/// `freshet-model.json`: what `deploy/export_model.py` records about an exported model.
+/// `freshet-model.json`: what the exporter (`model-export/`) records about an exported model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelMeta {
     /// Upstream model id, e.g. `sentence-transformers/all-MiniLM-L6-v2`.

@@ -17,7 +17,7 @@
 //!   deduplication, model calls for the misses only, normalisation, store. It is pure logic over the
 //!   two traits and may move into `freshet_operators::embed` unchanged.
 //!
-//! The model directory layout (written by `deploy/export_model.py`):
+//! The model directory layout (written by `deploy/export-model.sh`, see `model-export/`):
 //!
 //! ```text
 //! $FRESHET_HOME/models/all-MiniLM-L6-v2-int8/   (the default; all-MiniLM-L6-v2/ is the float export)

@@ -5,7 +5,7 @@
 //! model declares it, `token_type_ids`; output `logits` of shape `[batch, 1]`) and the Hugging
 //! Face tokenizer files (`tokenizer.json`, `config.json`, `special_tokens_map.json`,
 //! `tokenizer_config.json`). An ms-marco-MiniLM-L-6-v2 or bge-reranker ONNX export has exactly
-//! this layout; `deploy/make_standin_reranker.py` writes a tiny generated one for tests.
+//! this layout; `tests/fixtures/make_standin_reranker.py` writes a tiny generated one for tests.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};

