@@ -73,6 +73,12 @@ impl Snapshot {
         self.searcher.num_docs()
     }
 
+    /// Stored chunks read through this snapshot (and its clones) so far: what its loads cost.
+    pub fn stored_reads(&self) -> u64 {
+        let s = self.searcher.doc_store_cache_stats();
+        (s.cache_hits + s.cache_misses) as u64
+    }
+
     /// BM25 top-`k` with the filter inside the query (see
     /// [`crate::ChunkIndexReader::search_bm25`]).
     pub fn search_bm25(

@@ -114,7 +114,9 @@ fn a_window_reads_only_the_neighbours_of_a_long_document() {
     let r = ChunkIndexReader::open_manual(dir.path()).unwrap();
     let s = r.reload().unwrap();
 
+    let before = s.stored_reads();
     let got = s.window("long", ChunkKind::Leaf, 999, 1001).unwrap();
+    assert_eq!(s.stored_reads() - before, 3, "only the window is read");
     let idx: Vec<u32> = got.iter().map(|c| c.index).collect();
     assert_eq!(idx, [999, 1000, 1001]);
     assert!(got
