@@ -60,19 +60,53 @@ fn a_timed_out_request_stops_its_work_and_excess_load_is_refused_at_once() -> Re
     case.start_pipeline()?;
     case.wait_indexed(WAIT)?;
     let model = case.latency_reranker()?;
-    let node = case.start_query(&[
-        ("FRESHET_QUERY_RERANK_BACKEND", "local".into()),
+    let reranker = [
+        ("FRESHET_QUERY_RERANK_BACKEND", "local".to_string()),
         (
             "FRESHET_QUERY_RERANK_MODEL_DIR",
             model.display().to_string(),
         ),
         ("FRESHET_QUERY_EMBEDDER_THREADS", "1".into()),
-        ("FRESHET_QUERY_REQUEST_TIMEOUT_MS", "800".into()),
+    ];
+    let cheap = json!({"query": "river gauge", "mode": "bm25", "k": 3});
+    // 60 passages of ~250 tokens for a cross-encoder on one thread: seconds of work.
+    let slow = json!({"query": "river gauge sediment flow", "mode": "bm25", "k": 60,
+                      "bm25_top_k": 60, "rerank": {"candidates": 60}});
+
+    // How long the slow request takes when it may finish.
+    let full = {
+        let node = case.start_query(&reranker)?;
+        node.wait_ready(Duration::from_secs(60))?;
+        node.wait_for(&cheap, WAIT, |ids| !ids.is_empty())?;
+        let warm = node.post(
+            "/v1/retrieve",
+            &json!({"query": "river gauge", "mode": "bm25", "k": 1, "rerank": {"candidates": 1}}),
+        )?;
+        ensure!(warm.status == 200, "warm-up: {} {}", warm.status, warm.body);
+        let t = Instant::now();
+        let r = node.post("/v1/retrieve", &slow)?;
+        ensure!(
+            r.status == 200,
+            "the slow request, untimed: {} {}",
+            r.status,
+            r.body
+        );
+        t.elapsed()
+    };
+    eprintln!("the slow request takes {full:?} to the end");
+    ensure!(
+        full > Duration::from_millis(2500),
+        "the slow request is not slow enough to tell ({full:?})"
+    );
+
+    let mut settings = reranker.to_vec();
+    settings.extend([
+        ("FRESHET_QUERY_REQUEST_TIMEOUT_MS", "800".to_string()),
         ("FRESHET_QUERY_MAX_RUNNING_RETRIEVALS", "1".into()),
         ("FRESHET_QUERY_MAX_WAITING_RETRIEVALS", "0".into()),
-    ])?;
+    ]);
+    let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
-    let cheap = json!({"query": "river gauge", "mode": "bm25", "k": 3});
     node.wait_for(&cheap, WAIT, |ids| !ids.is_empty())?;
     // Warm the cross-encoder up (its first run loads the graph).
     let warm = node.post(
@@ -81,9 +115,6 @@ fn a_timed_out_request_stops_its_work_and_excess_load_is_refused_at_once() -> Re
     )?;
     ensure!(warm.status == 200, "warm-up: {} {}", warm.status, warm.body);
 
-    // 60 passages of ~250 tokens for a cross-encoder on one thread: seconds of work.
-    let slow = json!({"query": "river gauge sediment flow", "mode": "bm25", "k": 60,
-                      "bm25_top_k": 60, "rerank": {"candidates": 60}});
     let addr = node.addr.clone();
     let started = Instant::now();
     let slow_request = std::thread::spawn(move || {
@@ -101,6 +132,28 @@ fn a_timed_out_request_stops_its_work_and_excess_load_is_refused_at_once() -> Re
     let asked = Instant::now();
     let refused = node.post("/v1/retrieve", &cheap)?;
     let took = asked.elapsed();
+
+    let slow_reply = slow_request
+        .join()
+        .map_err(|_| anyhow!("the slow request's thread panicked"))??;
+    let timed_out_after = started.elapsed();
+    // Its work stops within a rerank batch or so, and the slot comes free.
+    let freed = Instant::now();
+    while metric(&node, "freshet_query_retrievals_running ")? > 0.0
+        && freed.elapsed() < Duration::from_secs(3)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let slot_free_after = freed.elapsed();
+    let cpu0 = cpu_seconds(node.pid())?;
+    std::thread::sleep(Duration::from_millis(1500));
+    let cpu = cpu_seconds(node.pid())? - cpu0;
+    eprintln!(
+        "excess request: {} in {took:?}; slow request: {} after {timed_out_after:?}; slot free \
+         {slot_free_after:?} later; CPU in the next 1.5 s: {cpu:.2} s",
+        refused.status, slow_reply.status
+    );
+
     ensure!(
         refused.status == 503,
         "an excess request: {} {}",
@@ -111,34 +164,15 @@ fn a_timed_out_request_stops_its_work_and_excess_load_is_refused_at_once() -> Re
     ensure!(body["error"]["code"] == "overloaded", "{}", refused.body);
     ensure!(refused.header("retry-after").is_some(), "{}", refused.head);
     ensure!(took < Duration::from_millis(250), "refused after {took:?}");
-
-    let slow_reply = slow_request
-        .join()
-        .map_err(|_| anyhow!("the slow request's thread panicked"))??;
-    let timed_out_after = started.elapsed();
     ensure!(
         slow_reply.status == 503 && slow_reply.json()?["error"]["code"] == "timeout",
         "the slow request: {} {}",
         slow_reply.status,
         slow_reply.body
     );
-    // Its work stops within a rerank batch or so, and the slot comes free.
-    let freed = Instant::now();
-    while metric(&node, "freshet_query_retrievals_running ")? > 0.0 {
-        ensure!(
-            freed.elapsed() < Duration::from_secs(3),
-            "the timed-out request still holds its slot after {:?}",
-            freed.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let slot_free_after = freed.elapsed();
-    let cpu0 = cpu_seconds(node.pid())?;
-    std::thread::sleep(Duration::from_millis(1500));
-    let cpu = cpu_seconds(node.pid())? - cpu0;
-    eprintln!(
-        "timeout after {timed_out_after:?}, slot free {slot_free_after:?} later; \
-         CPU in the next 1.5 s: {cpu:.2} s; refused in {took:?}"
+    ensure!(
+        slot_free_after < Duration::from_secs(3),
+        "the timed-out request still holds its slot after {slot_free_after:?}"
     );
     ensure!(
         cpu < 0.3,
