@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use milvus::v2::prelude::{AlterCollectionPropertiesRequest, DescribeCollectionRequest};
 
+use crate::columns::bounded;
 use crate::error::{Error, Result};
 use crate::schema::FieldLimits;
 use crate::sink::MilvusSink;
@@ -46,12 +47,15 @@ impl MilvusSink {
 
     /// The id of the index the collection belongs to (`Some(None)` for a collection bound to
     /// none), without checking the collection against the configuration; `None` when there is
-    /// no collection.
+    /// no collection. Bounded by the configured timeout, like every call of a health check.
     pub async fn bound_index(&self) -> Result<Option<Option<String>>> {
-        if !self.has_collection().await? {
-            return Ok(None);
-        }
-        Ok(Some(self.properties().await?.remove(P_INDEX_ID)))
+        bounded(self.cfg.timeout, async {
+            if !self.has_collection().await? {
+                return Ok(None);
+            }
+            Ok(Some(self.properties().await?.remove(P_INDEX_ID)))
+        })
+        .await
     }
 
     /// Creates the collection bound to `index_id` (as [`MilvusSink::ensure_collection`] would
