@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::http::ApiError;
 use crate::indexes::Indexes;
-use crate::retrieve::Engine;
+use crate::retrieve::{Engine, RetrieveError};
 
 /// How long a wait lasts when the request does not say, and the longest it may ask for.
 pub const DEFAULT_WAIT_MS: u64 = 10_000;
@@ -159,12 +159,20 @@ pub async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) 
         Ok(p) => crate::http::visible_to(p),
         Err(e) => return e.into_response(),
     };
+    // The count is blocking work like a retrieval's: it takes a slot of the same limit.
+    let deadline = Instant::now() + Duration::from_millis(engine.config.query.request_timeout_ms);
+    let job = match engine.limiter.admit(deadline).await {
+        Ok(job) => job,
+        Err(why) => return ApiError::from(RetrieveError::Overloaded(why)).into_response(),
+    };
     let e = engine.clone();
-    match tokio::task::spawn_blocking(move || index_state_body(&e.indexes, &filter)).await {
+    let body = job
+        .blocking("index", move |_| Ok(index_state_body(&e.indexes, &filter)))
+        .await;
+    match body {
         Ok(Ok(body)) => Json(body).into_response(),
         Ok(Err(e)) => e.into_response(),
-        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            .into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
