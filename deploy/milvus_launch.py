@@ -1,6 +1,19 @@
 """Run the `milvus-server` entry point of the PyPI package milvus==2.3.5 with
-three small fixes to its port handling. Used by deploy/start-milvus.sh; takes
-exactly the same arguments as `milvus-server`.
+three small fixes to its port handling, reachable only from this host's
+loopback. Used by deploy/start-milvus.sh; takes exactly the same arguments as
+`milvus-server`.
+
+Loopback only: Milvus 2.3.5 listens on every interface (`net.Listen("tcp",
+":port")` for the proxy and each component; no setting binds them to an
+address). So Milvus runs in a network namespace of its own, which has only a
+loopback interface, and this process forwards two ports of the host's
+127.0.0.1 into it: the proxy (--proxy-port) and the health/metrics port. No
+other Milvus listener (components, embedded etcd) can be reached from outside
+that namespace. As root the namespace is a plain network namespace, otherwise
+one inside a user namespace of the calling user. Where neither can be made the
+start fails; FRESHET_MILVUS_LISTEN_ALL=1 starts Milvus in the host's namespace,
+listening on every interface (only behind a firewall that keeps its ports
+private).
 
 1. The wrapper probes ports with bind() *without* SO_REUSEADDR, so a port that
    only has TCP TIME_WAIT leftovers of the previous run (up to 60 s after a
@@ -14,9 +27,15 @@ exactly the same arguments as `milvus-server`.
    (comma separated; start-milvus.sh puts the Kafka ports there).
 """
 
+import ctypes
+import errno
+import fcntl
 import os
+import signal
 import socket
+import struct
 import sys
+import threading
 
 import milvus
 
@@ -85,7 +104,170 @@ def _patch():
                 server.webservice_port = int(health)
 
 
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+
+
+def _fail(msg):
+    print(f"milvus_launch: {msg}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _arg(name):
+    """The value of `--name VALUE` or `--name=VALUE` in sys.argv, or None."""
+    for i, a in enumerate(sys.argv):
+        if a == name and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _listen(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    s.listen(128)
+    return s
+
+
+def _unshare_net():
+    libc = ctypes.CDLL(None, use_errno=True)
+    if os.geteuid() == 0 and libc.unshare(CLONE_NEWNET) == 0:
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        _fail(
+            f"cannot give Milvus a network namespace of its own ({os.strerror(err)}); "
+            "Milvus 2.3.5 would listen on every interface. Allow (user) network namespaces, "
+            "or set FRESHET_MILVUS_LISTEN_ALL=1 where a firewall keeps its ports private"
+        )
+    for path, text in (
+        ("/proc/self/setgroups", "deny"),
+        ("/proc/self/uid_map", f"0 {uid} 1"),
+        ("/proc/self/gid_map", f"0 {gid} 1"),
+    ):
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def _loopback_up():
+    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        req = struct.pack("16sH14s", b"lo", 0, b"\0" * 14)
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b"\0" * 14))
+    finally:
+        s.close()
+
+
+def _pump(src, dst):
+    try:
+        while True:
+            data = src.recv(262144)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for sock, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+        try:
+            sock.shutdown(how)
+        except OSError:
+            pass
+
+
+def _serve(listener, port):
+    """Accepts on the host's loopback, connects inside the namespace (sockets made after the
+    unshare belong to it)."""
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError as e:
+            if e.errno == errno.EINTR:
+                continue
+            raise
+        try:
+            inner = socket.create_connection(("127.0.0.1", port), timeout=5)
+            inner.settimeout(None)
+        except OSError:
+            client.close()
+            continue
+        for sock in (client, inner):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def run(a=client, b=inner):
+            t = threading.Thread(target=_pump, args=(b, a), daemon=True)
+            t.start()
+            _pump(a, b)
+            t.join()
+            a.close()
+            b.close()
+
+        threading.Thread(target=run, daemon=True).start()
+
+
+def _isolate():
+    """Moves this process into a network namespace with only a loopback interface, forks: the
+    child goes on to run Milvus there, this process forwards the proxy and health ports from the
+    host's 127.0.0.1 until the child exits, then exits with its status."""
+    proxy = _arg("--proxy-port")
+    if proxy is None or not proxy.isdigit():
+        _fail("--proxy-port is required")
+    proxy = int(proxy)
+    health = os.environ.get("FRESHET_MILVUS_HEALTH_PORT", "9091").strip()
+    health = int(health) if health.isdigit() else 9091
+    proxy_listener = _listen(proxy)
+    if proxy_listener is None:
+        _fail(f"127.0.0.1:{proxy} is taken")
+    avoid = _avoid_ports() | {proxy}
+    health_listener = None
+    for port in range(health, health + 1000):
+        if port in avoid:
+            continue
+        health_listener = _listen(port)
+        if health_listener is not None:
+            health = port
+            break
+    if health_listener is None:
+        _fail(f"no free port for the health endpoint from {health}")
+    # Inside, every port is free: the wrapper keeps this one.
+    os.environ["FRESHET_MILVUS_HEALTH_PORT"] = str(health)
+    _unshare_net()
+    _loopback_up()
+    child = os.fork()
+    if child == 0:
+        proxy_listener.close()
+        health_listener.close()
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        return
+    print(
+        f"milvus_launch: milvus in its own network namespace; forwarding 127.0.0.1:{proxy} "
+        f"(proxy) and 127.0.0.1:{health} (health) into it",
+        file=sys.stderr,
+        flush=True,
+    )
+    for listener, port in ((proxy_listener, proxy), (health_listener, health)):
+        threading.Thread(target=_serve, args=(listener, port), daemon=True).start()
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    sys.exit(os.waitstatus_to_exitcode(status) if status else 0)
+
+
 if __name__ == "__main__":
     sys.argv[0] = "milvus-server"
+    if os.environ.get("FRESHET_MILVUS_LISTEN_ALL", "") != "1":
+        _isolate()
     _patch()
     sys.exit(milvus.main())

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Start a local Milvus on 127.0.0.1:${FRESHET_MILVUS_PORT:-19530} and wait until it is healthy.
+# Nothing of it listens beyond this host's loopback.
 #   FRESHET_MILVUS_IMPL=standalone (default): real Milvus 2.3.5 standalone from the
-#       PyPI "milvus" package (venv/bin/milvus-server), data in $FRESHET_RUN_DIR/milvus
+#       PyPI "milvus" package (venv/bin/milvus-server), data in $FRESHET_RUN_DIR/milvus. It
+#       listens on every interface and cannot be told otherwise, so milvus_launch.py runs it in
+#       a network namespace of its own (loopback only) and forwards the proxy port and the
+#       health port from 127.0.0.1 into it. FRESHET_MILVUS_LISTEN_ALL=1 runs it in the host's
+#       namespace instead, on every interface (only behind a firewall that keeps its ports
+#       private); without it, a host that allows no network namespace refuses to start it.
 #   FRESHET_MILVUS_IMPL=lite: milvus-lite 3.2.2 gRPC server (venv-lite, see install.sh --lite),
-#       data in $FRESHET_RUN_DIR/milvus-lite
+#       data in $FRESHET_RUN_DIR/milvus-lite, listening on 127.0.0.1 only (--host)
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -22,9 +28,10 @@ STOPPED_MARK="$FRESHET_RUN_DIR/pids/milvus.stopped-at"
 # Components of the standalone process that have an <component>.ip setting in
 # site-packages/milvus/data/config.yaml.template (indexCoord has none in 2.3: it
 # runs inside dataCoord). This makes every component register/advertise
-# 127.0.0.1 instead of the host's first non-loopback address. NOTE: Milvus
-# 2.3.5 still binds its gRPC/HTTP listeners on all interfaces (*:port); only the
-# embedded etcd (configured below) listens on 127.0.0.1 only.
+# 127.0.0.1 instead of the host's first non-loopback address. Milvus 2.3.5
+# still binds its gRPC/HTTP listeners on all interfaces (*:port) of its
+# network namespace, which milvus_launch.py makes one with a loopback only;
+# the embedded etcd (configured below) listens on 127.0.0.1 only.
 MILVUS_COMPONENTS=(rootCoord proxy queryCoord queryNode indexNode dataCoord dataNode)
 
 [[ "$PORT" =~ ^[0-9]+$ ]] || die "FRESHET_MILVUS_PORT must be a number, got '$PORT'"

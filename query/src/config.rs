@@ -174,8 +174,14 @@ pub struct QueryConfig {
     /// Query vectors kept for repeated query texts (0 turns the cache off). Same model and
     /// text give the same vector, so a hit changes nothing but the time.
     pub query_cache_entries: usize,
-    /// A request taking longer than this gets a 503.
+    /// A request taking longer than this gets a 503 `timeout`, and its blocking work stops.
     pub request_timeout_ms: u64,
+    /// Retrievals that run at once in the node (a slot stays taken until a timed-out
+    /// request's work has stopped), how many more may wait for a slot, and for how long;
+    /// past either: 503 `overloaded` with `Retry-After`.
+    pub max_running_retrievals: usize,
+    pub max_waiting_retrievals: usize,
+    pub max_wait_ms: u64,
     /// Hybrid requests answer from BM25 alone, marked `degraded`, when the vector route is
     /// unavailable (Milvus down); `false` answers 503 instead. A request's `allow_partial`
     /// overrides it.
@@ -231,6 +237,9 @@ impl Default for QueryConfig {
             embedder_threads: 1,
             query_cache_entries: 1024,
             request_timeout_ms: 10_000,
+            max_running_retrievals: 16,
+            max_waiting_retrievals: 64,
+            max_wait_ms: 1000,
             allow_partial: true,
         }
     }
@@ -284,6 +293,7 @@ impl QueryConfig {
             ("embedder_threads", self.embedder_threads),
             ("max_pack_tokens", self.max_pack_tokens),
             ("vector_search_ef", self.vector_search_ef),
+            ("max_running_retrievals", self.max_running_retrievals),
         ];
         for (name, v) in positive {
             if v == 0 {

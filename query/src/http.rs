@@ -65,6 +65,22 @@ impl From<RetrieveError> for ApiError {
                 tracing::error!(error = %m, "retrieve failed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m)
             }
+            RetrieveError::TimedOut => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                "retrieval ran past the request timeout",
+            ),
+            RetrieveError::Overloaded(why) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    format!(
+                        "the node is running all the retrievals it may ({}); retry later",
+                        why.reason()
+                    ),
+                )
+            },
         }
     }
 }
@@ -74,7 +90,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
     let limit = engine.config.query.max_body_bytes;
     let mut r = Router::new()
         .route("/v1/retrieve", post(retrieve))
-        .route("/v1/index", get(index_state))
+        .route("/v1/index", get(crate::wait::index_state))
         .route("/v1/index/wait", get(crate::wait::index_wait))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))
         .route(
@@ -271,52 +287,8 @@ async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMa
 }
 
 /// The filter of what these principals may see.
-fn visible_to(principals: Vec<String>) -> freshet_operators::filter::ChunkFilter {
+pub(crate) fn visible_to(principals: Vec<String>) -> freshet_operators::filter::ChunkFilter {
     freshet_operators::filter::ChunkFilter::none().principals(principals)
-}
-
-/// The pipeline commit this node serves: its Kafka offsets (per topic and partition, the next
-/// offset to read), so that a client can tell whether the records it published are searchable.
-async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
-    let filter = match engine
-        .auth
-        .admit(&headers)
-        .and_then(|a| principals(&engine, &a, None))
-    {
-        Ok(p) => visible_to(p),
-        Err(e) => return e.into_response(),
-    };
-    let Some(reader) = engine.indexes.tantivy() else {
-        let reason = engine.indexes.status().tantivy.unwrap_or_default();
-        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
-            .into_response();
-    };
-    let f = engine.indexes.freshness();
-    let payload = tokio::task::spawn_blocking(move || {
-        let chunks = reader.count_matching(&filter)?;
-        reader.last_payload().map(|p| (p, chunks))
-    })
-    .await;
-    match payload {
-        Ok(Ok((payload, chunks))) => {
-            let offsets = payload.map(|p| p.offsets).unwrap_or_default();
-            Json(json!({
-                "epoch": f.epoch,
-                "committed_at_ms": f.committed_at_ms,
-                "offsets": offsets,
-                "chunks": chunks,
-            }))
-            .into_response()
-        }
-        Ok(Err(e)) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            format!("tantivy: {e}"),
-        )
-        .into_response(),
-        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            .into_response(),
-    }
 }
 
 async fn healthz() -> Response {

@@ -1,6 +1,7 @@
 //! The node's view of the two indexes and the query model: a tantivy reader that picks up every
-//! pipeline commit (polled every `reload_interval_ms`), a Milvus connection (re-established in
-//! the background while Milvus is down), and a small pool of query embedders.
+//! pipeline commit (polled every `reload_interval_ms`) and the snapshot of the commit served, a
+//! Milvus connection (re-established in the background while Milvus is down), and a small pool
+//! of query embedders.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -11,7 +12,7 @@ use freshet_embedding::FastEmbedder;
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_operators::clock::now_ms;
 use freshet_operators::embed::Embedder;
-use freshet_tantivy::{Bm25Params, ChunkIndexReader};
+use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
 
 use crate::config::Config;
@@ -93,14 +94,15 @@ impl EmbedderPool {
     }
 
     /// Embeds a query (blocking; call from a blocking thread), or returns the vector of the
-    /// same text embedded before.
-    pub fn embed_query(&self, text: &str) -> Result<Arc<Vec<f32>>> {
+    /// same text embedded before. Gives up, without embedding, once `stop()` holds while it
+    /// waits for a free model.
+    pub fn embed_query(&self, text: &str, stop: &dyn Fn() -> bool) -> Result<Arc<Vec<f32>>> {
         let cached = self.cache.lock().ok().and_then(|c| c.get(text));
         if let Some(v) = cached {
             self.metrics.query_embedding("cache_hit");
             return Ok(v);
         }
-        let v = Arc::new(self.embed_with_model(text)?);
+        let v = Arc::new(self.embed_with_model(text, stop)?);
         self.metrics.query_embedding("embedded");
         if let Ok(mut c) = self.cache.lock() {
             c.put(text, v.clone());
@@ -108,16 +110,23 @@ impl EmbedderPool {
         Ok(v)
     }
 
-    fn embed_with_model(&self, text: &str) -> Result<Vec<f32>> {
+    fn embed_with_model(&self, text: &str, stop: &dyn Fn() -> bool) -> Result<Vec<f32>> {
         let mut free = self
             .free
             .lock()
             .map_err(|_| anyhow!("embedder pool poisoned"))?;
-        while free.is_empty() {
+        loop {
+            if stop() {
+                return Err(anyhow!("cancelled while waiting for a query embedder"));
+            }
+            if !free.is_empty() {
+                break;
+            }
             free = self
                 .available
-                .wait(free)
-                .map_err(|_| anyhow!("embedder pool poisoned"))?;
+                .wait_timeout(free, Duration::from_millis(10))
+                .map_err(|_| anyhow!("embedder pool poisoned"))?
+                .0;
         }
         let mut model = free.pop().expect("non-empty");
         drop(free);
@@ -147,6 +156,9 @@ pub struct Status {
 /// Both indexes, kept current by background tasks.
 pub struct Indexes {
     tantivy: RwLock<Option<Arc<ChunkIndexReader>>>,
+    /// The commit served: every request reads one snapshot (searches and loads alike), and
+    /// `GET /v1/index` reports its payload.
+    served: RwLock<Option<Arc<Snapshot>>>,
     milvus: RwLock<Option<Arc<MilvusSink>>>,
     freshness: RwLock<Freshness>,
     /// The Kafka offsets of the commit searches see (topic → partition → next offset to read).
@@ -166,6 +178,7 @@ impl Indexes {
     pub fn new(metrics: Metrics) -> Arc<Indexes> {
         Arc::new(Indexes {
             tantivy: RwLock::new(None),
+            served: RwLock::new(None),
             milvus: RwLock::new(None),
             freshness: RwLock::new(Freshness::default()),
             served_offsets: RwLock::new(BTreeMap::new()),
@@ -182,6 +195,11 @@ impl Indexes {
 
     pub fn tantivy(&self) -> Option<Arc<ChunkIndexReader>> {
         self.tantivy.read().ok().and_then(|g| g.clone())
+    }
+    /// The snapshot of the commit served (`None` until the index is open and loaded): pin it
+    /// for a whole request.
+    pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.served.read().ok().and_then(|g| g.clone())
     }
     pub fn milvus(&self) -> Option<Arc<MilvusSink>> {
         self.milvus.read().ok().and_then(|g| g.clone())
@@ -242,7 +260,8 @@ impl Indexes {
             .expect("spawning a thread");
     }
 
-    fn reload_tick(&self, path: &std::path::Path, bm25: Bm25Params) {
+    /// One poll: opens the index if needed and loads a new commit if there is one.
+    pub(crate) fn reload_tick(&self, path: &std::path::Path, bm25: Bm25Params) {
         let reader = match self.tantivy() {
             Some(r) => r,
             None => match ChunkIndexReader::open_manual(path).and_then(|r| r.with_bm25(bm25)) {
@@ -267,7 +286,7 @@ impl Indexes {
                 return;
             }
         };
-        // The commit served: none for an index without a pipeline commit, which may be one
+        // The newest commit: none for an index without a pipeline commit, which may be one
         // re-created in place of the index served so far (the reader reads through the path);
         // that is served as it is, empty, rather than the deleted index's last state.
         let (epoch, committed_at_ms) = payload
@@ -282,18 +301,33 @@ impl Indexes {
             }
         }
         let seen = self.freshness();
-        if (epoch, committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
-            if let Err(e) = reader.reload() {
-                self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
-                return;
-            }
+        let loaded = self.snapshot().is_some();
+        if !loaded || (epoch, committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
+            let snapshot = match reader.reload() {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
+                    return;
+                }
+            };
+            // The commit loaded, which may be newer than the payload read above.
+            let payload = snapshot.payload().cloned();
+            let (epoch, committed_at_ms) = payload
+                .as_ref()
+                .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
             let now = now_ms();
             let visible_at_ms = if payload.is_some() {
                 now
             } else {
-                tracing::warn!(path = %path.display(), "the tantivy index was re-created");
+                if loaded {
+                    tracing::warn!(path = %path.display(), "the tantivy index was re-created");
+                }
                 0
             };
+            self.metrics.index_chunks.set(snapshot.count() as i64);
+            if let Ok(mut g) = self.served.write() {
+                *g = Some(snapshot);
+            }
             if let Ok(mut f) = self.freshness.write() {
                 *f = Freshness {
                     epoch,
@@ -301,7 +335,7 @@ impl Indexes {
                     visible_at_ms,
                 };
             }
-            // The payload was read before the reload, so searches see at least these offsets.
+            // The offsets of exactly the commit searches see.
             if let Ok(mut o) = self.served_offsets.write() {
                 *o = payload
                     .as_ref()
@@ -317,12 +351,12 @@ impl Indexes {
                 .index_commit_timestamp
                 .set(committed_at_ms as f64 / 1000.0);
             self.metrics.index_epoch.set(epoch as i64);
-            self.metrics.index_chunks.set(reader.count() as i64);
         }
-        if payload.is_some() {
+        let served = self.freshness();
+        if served.committed_at_ms != 0 {
             self.metrics
                 .index_commit_age
-                .set(now_ms().saturating_sub(committed_at_ms) as f64 / 1000.0);
+                .set(now_ms().saturating_sub(served.committed_at_ms) as f64 / 1000.0);
         }
         self.set_status(|s| s.tantivy = None);
     }
@@ -408,7 +442,7 @@ mod tests {
             ..freshet_operators::testing::chunk(id, text)
         };
         let found = |ix: &Indexes| -> Vec<String> {
-            let r = ix.tantivy().expect("reader open");
+            let r = ix.snapshot().expect("a commit served");
             r.search_bm25("glacier", 10, &ChunkFilter::none())
                 .unwrap()
                 .into_iter()

@@ -4,8 +4,11 @@
 //! A request goes `http` (auth, limits, errors) → `request` (validated [`request::Plan`]) →
 //! `retrieve` ([`retrieve::Engine`]: both routes in parallel, filtered inside each search, then
 //! `fusion`, parent-child and expansion in `passage`, `rerank`, `pack`). `indexes` keeps the
-//! node on the newest pipeline commit without restarts; `metrics` (spec: `query/METRICS.md`)
-//! and `openapi` describe it; `pathway` offers a Pathway-compatible endpoint.
+//! node on the newest pipeline commit without restarts; a request reads one pinned snapshot of
+//! it, and `visible` checks every chunk of the answer against the request's filter and
+//! principals; `overload` bounds the retrievals running and waiting and stops the work of a
+//! request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi` describe it;
+//! `pathway` offers a Pathway-compatible endpoint.
 
 pub mod auth;
 pub mod config;
@@ -14,6 +17,7 @@ pub mod http;
 pub mod indexes;
 pub mod metrics;
 pub mod openapi;
+pub mod overload;
 pub mod pack;
 pub mod passage;
 pub mod pathway;
@@ -22,6 +26,7 @@ pub mod rerank;
 pub mod retrieve;
 mod routes;
 pub mod server;
+pub mod visible;
 pub mod wait;
 
 #[cfg(test)]

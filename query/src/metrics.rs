@@ -29,6 +29,11 @@ pub struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub mode: String,
 }
@@ -60,6 +65,11 @@ pub struct Metrics {
     pub ready: Gauge,
     pub query_embeddings: Family<OutcomeLabels, Counter>,
     pub auth_rejections: Family<RejectionLabels, Counter>,
+    pub chunks_dropped: Family<ReasonLabels, Counter>,
+    pub retrievals_running: Gauge,
+    pub retrievals_waiting: Gauge,
+    pub overload_rejections: Family<ReasonLabels, Counter>,
+    pub cancelled_work: Family<StageLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -143,6 +153,36 @@ impl Metrics {
             "Requests refused by credential name and reason (unauthorized, forbidden, rate_limited, concurrency_limited)",
             auth_rejections.clone(),
         );
+        let chunks_dropped = Family::<ReasonLabels, Counter>::default();
+        r.register(
+            "chunks_dropped",
+            "Chunks kept out of answers at the final check (missing: a vector hit the request's index snapshot lacks; acl: not visible to the request's principals; filter: fails the request's filter)",
+            chunks_dropped.clone(),
+        );
+        let retrievals_running = Gauge::default();
+        r.register(
+            "retrievals_running",
+            "Retrieval slots held (max_running_retrievals), by requests and by work a timed-out request has not stopped yet",
+            retrievals_running.clone(),
+        );
+        let retrievals_waiting = Gauge::default();
+        r.register(
+            "retrievals_waiting",
+            "Retrievals waiting for a slot",
+            retrievals_waiting.clone(),
+        );
+        let overload_rejections = Family::<ReasonLabels, Counter>::default();
+        r.register(
+            "overload_rejections",
+            "Retrievals refused with 503 overloaded (queue_full, queue_timeout)",
+            overload_rejections.clone(),
+        );
+        let cancelled_work = Family::<StageLabels, Counter>::default();
+        r.register(
+            "cancelled_work",
+            "Units of blocking work not done because their request was cancelled or past its deadline, by stage",
+            cancelled_work.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             requests,
@@ -156,7 +196,36 @@ impl Metrics {
             ready,
             query_embeddings,
             auth_rejections,
+            chunks_dropped,
+            retrievals_running,
+            retrievals_waiting,
+            overload_rejections,
+            cancelled_work,
         }
+    }
+
+    pub fn chunk_dropped(&self, reason: &str) {
+        self.chunks_dropped
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn overload_rejection(&self, reason: &str) {
+        self.overload_rejections
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn cancelled_work(&self, stage: &str) {
+        self.cancelled_work
+            .get_or_create(&StageLabels {
+                stage: stage.into(),
+            })
+            .inc();
     }
 
     pub fn request(&self, endpoint: &str, mode: &str, outcome: &str) {

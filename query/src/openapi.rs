@@ -97,7 +97,7 @@ fn components() -> Value {
             "Error": {
                 "type": "object",
                 "properties": {"error": {"type": "object", "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "internal"]},
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "overloaded", "internal"]},
                     "message": {"type": "string"}
                 }}}
             },
@@ -209,7 +209,7 @@ fn paths() -> Value {
                 "200": {"description": "Results", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RetrieveResponse"}}}},
                 "400": err_resp("Invalid request"),
                 "413": err_resp("Body too large"),
-                "503": err_resp("An index or the reranker is unavailable, or the request timed out")
+                "503": err_resp("An index or the reranker is unavailable, the request timed out (code timeout), or the node runs all the retrievals it may (code overloaded, with Retry-After)")
             }
         }))},
         "/pathway/v1/retrieve": {"post": secured(json!({
@@ -226,7 +226,7 @@ fn paths() -> Value {
                 "400": err_resp("Invalid request"),
                 "401": err_resp("Missing or wrong API key"),
                 "413": err_resp("Body too large"),
-                "503": err_resp("An index is unavailable, or the request timed out")
+                "503": err_resp("An index is unavailable, the request timed out (code timeout), or the node runs all the retrievals it may (code overloaded, with Retry-After)")
             }
         }))},
         "/v1/index": {"get": secured(json!({

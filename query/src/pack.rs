@@ -95,11 +95,30 @@ pub fn pack(
     order: PackOrder,
     counter: &dyn TokenCounter,
 ) -> Packed {
+    pack_until(passages, budget, order, counter, &|| false).unwrap_or_else(|| Packed {
+        context: String::new(),
+        citations: Vec::new(),
+        tokens: 0,
+        skipped: passages.len(),
+    })
+}
+
+/// [`pack`], which gives up (`None`) once `stop()` holds before a passage is counted.
+pub fn pack_until(
+    passages: &[PackInput<'_>],
+    budget: usize,
+    order: PackOrder,
+    counter: &dyn TokenCounter,
+    stop: &dyn Fn() -> bool,
+) -> Option<Packed> {
     let sep_tokens = counter.count(SEPARATOR);
     let mut chosen: Vec<(Citation, String)> = Vec::new();
     let mut used = 0usize;
     let mut skipped = 0usize;
     for p in passages {
+        if stop() {
+            return None;
+        }
         let number = chosen.len() + 1;
         let text = block(number, p);
         let tokens = counter.count(&text);
@@ -133,12 +152,12 @@ pub fn pack(
         .collect::<Vec<_>>()
         .join(SEPARATOR);
     let tokens = counter.count(&context);
-    Packed {
+    Some(Packed {
         context,
         citations: chosen.into_iter().map(|(c, _)| c).collect(),
         tokens,
         skipped,
-    }
+    })
 }
 
 /// Relevance ranks 0..n laid out best at both ends: 0, 2, 4, …, 5, 3, 1.

@@ -1,8 +1,10 @@
 //! Passages: one or more chunks of a document returned as one result. Context expansion picks
 //! a hit's neighbours (±window, same section, never across a section boundary) and merges
 //! contiguous chunks of the same document into one passage; parent-child retrieval replaces
-//! children by their parents. Pure functions over chunk records.
+//! children by their parents. Pure functions over chunk records (anything that borrows as a
+//! [`Chunk`]: the node passes checked [`crate::visible::Visible`] chunks).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use freshet_operators::chunk::{Chunk, ChunkKind};
@@ -28,15 +30,20 @@ pub fn merge_text(chunks: &[&Chunk]) -> String {
     out
 }
 
-/// The chunks of `doc_chunks` (one document's chunks) within `window` positions of `hit` that
-/// are of the same kind and parent and lie in the same section, sorted by index (`hit`
-/// included).
-pub fn neighbours<'a>(doc_chunks: &'a [Chunk], hit: &Chunk, window: usize) -> Vec<&'a Chunk> {
+/// The chunks of `doc_chunks` (one document's chunks, or a window of them) within `window`
+/// positions of `hit` that are of the same kind and parent and lie in the same section, sorted
+/// by index (`hit` included).
+pub fn neighbours<'a, C: Borrow<Chunk>>(
+    doc_chunks: &'a [C],
+    hit: &Chunk,
+    window: usize,
+) -> Vec<&'a C> {
     let lo = hit.index.saturating_sub(window as u32);
     let hi = hit.index.saturating_add(window as u32);
-    let mut out: Vec<&Chunk> = doc_chunks
+    let mut out: Vec<&C> = doc_chunks
         .iter()
         .filter(|c| {
+            let c: &Chunk = (*c).borrow();
             c.doc_id == hit.doc_id
                 && c.kind == hit.kind
                 && c.parent_id == hit.parent_id
@@ -44,18 +51,19 @@ pub fn neighbours<'a>(doc_chunks: &'a [Chunk], hit: &Chunk, window: usize) -> Ve
                 && (lo..=hi).contains(&c.index)
         })
         .collect();
-    out.sort_by_key(|c| c.index);
+    out.sort_by_key(|c| (*c).borrow().index);
     // Keep only the run of consecutive indexes that contains the hit: a chunk of another
     // section in between is a boundary.
-    let Some(pos) = out.iter().position(|c| c.index == hit.index) else {
+    let index = |c: &C| c.borrow().index;
+    let Some(pos) = out.iter().position(|c| index(c) == hit.index) else {
         return out;
     };
     let mut start = pos;
-    while start > 0 && out[start - 1].index + 1 == out[start].index {
+    while start > 0 && index(out[start - 1]) + 1 == index(out[start]) {
         start -= 1;
     }
     let mut end = pos;
-    while end + 1 < out.len() && out[end].index + 1 == out[end + 1].index {
+    while end + 1 < out.len() && index(out[end]) + 1 == index(out[end + 1]) {
         end += 1;
     }
     out[start..=end].to_vec()
@@ -63,21 +71,23 @@ pub fn neighbours<'a>(doc_chunks: &'a [Chunk], hit: &Chunk, window: usize) -> Ve
 
 /// Groups a set of one document's chunks (same kind and parent) into runs of consecutive
 /// indexes, each sorted by index.
-pub fn runs<'a>(chunks: &[&'a Chunk]) -> Vec<Vec<&'a Chunk>> {
-    let mut by_key: BTreeMap<(ChunkKind, Option<&str>, &str), BTreeMap<u32, &Chunk>> =
+pub fn runs<'a, C: Borrow<Chunk>>(chunks: &[&'a C]) -> Vec<Vec<&'a C>> {
+    let mut by_key: BTreeMap<(ChunkKind, Option<&str>, &str), BTreeMap<u32, &'a C>> =
         BTreeMap::new();
     for c in chunks {
+        let k: &'a Chunk = (*c).borrow();
         by_key
-            .entry((c.kind, c.parent_id.as_deref(), c.doc_id.as_str()))
+            .entry((k.kind, k.parent_id.as_deref(), k.doc_id.as_str()))
             .or_default()
-            .insert(c.index, c);
+            .insert(k.index, c);
     }
     let mut out = Vec::new();
     for (_, by_index) in by_key {
-        let mut run: Vec<&Chunk> = Vec::new();
+        let mut run: Vec<&C> = Vec::new();
         for (index, c) in by_index {
             if let Some(last) = run.last() {
-                if last.index + 1 != index || last.section != c.section {
+                let last: &Chunk = (*last).borrow();
+                if last.index + 1 != index || last.section != c.borrow().section {
                     out.push(std::mem::take(&mut run));
                 }
             }
@@ -93,30 +103,33 @@ pub fn runs<'a>(chunks: &[&'a Chunk]) -> Vec<Vec<&'a Chunk>> {
 /// Where a hit ends up after expansion: `passages[i]` lists the chunks of passage `i`, and
 /// `owner[hit]` is the passage holding hit number `hit`.
 #[derive(Debug, PartialEq)]
-pub struct Expansion<'a> {
-    pub passages: Vec<Vec<&'a Chunk>>,
+pub struct Expansion<'a, C = Chunk> {
+    pub passages: Vec<Vec<&'a C>>,
     pub owner: Vec<usize>,
 }
 
-/// Expands `hits` (ranked, best first): hits whose `expand[i]` is true get their neighbours;
-/// then all chunks taken for one document (same kind, parent and section) are merged into runs
-/// of consecutive indexes, one passage each. Passages are ordered by their best hit; `owner[i]`
+/// Expands `hits` (ranked, best first): hits whose `expand[i]` is true get their neighbours
+/// among `doc_chunks` (by document id: its chunks, or the windows around its hits); then all
+/// chunks taken for one document (same kind, parent and section) are merged into runs of
+/// consecutive indexes, one passage each. Passages are ordered by their best hit; `owner[i]`
 /// is the passage holding hit `i`.
-pub fn expand<'a>(
-    hits: &[&'a Chunk],
+pub fn expand<'a, C: Borrow<Chunk>>(
+    hits: &[&'a C],
     expand: &[bool],
-    doc_chunks: &'a HashMap<String, Vec<Chunk>>,
+    doc_chunks: &'a HashMap<String, Vec<C>>,
     window: usize,
-) -> Expansion<'a> {
-    let mut taken: Vec<&'a Chunk> = Vec::new();
+) -> Expansion<'a, C> {
+    let mut taken: Vec<&'a C> = Vec::new();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     for (i, hit) in hits.iter().enumerate() {
-        let mine: Vec<&'a Chunk> = match (expand.get(i), doc_chunks.get(&hit.doc_id)) {
-            (Some(true), Some(all)) => neighbours(all, hit, window),
+        let h: &'a Chunk = (*hit).borrow();
+        let mine: Vec<&'a C> = match (expand.get(i), doc_chunks.get(&h.doc_id)) {
+            (Some(true), Some(all)) => neighbours(all, h, window),
             _ => Vec::new(),
         };
         for c in std::iter::once(*hit).chain(mine) {
-            if seen.insert(c.chunk_id.as_str()) {
+            let k: &'a Chunk = c.borrow();
+            if seen.insert(k.chunk_id.as_str()) {
                 taken.push(c);
             }
         }
@@ -125,7 +138,10 @@ pub fn expand<'a>(
     let run_of: HashMap<&str, usize> = all_runs
         .iter()
         .enumerate()
-        .flat_map(|(r, run)| run.iter().map(move |c| (c.chunk_id.as_str(), r)))
+        .flat_map(|(r, run)| {
+            run.iter()
+                .map(move |c| ((*c).borrow().chunk_id.as_str(), r))
+        })
         .collect();
     // Number passages in order of their best hit.
     let mut number: HashMap<usize, usize> = HashMap::new();
@@ -133,14 +149,14 @@ pub fn expand<'a>(
     let owner = hits
         .iter()
         .map(|h| {
-            let r = run_of[h.chunk_id.as_str()];
+            let r = run_of[(*h).borrow().chunk_id.as_str()];
             *number.entry(r).or_insert_with(|| {
                 order.push(r);
                 order.len() - 1
             })
         })
         .collect();
-    let mut slots: Vec<Option<Vec<&'a Chunk>>> = all_runs.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<Vec<&'a C>>> = all_runs.into_iter().map(Some).collect();
     Expansion {
         passages: order
             .into_iter()

@@ -10,6 +10,11 @@ use freshet_embedding::{FastReranker, RerankerConfig};
 use serde::Deserialize;
 
 use crate::config::{QueryConfig, RerankApi, RerankBackend};
+use crate::overload::Job;
+use crate::retrieve::RetrieveError;
+
+/// Passages a local model scores between two checks of the request's cancellation.
+pub const RERANK_BATCH: usize = 4;
 
 /// A configured reranker.
 #[derive(Clone)]
@@ -51,26 +56,46 @@ impl Reranker {
         }
     }
 
-    /// One score per passage (higher is more relevant).
-    pub async fn score(&self, query: &str, passages: Vec<String>) -> Result<Vec<f32>> {
+    /// One score per passage (higher is more relevant). A local model scores on the blocking
+    /// pool under `job`, [`RERANK_BATCH`] passages at a time, and stops between batches once
+    /// the job is cancelled.
+    pub async fn score(
+        &self,
+        query: &str,
+        passages: Vec<String>,
+        job: &Job,
+    ) -> Result<Vec<f32>, RetrieveError> {
         if passages.is_empty() {
             return Ok(Vec::new());
         }
+        let failed = |e: anyhow::Error| {
+            RetrieveError::Unavailable(format!("reranker ({}): {e:#}", self.name()))
+        };
         match self {
             Reranker::Local(model) => {
                 let model = model.clone();
                 let query = query.to_owned();
-                tokio::task::spawn_blocking(move || {
-                    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
-                    let mut m = model
-                        .lock()
-                        .map_err(|_| anyhow!("the reranker failed earlier (poisoned lock)"))?;
-                    Ok(m.score(&query, &refs)?)
+                let name = self.name();
+                job.blocking("rerank", move |job| {
+                    let mut m = model.lock().map_err(|_| {
+                        RetrieveError::Unavailable(format!(
+                            "reranker ({name}): failed earlier (poisoned lock)"
+                        ))
+                    })?;
+                    let mut out = Vec::with_capacity(passages.len());
+                    for batch in passages.chunks(RERANK_BATCH) {
+                        job.check("rerank")?;
+                        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+                        let scores = m.score(&query, &refs).map_err(|e| {
+                            RetrieveError::Unavailable(format!("reranker ({name}): {e:#}"))
+                        })?;
+                        out.extend(scores);
+                    }
+                    Ok(out)
                 })
                 .await
-                .map_err(|e| anyhow!("reranker task failed: {e}"))?
             }
-            Reranker::Remote(r) => r.score(query, &passages).await,
+            Reranker::Remote(r) => r.score(query, &passages).await.map_err(failed),
         }
     }
 }

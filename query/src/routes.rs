@@ -1,16 +1,16 @@
 //! The two retrieval routes of one request, run in parallel, each with the request's filter
 //! inside its search: BM25 over tantivy and the vector route (embed the query, search Milvus).
 //! Their failures map to the HTTP answer: a filter an index rejects is a 400, an index that is
-//! down a 503, except that a hybrid request may answer from BM25 alone (`allow_partial`).
+//! down a 503, except that a hybrid request may answer from BM25 alone (`allow_partial`). BM25
+//! searches the request's pinned snapshot; both blocking steps (the search, the query
+//! embedding) run under the request's job.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use freshet_operators::chunk::Chunk;
-use freshet_tantivy::ChunkIndexReader;
 
 use crate::request::{Mode, Plan};
-use crate::retrieve::{internal, Degraded, Engine, RetrieveError};
+use crate::retrieve::{Degraded, Engine, Loads, RetrieveError};
 
 /// What the routes found, how long each stage took, and the routes left out.
 pub(crate) struct RouteHits {
@@ -28,26 +28,28 @@ impl Engine {
     pub(crate) async fn search_routes(
         &self,
         plan: &Plan,
-        reader: &Arc<ChunkIndexReader>,
+        loads: &Loads,
     ) -> Result<RouteHits, RetrieveError> {
         let bm25 = async {
             if !plan.mode.uses_bm25() {
                 return Ok((Vec::new(), 0.0));
             }
-            let (reader, q, k, f) = (
-                reader.clone(),
+            let (snapshot, q, k, f) = (
+                loads.snapshot.clone(),
                 plan.query.clone(),
                 plan.bm25_top_k,
                 plan.filter.clone(),
             );
             let s = Instant::now();
-            let hits = tokio::task::spawn_blocking(move || reader.search_bm25(&q, k, &f))
-                .await
-                .map_err(internal)?
-                .map_err(|e| match e {
-                    freshet_tantivy::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
-                    other => RetrieveError::Unavailable(format!("tantivy: {other}")),
-                })?;
+            let hits = loads
+                .job
+                .blocking("bm25", move |_| {
+                    snapshot.search_bm25(&q, k, &f).map_err(|e| match e {
+                        freshet_tantivy::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
+                        other => RetrieveError::Unavailable(format!("tantivy: {other}")),
+                    })
+                })
+                .await?;
             Ok::<_, RetrieveError>((hits, s.elapsed().as_secs_f64()))
         };
         let vector = async {
@@ -60,10 +62,17 @@ impl Engine {
                 .map_err(RetrieveError::Unavailable)?;
             let s = Instant::now();
             let (pool, q) = (self.embedders.clone(), plan.query.clone());
-            let v = tokio::task::spawn_blocking(move || pool.embed_query(&q))
-                .await
-                .map_err(internal)?
-                .map_err(|e| RetrieveError::Internal(format!("embedding the query: {e}")))?;
+            let v = loads
+                .job
+                .blocking("embed", move |job| {
+                    pool.embed_query(&q, &|| job.is_cancelled()).map_err(|e| {
+                        match job.check("embed") {
+                            Err(timed_out) => timed_out,
+                            Ok(()) => RetrieveError::Internal(format!("embedding the query: {e}")),
+                        }
+                    })
+                })
+                .await?;
             let embed_s = s.elapsed().as_secs_f64();
             let s = Instant::now();
             let hits = milvus

@@ -35,7 +35,14 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     let auth = crate::auth::Auth::new(&config.query, metrics.clone(), &|v| std::env::var(v).ok())?;
     auth.log_startup();
     auth.start()?;
+    let limiter = crate::overload::Limiter::new(
+        config.query.max_running_retrievals,
+        config.query.max_waiting_retrievals,
+        Duration::from_millis(config.query.max_wait_ms),
+        metrics.clone(),
+    );
     Ok(Arc::new(Engine {
+        limiter,
         config,
         indexes,
         embedders,

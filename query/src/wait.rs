@@ -3,7 +3,8 @@
 //! searches see has a next offset above `O` for that partition (both indexes hold a commit's
 //! records before tantivy commits it; a record the pipeline refused is past too, in the
 //! dead-letter topic). A producer that was told where its record went (the ingest service
-//! answers with the partition and offset) waits here, then searches.
+//! answers with the partition and offset) waits here, then searches. `GET /v1/index` reports
+//! that commit and its offsets.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use serde_json::json;
 
 use crate::http::ApiError;
 use crate::indexes::Indexes;
-use crate::retrieve::Engine;
+use crate::retrieve::{Engine, RetrieveError};
 
 /// How long a wait lasts when the request does not say, and the longest it may ask for.
 pub const DEFAULT_WAIT_MS: u64 = 10_000;
@@ -123,6 +124,58 @@ pub async fn index_wait(
     }
 }
 
+/// The body of `GET /v1/index` for a caller who may see what `filter` lets through: the
+/// commit the node serves (the snapshot its searches read, not a newer commit on disk that is
+/// not loaded yet), its Kafka offsets and the caller's chunks in it. Blocking (a count).
+pub fn index_state_body(
+    indexes: &Indexes,
+    filter: &freshet_operators::filter::ChunkFilter,
+) -> Result<serde_json::Value, ApiError> {
+    let unavailable = |m: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m);
+    let snapshot = indexes
+        .snapshot()
+        .ok_or_else(|| unavailable(indexes.status().tantivy.unwrap_or_default()))?;
+    let chunks = snapshot
+        .count_matching(filter)
+        .map_err(|e| unavailable(format!("tantivy: {e}")))?;
+    let payload = snapshot.payload();
+    Ok(json!({
+        "epoch": payload.map_or(0, |p| p.epoch),
+        "committed_at_ms": payload.map_or(0, |p| p.committed_at_ms),
+        "offsets": payload.map(|p| p.offsets.clone()).unwrap_or_default(),
+        "chunks": chunks,
+    }))
+}
+
+/// `GET /v1/index`: the pipeline commit this node serves, with its Kafka offsets (per topic
+/// and partition, the next offset to read), so that a client can tell whether the records it
+/// published are searchable.
+pub async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    let filter = match engine
+        .auth
+        .admit(&headers)
+        .and_then(|a| crate::http::principals(&engine, &a, None))
+    {
+        Ok(p) => crate::http::visible_to(p),
+        Err(e) => return e.into_response(),
+    };
+    // The count is blocking work like a retrieval's: it takes a slot of the same limit.
+    let deadline = Instant::now() + Duration::from_millis(engine.config.query.request_timeout_ms);
+    let job = match engine.limiter.admit(deadline).await {
+        Ok(job) => job,
+        Err(why) => return ApiError::from(RetrieveError::Overloaded(why)).into_response(),
+    };
+    let e = engine.clone();
+    let body = job
+        .blocking("index", move |_| Ok(index_state_body(&e.indexes, &filter)))
+        .await;
+    match body {
+        Ok(Ok(body)) => Json(body).into_response(),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +230,52 @@ mod tests {
         };
         let (got, ()) = tokio::join!(waiter, commit);
         assert_eq!(got, Ok(9));
+    }
+
+    #[test]
+    fn the_index_state_is_of_the_commit_served_not_the_newest_on_disk() {
+        use freshet_operators::chunk::Chunk;
+        use freshet_operators::filter::ChunkFilter;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
+        let ix = Indexes::new(Metrics::new());
+        let bm25 = Bm25Params::default();
+        let chunk = |id: &str, acl: &[&str]| Chunk {
+            chunk_id: id.into(),
+            acl: acl.iter().map(|a| a.to_string()).collect(),
+            ..freshet_operators::testing::chunk(id, "text")
+        };
+        let commit = |w: &mut ChunkIndexWriter, next: i64, epoch: u64| {
+            w.commit(&CommitPayload::new(
+                [("docs".into(), [(0, next)].into())].into(),
+                epoch,
+            ))
+            .unwrap()
+        };
+        w.apply(&[chunk("a", &[]), chunk("b", &["group:hr"])], &[])
+            .unwrap();
+        commit(&mut w, 5, 1);
+        ix.reload_tick(&path, bm25);
+        let public = ChunkFilter::none().principals(Vec::<String>::new());
+        let served = json!({"epoch": 1, "offsets": {"docs": {"0": 5}}, "chunks": 1});
+        let state = |ix: &Indexes| {
+            let mut v = index_state_body(ix, &public).unwrap();
+            v.as_object_mut().unwrap().remove("committed_at_ms");
+            v
+        };
+        assert_eq!(state(&ix), served);
+
+        // Committed on disk, not loaded yet: searches see commit 1, and so does the state.
+        w.apply(&[chunk("c", &[])], &[]).unwrap();
+        commit(&mut w, 9, 2);
+        assert_eq!(state(&ix), served);
+        ix.reload_tick(&path, bm25);
+        assert_eq!(
+            state(&ix),
+            json!({"epoch": 2, "offsets": {"docs": {"0": 9}}, "chunks": 2})
+        );
     }
 
     #[test]

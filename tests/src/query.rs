@@ -82,6 +82,25 @@ impl Case {
 }
 
 impl Case {
+    /// Generates the latency stand-in cross-encoder of `tools/bench/make_latency_reranker.py`
+    /// (the MiniLM-L6 encoder of `FRESHET_MODEL_DIR` with a random head: a real
+    /// cross-encoder's cost, meaningless scores) in the case's directory; returns its model
+    /// directory.
+    pub fn latency_reranker(&self) -> Result<PathBuf> {
+        let model = self.dir.join("latency-reranker");
+        let python = std::env::var("FRESHET_PYTHON").unwrap_or_else(|_| "python3".into());
+        let st = Command::new(&python)
+            .arg(workspace_root().join("tools/bench/make_latency_reranker.py"))
+            .arg(crate::env("FRESHET_MODEL_DIR"))
+            .arg(&model)
+            .status()
+            .with_context(|| format!("running {python}"))?;
+        if !st.success() {
+            bail!("generating the latency reranker failed: {st}");
+        }
+        Ok(model)
+    }
+
     /// Generates the stand-in cross-encoder of `tests/fixtures/make_standin_reranker.py` (its
     /// score is the number of passage tokens that also occur in the query) in the case's
     /// directory; returns its model directory.
@@ -143,6 +162,11 @@ impl QueryNode {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The process id of the node.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn log_tail(&self) -> String {

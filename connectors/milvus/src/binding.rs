@@ -47,8 +47,7 @@ impl MilvusSink {
 
     /// The id of the index the collection belongs to (`Some(None)` for a collection bound to
     /// none), without checking the collection against the configuration; `None` when there is
-    /// no collection.
-    /// Bounded by the configured timeout, as every call the query node makes while it serves.
+    /// no collection. Bounded by the configured timeout, like every call of a health check.
     pub async fn bound_index(&self) -> Result<Option<Option<String>>> {
         bounded(self.cfg.timeout, async {
             if !self.has_collection().await? {

@@ -66,6 +66,10 @@ pub enum Error {
         given: String,
     },
 
+    /// A reader could not load a commit together with its payload (commits kept landing).
+    #[error("reload: {0}")]
+    Reload(String),
+
     /// A bad argument, e.g. a writer heap below tantivy's minimum.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

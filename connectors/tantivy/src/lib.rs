@@ -16,7 +16,8 @@
 //!   tantivy's `meta.json` and in every commit payload) and checked on open.
 //!
 //! One [`ChunkIndexWriter`] per index (tantivy's directory lock enforces it across processes);
-//! any number of [`ChunkIndexReader`]s, also in other processes.
+//! any number of [`ChunkIndexReader`]s, also in other processes. A [`Snapshot`] pins one commit
+//! for a series of reads (a search, then loads by id) and knows that commit's payload.
 
 mod bm25;
 mod config;
@@ -26,6 +27,7 @@ mod query;
 mod read;
 mod reader;
 mod schema;
+mod snapshot;
 mod writer;
 
 pub use bm25::Bm25Params;
@@ -39,4 +41,5 @@ pub use schema::{
     preload_zh_dictionary, ChunkSchema, ANALYZER_NAME, MAX_TERM_BYTES, MAX_TOKEN_BYTES,
     PUBLIC_ACL_MARKER, SCHEMA_VERSION, ZH_ANALYZER_NAME,
 };
+pub use snapshot::Snapshot;
 pub use writer::{ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};

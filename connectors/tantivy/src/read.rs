@@ -107,7 +107,7 @@ pub(crate) fn live_counts(
 
 /// Calls `f` with each live document whose raw text field `field` holds one of `values` (a
 /// value given twice is visited once per live document).
-fn for_each_live<'a>(
+pub(crate) fn for_each_live<'a>(
     searcher: &Searcher,
     field: Field,
     values: &'a [impl AsRef<str>],

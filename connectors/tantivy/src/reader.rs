@@ -1,10 +1,11 @@
 //! Read-only access to a chunk index, safe while a writer (in this or another process) runs.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use freshet_operators::chunk::Chunk;
 use tantivy::directory::MmapDirectory;
-use tantivy::{Index, IndexReader, ReloadPolicy, TantivyError};
+use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyError};
 
 use crate::bm25::Bm25Params;
 use crate::error::{Error, Result};
@@ -12,16 +13,26 @@ use crate::payload::CommitPayload;
 use crate::query::ChunkFilter;
 use crate::read;
 use crate::schema::ChunkSchema;
+use crate::snapshot::{is_commit_of, Snapshot};
+
+/// How many times [`ChunkIndexReader::reload`] tries to read a commit and load its segments
+/// without another commit landing in between.
+const RELOAD_ATTEMPTS: usize = 16;
 
 /// Searches the committed state of a chunk index. It picks up new commits by itself shortly
 /// after they land (tantivy's `OnCommitWithDelay` watches `meta.json`); call
 /// [`ChunkIndexReader::reload`] to see a commit immediately.
+///
+/// Each method reads the commit loaded at the time of the call; [`ChunkIndexReader::snapshot`]
+/// pins one commit for a series of reads.
 pub struct ChunkIndexReader {
     path: PathBuf,
     index: Index,
     reader: IndexReader,
     schema: ChunkSchema,
     bm25: Bm25Params,
+    /// The searcher generation whose commit payload is known, and that payload.
+    paired: Mutex<Option<(u64, Option<CommitPayload>)>>,
 }
 
 impl std::fmt::Debug for ChunkIndexReader {
@@ -65,6 +76,7 @@ impl ChunkIndexReader {
             reader,
             schema,
             bm25: Bm25Params::default(),
+            paired: Mutex::new(None),
         })
     }
 
@@ -75,10 +87,73 @@ impl ChunkIndexReader {
         Ok(self)
     }
 
-    /// Makes the latest commit visible now.
-    pub fn reload(&self) -> Result<()> {
-        self.reader.reload()?;
-        Ok(())
+    /// Makes the latest commit visible now, and returns a snapshot of it that knows its
+    /// commit payload: the commit on disk is read before the segments are loaded and checked
+    /// against them, again if a commit landed in between.
+    pub fn reload(&self) -> Result<Snapshot> {
+        for _ in 0..RELOAD_ATTEMPTS {
+            let meta = self.index.load_metas()?;
+            self.reader.reload()?;
+            let searcher = self.reader.searcher();
+            if is_commit_of(&meta, &searcher) {
+                let payload = meta
+                    .payload
+                    .as_deref()
+                    .map(CommitPayload::decode)
+                    .transpose()?;
+                return Ok(self.pin(searcher, payload));
+            }
+        }
+        Err(Error::Reload(format!(
+            "{}: a new commit landed during each of {RELOAD_ATTEMPTS} reloads in a row",
+            self.path.display()
+        )))
+    }
+
+    /// The commit this reader has loaded, pinned: every read of the snapshot sees the same
+    /// segments, whatever is committed or reloaded meanwhile.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let searcher = self.reader.searcher();
+        let generation = searcher.generation().generation_id();
+        let known = self
+            .paired
+            .lock()
+            .ok()
+            .and_then(|p| p.clone())
+            .filter(|(g, _)| *g == generation);
+        if let Some((_, payload)) = known {
+            return Ok(self.snapshot_of(searcher, payload));
+        }
+        // Loaded by tantivy's own reload (`open`): the payload is known if that commit is
+        // still the newest on disk.
+        let meta = self.index.load_metas()?;
+        if is_commit_of(&meta, &searcher) {
+            let payload = meta
+                .payload
+                .as_deref()
+                .map(CommitPayload::decode)
+                .transpose()?;
+            return Ok(self.pin(searcher, payload));
+        }
+        Ok(self.snapshot_of(searcher, None))
+    }
+
+    /// A snapshot of `searcher`, whose commit payload is `payload`, remembered for later
+    /// snapshots of the same generation.
+    fn pin(&self, searcher: Searcher, payload: Option<CommitPayload>) -> Snapshot {
+        if let Ok(mut p) = self.paired.lock() {
+            *p = Some((searcher.generation().generation_id(), payload.clone()));
+        }
+        self.snapshot_of(searcher, payload)
+    }
+
+    fn snapshot_of(&self, searcher: Searcher, payload: Option<CommitPayload>) -> Snapshot {
+        Snapshot {
+            searcher,
+            schema: self.schema.clone(),
+            bm25: self.bm25,
+            payload,
+        }
     }
 
     /// BM25 top-`k` over the chunks' title, section path and text (see the `query` module),
@@ -145,7 +220,7 @@ impl ChunkIndexReader {
     }
 
     /// The payload of the latest commit on disk (which may be newer than what searches see
-    /// until the next reload).
+    /// until the next reload; [`Snapshot::payload`] is the payload of what a snapshot holds).
     pub fn last_payload(&self) -> Result<Option<CommitPayload>> {
         read::last_payload(&self.index)
     }

@@ -1,0 +1,349 @@
+//! One retrieval, stage by stage: BM25 (tantivy) and vector (Milvus) routes in parallel, both
+//! filtered inside the search → fusion → parents → rerank → context expansion (→ rerank of the
+//! merged passages) → top k → context packing. Every stage is timed; every result carries its
+//! per-stage ranks and scores.
+//!
+//! A retrieval holds one slot of the node ([`crate::overload`]) and reads one pinned index
+//! snapshot for its BM25 search and every chunk it loads after it (`load.rs`); every chunk that
+//! ends up in the answer passed the request's filter and principals once more
+//! ([`crate::visible`]). `hit.rs` turns candidates into results.
+
+mod hit;
+mod load;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use freshet_operators::chunk::HfTokenCounter;
+use freshet_tantivy::Snapshot;
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::fusion::StageScore;
+use crate::indexes::{EmbedderPool, Indexes};
+use crate::metrics::Metrics;
+use crate::overload::{Job, Limiter, Refused};
+use crate::pack::{pack_until, Citation, PackInput};
+use crate::request::Plan;
+use crate::rerank::Reranker;
+use crate::visible::{Gate, Visible};
+
+pub(crate) use load::Loads;
+
+/// Why a retrieval failed.
+#[derive(Debug)]
+pub enum RetrieveError {
+    /// A dependency is down or not ready (HTTP 503).
+    Unavailable(String),
+    /// The request was valid JSON but cannot be run (HTTP 400), e.g. a filter the index rejects.
+    BadRequest(String),
+    /// A bug or an unexpected failure (HTTP 500).
+    Internal(String),
+    /// The request ran past its deadline (HTTP 503 `timeout`); its work stopped.
+    TimedOut,
+    /// The node is running as many retrievals as it may, and the line is full or was too slow
+    /// (HTTP 503 `overloaded` with `Retry-After`).
+    Overloaded(Refused),
+}
+
+/// Per-stage ranks and scores of a result.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Scores {
+    pub bm25: Option<StageScore>,
+    pub vector: Option<StageScore>,
+    pub fused: Option<StageScore>,
+    pub rerank: Option<StageScore>,
+}
+
+/// One result: a chunk, or a passage of merged neighbouring chunks, or a parent.
+#[derive(Clone, Debug, Serialize)]
+pub struct Hit {
+    /// 1-based.
+    pub rank: usize,
+    /// The chunk that matched (for a parent: the parent's id).
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub kind: &'static str,
+    pub parent_id: Option<String>,
+    pub title: String,
+    pub source: String,
+    pub section: Vec<String>,
+    pub chunk_index: u32,
+    /// Character span of `text` in the cleaned document.
+    pub char_start: u32,
+    pub char_end: u32,
+    pub text: String,
+    pub metadata: serde_json::Value,
+    /// For a paged document (PDF): the first and last page of the passage (its chunks'
+    /// `page_start` / `page_end` metadata).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_start: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_end: Option<u32>,
+    /// The final score: rerank score if reranked, else the fusion (or single-route) score.
+    pub score: f32,
+    pub scores: Scores,
+    /// Chunks merged into this passage (context expansion), in document order.
+    pub passage_chunk_ids: Vec<String>,
+    /// Parent-child: the children that matched, best first.
+    pub matched_children: Vec<String>,
+}
+
+/// Index state a response reflects.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexInfo {
+    pub epoch: u64,
+    pub committed_at_ms: u64,
+    /// Age of that commit when the response was made.
+    pub age_ms: u64,
+}
+
+/// A `/v1/retrieve` answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Response {
+    pub results: Vec<Hit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub citations: Option<Vec<Citation>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<usize>,
+    pub mode: &'static str,
+    /// Milliseconds per stage (`total` included).
+    pub timings_ms: BTreeMap<&'static str, f64>,
+    pub index: IndexInfo,
+    /// Routes left out because they were unavailable (only with `allow_partial`); absent when
+    /// the answer is complete.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<Degraded>,
+}
+
+/// A route a partial answer was made without, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Degraded {
+    pub route: &'static str,
+    pub reason: String,
+}
+
+/// Everything a retrieval needs; shared by request handlers.
+pub struct Engine {
+    pub config: Config,
+    pub indexes: Arc<Indexes>,
+    pub embedders: Arc<EmbedderPool>,
+    pub reranker: Option<Reranker>,
+    pub counter: Arc<HfTokenCounter>,
+    pub metrics: Metrics,
+    pub auth: crate::auth::Auth,
+    /// Retrievals running at once and waiting (`[query] max_running_retrievals`, ...).
+    pub limiter: Limiter,
+}
+
+/// A candidate while it moves through the stages: only checked chunks.
+pub(crate) struct Candidate {
+    pub chunk: Visible,
+    pub scores: Scores,
+    /// Score by which it is currently ordered.
+    pub score: f32,
+    pub passage: Vec<Visible>,
+    pub children: Vec<String>,
+}
+
+pub(crate) struct Timer {
+    pub timings: BTreeMap<&'static str, f64>,
+    pub metrics: Metrics,
+}
+
+impl Timer {
+    pub fn record(&mut self, stage: &'static str, since: Instant) {
+        self.record_secs(stage, since.elapsed().as_secs_f64());
+    }
+
+    pub fn record_secs(&mut self, stage: &'static str, s: f64) {
+        self.metrics.stage(stage, s);
+        *self.timings.entry(stage).or_default() += s * 1000.0;
+    }
+}
+
+pub(crate) fn internal(e: impl std::fmt::Display) -> RetrieveError {
+    RetrieveError::Internal(e.to_string())
+}
+
+impl Engine {
+    pub async fn retrieve(&self, plan: Plan) -> Result<Response, RetrieveError> {
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(self.config.query.request_timeout_ms);
+        let job = self
+            .limiter
+            .admit(deadline)
+            .await
+            .map_err(RetrieveError::Overloaded)?;
+        // A request that times out (this future dropped) stops the work it left running.
+        let _cancel = job.cancel_on_drop();
+        let mut t = Timer {
+            timings: BTreeMap::new(),
+            metrics: self.metrics.clone(),
+        };
+        let snapshot = self.indexes.snapshot().ok_or_else(|| {
+            RetrieveError::Unavailable(
+                self.indexes
+                    .status()
+                    .tantivy
+                    .unwrap_or_else(|| "tantivy index not open".into()),
+            )
+        })?;
+        let loads = Loads {
+            snapshot,
+            gate: Gate::new(&plan.filter, self.metrics.clone()),
+            job: job.clone(),
+        };
+
+        let routes = self.search_routes(&plan, &loads).await?;
+        for (stage, secs) in routes.seconds {
+            if secs > 0.0 {
+                self.metrics.stage(stage, secs);
+                t.timings.insert(stage, secs * 1000.0);
+            }
+        }
+        let degraded = routes.degraded;
+        let mut cands = loads
+            .fetch_and_fuse(&plan, routes.bm25, routes.vector, &mut t)
+            .await?;
+
+        if plan.parents {
+            let s = Instant::now();
+            cands = loads.to_parents(cands).await?;
+            t.record("parents", s);
+        }
+
+        if let Some(n) = plan.rerank {
+            let s = Instant::now();
+            self.rerank(&plan.query, &mut cands, n, &job).await?;
+            t.record("rerank", s);
+        }
+
+        if let Some(e) = &plan.expand {
+            let s = Instant::now();
+            cands = loads.expand(cands, e).await?;
+            if let Some(n) = plan.rerank {
+                // Rank the merged passages again.
+                self.rerank(&plan.query, &mut cands, n, &job).await?;
+            }
+            t.record("expand", s);
+        }
+
+        cands.truncate(plan.k);
+        let mut results: Vec<Hit> = cands
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| hit::to_hit(i, c))
+            .collect();
+
+        let (mut context, mut citations, mut context_tokens) = (None, None, None);
+        if let Some((budget, order)) = plan.pack {
+            let s = Instant::now();
+            let counter = self.counter.clone();
+            let (back, p) = job
+                .blocking("pack", move |job| {
+                    let inputs: Vec<PackInput<'_>> = results
+                        .iter()
+                        .enumerate()
+                        .map(|(i, h)| PackInput {
+                            doc_id: &h.doc_id,
+                            title: &h.title,
+                            source: &h.source,
+                            text: &h.text,
+                            result_index: i,
+                            pages: h.page_start.zip(h.page_end),
+                        })
+                        .collect();
+                    let stop = || job.is_cancelled();
+                    let p = pack_until(&inputs, budget, order, &*counter, &stop);
+                    drop(inputs);
+                    match p {
+                        Some(p) => Ok((results, p)),
+                        None => {
+                            job.check("pack")?;
+                            Err(RetrieveError::TimedOut)
+                        }
+                    }
+                })
+                .await?;
+            results = back;
+            context = Some(p.context);
+            citations = Some(p.citations);
+            context_tokens = Some(p.tokens);
+            t.record("pack", s);
+        }
+
+        let total = started.elapsed().as_secs_f64();
+        self.metrics
+            .request_seconds
+            .get_or_create(&crate::metrics::ModeLabels {
+                mode: plan.mode.as_str().into(),
+            })
+            .observe(total);
+        t.timings.insert("total", total * 1000.0);
+        Ok(Response {
+            results,
+            context,
+            citations,
+            context_tokens,
+            mode: plan.mode.as_str(),
+            timings_ms: t.timings,
+            index: index_info(&loads.snapshot),
+            degraded,
+        })
+    }
+
+    /// Rescores the first `n` candidates with the cross-encoder and orders them by that score
+    /// (ties keep the previous order); the rest follow unchanged.
+    async fn rerank(
+        &self,
+        query: &str,
+        cands: &mut [Candidate],
+        n: usize,
+        job: &Job,
+    ) -> Result<(), RetrieveError> {
+        let Some(reranker) = &self.reranker else {
+            return Err(RetrieveError::BadRequest(
+                "no reranker configured".to_string(),
+            ));
+        };
+        let n = n.min(cands.len());
+        if n == 0 {
+            return Ok(());
+        }
+        let texts: Vec<String> = cands[..n].iter().map(hit::passage_text).collect();
+        let scores = reranker.score(query, texts, job).await?;
+        for (c, s) in cands[..n].iter_mut().zip(&scores) {
+            c.score = *s;
+            c.scores.rerank = Some(StageScore { rank: 0, score: *s });
+        }
+        cands[..n].sort_by(|a, b| b.score.total_cmp(&a.score));
+        for (i, c) in cands[..n].iter_mut().enumerate() {
+            if let Some(r) = &mut c.scores.rerank {
+                r.rank = i + 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The commit an answer reflects: the one its snapshot holds.
+fn index_info(snapshot: &Snapshot) -> IndexInfo {
+    let (epoch, committed_at_ms) = snapshot
+        .payload()
+        .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
+    IndexInfo {
+        epoch,
+        committed_at_ms,
+        age_ms: if committed_at_ms == 0 {
+            0
+        } else {
+            freshet_operators::clock::now_ms().saturating_sub(committed_at_ms)
+        },
+    }
+}
