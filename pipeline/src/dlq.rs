@@ -9,60 +9,20 @@
 //! ([`already_sent`]): the dead letters written after the last commit, for records that will be
 //! read again; the sink does not write those a second time. A record below the durable offsets
 //! (read again by a process resuming from older group offsets) was dead-lettered before the
-//! commit that covered it.
+//! commit that covered it. This module holds the records and the scan; the sink's writer is
+//! [`crate::sink`]'s `dead_letters` service.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use freshet_kafka::{
-    admin, dlq_headers, DlqProducer, Failure, KafkaConfig, PartitionReader, Record,
-};
+use freshet_kafka::{admin, dlq_headers, Failure, KafkaConfig, PartitionReader, Record};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Metrics;
 use crate::sink::plan::RecordRef;
 
 /// How long reading the dead-letter topic at start may take.
 const SCAN_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The dead-letter topic's producer with the pipeline's metrics; cheap to clone.
-#[derive(Clone)]
-pub struct DeadLetters {
-    producer: Arc<DlqProducer>,
-    metrics: Metrics,
-}
-
-impl DeadLetters {
-    pub fn new(producer: DlqProducer, metrics: Metrics) -> Self {
-        DeadLetters {
-            producer: Arc::new(producer),
-            metrics,
-        }
-    }
-
-    /// Sends `record` with the `failure` headers and waits for the broker's acknowledgement;
-    /// returns where the dead letter was written (partition, offset).
-    pub fn send(&self, record: &Record, failure: &Failure<'_>) -> Result<(i32, i64)> {
-        tracing::warn!(
-            partition = record.partition,
-            offset = record.offset,
-            class = failure.class,
-            stage = failure.stage,
-            message = failure.message,
-            "record to DLQ"
-        );
-        let at = self.producer.send(record, failure).with_context(|| {
-            format!(
-                "writing partition {} offset {} to the DLQ",
-                record.partition, record.offset
-            )
-        })?;
-        self.metrics.dead_lettered(failure.class, failure.stage);
-        Ok(at)
-    }
-}
 
 /// A record refused before the sink (decoding, limits, preparation), on its way to the sink,
 /// which dead-letters it.

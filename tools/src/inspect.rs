@@ -2,6 +2,7 @@
 //! without the query node. Used by the local quick start and by operators.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -12,6 +13,37 @@ use freshet_operators::embed::Embedder;
 use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
 
 use freshet_pipeline::config::Config;
+
+/// `freshet-tools status`.
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// Wait up to this many seconds until every record on the topic is indexed.
+    #[arg(long)]
+    wait_secs: Option<u64>,
+}
+
+impl crate::Run for StatusArgs {
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        let wait = self.wait_secs.map(Duration::from_secs);
+        print_status(&Config::load(config)?, wait)?;
+        Ok(0)
+    }
+}
+
+/// `freshet-tools search`.
+#[derive(clap::Args)]
+pub struct SearchArgs {
+    query: String,
+    #[arg(long, default_value_t = 3)]
+    k: usize,
+}
+
+impl crate::Run for SearchArgs {
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        search(&Config::load(config)?, &self.query, self.k)?;
+        Ok(0)
+    }
+}
 
 /// Index state against the topics the pipeline reads: what is durable, what is still to do.
 pub struct Status {

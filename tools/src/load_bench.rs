@@ -41,6 +41,7 @@ use crate::query_bench::{self as qb, Percentiles};
 mod report;
 use report::{busy, cpu_times, phase_report, print_ingest, print_report, sample, wait_quiet};
 
+/// `freshet-tools bench-load`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct LoadBenchArgs {
     /// BEIR corpus.jsonl (ingested twice, into two fresh collections).
@@ -146,7 +147,14 @@ struct Sample {
     degraded: bool,
 }
 
-pub fn run(config: &Config, config_path: Option<&Path>, args: &LoadBenchArgs) -> Result<()> {
+impl crate::Run for LoadBenchArgs {
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        run(&Config::load(config)?, config, &self)?;
+        Ok(0)
+    }
+}
+
+fn run(config: &Config, config_path: Option<&Path>, args: &LoadBenchArgs) -> Result<()> {
     if !(args.rate > 0.0 && args.idle_secs > 0.0) {
         bail!("--rate and --idle-secs must be positive");
     }

@@ -7,7 +7,7 @@
 //! (CSV, code) have no separate parse: their table and syntax work is part of preparing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -28,6 +28,31 @@ struct Totals {
     prepare: Duration,
     embed: Duration,
     chunks: usize,
+}
+
+/// `freshet-tools bench-parse`.
+#[derive(clap::Args)]
+pub struct ParseBenchArgs {
+    /// A directory of files (every format `freshet publish --dir` sends).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Parses per file (the mean is reported).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+impl crate::Run for ParseBenchArgs {
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        let report = bench(&Config::load(config)?, &self.dir, self.rounds)?;
+        if let Some(path) = self.json {
+            std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(0)
+    }
 }
 
 /// Runs the benchmark over `dir`, `rounds` parses per file.

@@ -24,11 +24,28 @@ use freshet_pipeline::config::Config;
 use freshet_pipeline::endpoint::Readiness;
 use freshet_pipeline::metrics::{self, Metrics};
 
-pub struct BenchArgs {
-    pub corpus: PathBuf,
-    pub edit_fraction: f64,
-    pub limit: Option<usize>,
-    pub json_out: Option<PathBuf>,
+/// `freshet-tools bench-ingest`.
+#[derive(clap::Args)]
+pub struct IngestBenchArgs {
+    /// BEIR corpus.jsonl.
+    #[arg(long, default_value = "../shared/datasets/scifact/corpus.jsonl")]
+    corpus: PathBuf,
+    /// Fraction of documents to edit in the edit phase.
+    #[arg(long, default_value_t = 0.01)]
+    edit_fraction: f64,
+    /// Use only the first N documents.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+impl crate::Run for IngestBenchArgs {
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        bench(&Config::load(config)?, &self)?;
+        Ok(0)
+    }
 }
 
 pub(crate) struct Doc {
@@ -232,7 +249,7 @@ pub(crate) fn wait_caught_up(
     }
 }
 
-pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
+fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let docs = load_corpus(&args.corpus, args.limit)?;
     let (cfg, dir) = fresh_config(config)?;
     admin::ensure_topic(&cfg.kafka, &cfg.kafka.topic, cfg.pipeline.topic_partitions)?;
@@ -322,7 +339,7 @@ pub fn bench(config: &Config, args: &BenchArgs) -> Result<()> {
             println!("| {k} | {v} |");
         }
     }
-    if let Some(out) = &args.json_out {
+    if let Some(out) = &args.json {
         std::fs::write(out, serde_json::to_string_pretty(&report)?)?;
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -10,7 +10,7 @@
 //!   vectors, and in both, p50/p99 (resolution: `poll_ms` plus one request).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -76,14 +76,36 @@ pub(crate) async fn post(
     Ok(serde_json::from_str(&text)?)
 }
 
+/// `freshet-tools bench-latency`.
+#[derive(clap::Args)]
 pub struct LatencyArgs {
-    pub url: String,
-    pub api_key: Option<String>,
-    pub queries: PathBuf,
-    pub body: Value,
-    pub concurrency: usize,
-    pub requests: usize,
-    pub warmup: usize,
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    #[arg(long, env = "FRESHET_EVAL_API_KEY")]
+    api_key: Option<String>,
+    /// BEIR queries.jsonl (the `text` of each line is a query).
+    #[arg(long, default_value = "../shared/datasets/scifact/queries.jsonl")]
+    queries: PathBuf,
+    /// Extra request fields as JSON, e.g. '{"mode":"hybrid","rerank":{"candidates":20}}'.
+    #[arg(long, default_value = "{}")]
+    body: String,
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+    #[arg(long, default_value_t = 50)]
+    warmup: usize,
+}
+
+impl crate::Run for LatencyArgs {
+    /// Prints the report as JSON.
+    fn run(self, _config: Option<&Path>) -> Result<i32> {
+        let body: Value =
+            serde_json::from_str(&self.body).context("--body must be a JSON object")?;
+        let report = runtime()?.block_on(latency(&self, body))?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        Ok(0)
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -141,13 +163,14 @@ pub(crate) fn read_queries(path: &PathBuf) -> Result<Vec<String>> {
     Ok(out)
 }
 
-pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
+/// Runs the latency benchmark with `body`, the request fields besides the query.
+async fn latency(args: &LatencyArgs, body: Value) -> Result<LatencyReport> {
     let queries = Arc::new(read_queries(&args.queries)?);
     let client = client(args.concurrency)?;
     let url = format!("{}/v1/retrieve", args.url.trim_end_matches('/'));
     let body_for = |i: usize| {
         let mut b = json!({"query": queries[i % queries.len()]});
-        if let Some(o) = args.body.as_object() {
+        if let Some(o) = body.as_object() {
             for (k, v) in o {
                 b[k] = v.clone();
             }
@@ -204,7 +227,7 @@ pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
     let seconds = started.elapsed().as_secs_f64();
     let hits_after = query_cache_hits(&client, &args.url).await;
     Ok(LatencyReport {
-        body: args.body,
+        body,
         concurrency: args.concurrency,
         requests: lat.len(),
         errors,
@@ -216,18 +239,37 @@ pub async fn latency(args: LatencyArgs) -> Result<LatencyReport> {
     })
 }
 
+/// `freshet-tools bench-freshness`.
+#[derive(clap::Args)]
 pub struct FreshnessArgs {
-    pub url: String,
-    pub api_key: Option<String>,
-    pub rate: f64,
-    pub seconds: f64,
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    #[arg(long, env = "FRESHET_EVAL_API_KEY")]
+    api_key: Option<String>,
+    /// Updates per second.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
     /// Distinct documents the updates cycle through.
-    pub documents: usize,
-    pub poll_ms: u64,
-    pub pipeline_config: Option<PathBuf>,
-    /// Save each update as a file in this directory (which `freshet watch` follows) instead
-    /// of producing it to the topic: the time measured is then file saved → visible.
-    pub watched_dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 100)]
+    documents: usize,
+    /// Poll interval per route while waiting for an update.
+    #[arg(long, default_value_t = 20)]
+    poll_ms: u64,
+    /// Save the updates as files in this directory, followed by a running `freshet watch`
+    /// (file saved → visible), instead of producing them to the topic.
+    #[arg(long)]
+    watched_dir: Option<PathBuf>,
+}
+
+impl crate::Run for FreshnessArgs {
+    /// Prints the report as JSON.
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        let report = runtime()?.block_on(freshness(&self, config))?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        Ok(0)
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -304,14 +346,15 @@ struct Tracker {
     files: Option<Vec<String>>,
 }
 
-pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
+/// Runs the freshness benchmark against the pipeline configured in `config`.
+async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<FreshnessReport> {
     if !(args.rate > 0.0 && args.seconds > 0.0) {
         bail!("--rate and --seconds must be positive");
     }
     if args.documents == 0 || args.documents > 100 {
         bail!("--documents must be between 1 and 100 (one poll must see all of them)");
     }
-    let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
+    let config = PipelineConfig::load(config)?;
     let producer = Arc::new(DocumentProducer::new(&config.kafka)?);
     let client = client(4)?;
     let total = (args.rate * args.seconds).round() as usize;
@@ -343,12 +386,12 @@ pub async fn freshness(args: FreshnessArgs) -> Result<FreshnessReport> {
         pollers
             .spawn(async move { poll_route(client, url, key, route, mode, poll, tracker).await });
     }
-    produce_updates(&args, total, &producer, &config.kafka.topic, &tracker).await?;
+    produce_updates(args, total, &producer, &config.kafka.topic, &tracker).await?;
     tracker.done.store(true, Ordering::SeqCst);
     while let Some(r) = pollers.join_next().await {
         r?;
     }
-    report(&args, total, &tracker)
+    report(args, total, &tracker)
 }
 
 /// Sends `total` updates at `args.rate` per second, cycling through the documents, and notes
@@ -477,6 +520,12 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
         vector_ms: Percentiles::of(vector),
         both_ms: Percentiles::of(both),
     })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 #[cfg(test)]

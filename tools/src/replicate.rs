@@ -6,7 +6,7 @@
 //! replicas are written straight into a new tantivy index and Milvus collection (no Kafka).
 //! Vectors come from the pipeline's embedding cache; texts missing from it are embedded.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
@@ -17,13 +17,28 @@ use freshet_tantivy::{ChunkIndexReader, ChunkIndexWriter, CommitPayload};
 
 use freshet_pipeline::config::Config;
 
+/// `freshet-tools bench-replicate`.
+#[derive(clap::Args)]
 pub struct ReplicateArgs {
-    /// The indexed corpus to copy (a pipeline's tantivy index).
-    pub from_index: PathBuf,
-    pub to_index: PathBuf,
-    pub to_collection: String,
-    pub replicas: u32,
-    pub noise: f32,
+    /// The pipeline index to copy.
+    #[arg(long)]
+    from_index: PathBuf,
+    #[arg(long)]
+    to_index: PathBuf,
+    #[arg(long)]
+    to_collection: String,
+    #[arg(long, default_value_t = 10)]
+    replicas: u32,
+    /// Norm of the Gaussian noise added to each copy's vector (before re-normalising).
+    #[arg(long, default_value_t = 0.3)]
+    noise: f32,
+}
+
+impl crate::Run for ReplicateArgs {
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        replicate(&Config::load(config)?, &self)?;
+        Ok(0)
+    }
 }
 
 /// Replica `r` of an id (`r = 0` keeps it).
@@ -73,7 +88,7 @@ pub fn perturb(v: &[f32], noise: f32, seed: u64) -> Vec<f32> {
     out
 }
 
-pub fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
+fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
     if args.replicas == 0 {
         bail!("--replicas must be at least 1");
     }

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::inspect::high_watermarks;
 use freshet_pipeline::config::Config;
 
+/// `freshet-tools bench-watch`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct WatchBenchArgs {
     /// Where the files are generated (kept between runs: an existing tree is reused).
@@ -42,7 +43,16 @@ pub struct WatchBenchReport {
     pub restart_records: i64,
 }
 
-pub fn run(config: &Config, args: &WatchBenchArgs) -> Result<WatchBenchReport> {
+impl crate::Run for WatchBenchArgs {
+    /// Prints the report as JSON.
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        let report = run(&Config::load(config)?, &self)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        Ok(0)
+    }
+}
+
+fn run(config: &Config, args: &WatchBenchArgs) -> Result<WatchBenchReport> {
     if args.per_dir == 0 {
         bail!("--per-dir must be at least 1");
     }

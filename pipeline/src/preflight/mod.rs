@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
-use freshet_kafka::{admin, DlqProducer, KafkaConfig, PartitionReader};
+use freshet_kafka::{admin, KafkaConfig, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::chunk::{Chunk, ChunkKind, HfTokenCounter};
 use freshet_operators::embed::Embedder;
@@ -25,12 +25,11 @@ use binding::{CollectionStep, GroupProgress, IndexState};
 use reconcile::DeleteBound;
 
 use crate::config::Config;
-use crate::dlq::DeadLetters;
 use crate::embedder::{ModelRef, SharedCache};
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::sink::plan::{Offsets, TopicPartition};
-use crate::sink::Sinks;
+use crate::sink::{Indexes, Sinks};
 use crate::stall::Stall;
 use crate::topics::Topic;
 
@@ -303,29 +302,29 @@ fn recover(
         CachedEmbedder::new(ModelRef(model), cache.clone(), config.embedding.batch_size);
     reconcile::reconcile(&runtime, &milvus, &leaves, rows, &bound, &mut embedder)
         .context("reconciling Milvus with the tantivy index")?;
+    let stall = Stall::new(
+        Duration::from_secs(config.pipeline.stall_limit_s),
+        stop.clone(),
+        ready.clone(),
+        metrics.clone(),
+    );
+    let indexes = Indexes {
+        tantivy,
+        milvus,
+        runtime,
+    };
+    let topics = topics.iter().map(|t| t.name.clone()).collect();
+    let sinks = Sinks::new(
+        &config.kafka,
+        topics,
+        indexes,
+        scan,
+        start_offsets.clone(),
+        stall,
+        metrics,
+    )?;
     Ok(Recovered {
-        sinks: Sinks {
-            kafka: config.kafka.clone(),
-            topics: topics.iter().map(|t| t.name.clone()).collect(),
-            dlq: DeadLetters::new(
-                DlqProducer::new(&config.kafka).context("creating the DLQ producer")?,
-                metrics.clone(),
-            ),
-            dlq_sent: scan.sent,
-            dlq_next: scan.ends,
-            tantivy,
-            milvus,
-            runtime,
-            offsets: start_offsets.clone(),
-            metrics: metrics.clone(),
-            lost: Default::default(),
-            stall: Stall::new(
-                Duration::from_secs(config.pipeline.stall_limit_s),
-                stop.clone(),
-                ready.clone(),
-                metrics.clone(),
-            ),
-        },
+        sinks,
         start_offsets,
         bootstrap: by_doc.into_iter().collect(),
     })

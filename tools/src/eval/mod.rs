@@ -6,8 +6,11 @@
 //! Recall@10, Recall@100 and MRR@10 per configuration (table and JSON). With a baseline it is
 //! the CI quality gate.
 
+mod args;
 pub mod beir;
 pub mod metrics;
+
+pub use args::EvalArgs;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -23,8 +26,8 @@ use beir::Dataset;
 use freshet_pipeline::config::Config as PipelineConfig;
 use metrics::{doc_ranking, Scores};
 
-/// Options of one evaluation run.
-pub struct EvalArgs {
+/// Options of one evaluation run (from [`EvalArgs`]).
+pub struct Options {
     pub dataset: PathBuf,
     pub split: String,
     pub url: String,
@@ -180,7 +183,7 @@ impl Progress {
 
 /// Publishes the corpus to the pipeline's topic; returns the topic and its high watermarks
 /// afterwards.
-fn publish(args: &EvalArgs, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i64>)> {
+fn publish(args: &Options, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i64>)> {
     use freshet_kafka::{admin, DocumentProducer};
     use freshet_sources::{publish_jsonl, Mapping};
 
@@ -211,7 +214,7 @@ fn publish(args: &EvalArgs, dataset: &Dataset) -> Result<(String, BTreeMap<i32, 
 /// The offsets of `topic` in the commit the query node serves (`GET /v1/index`).
 async fn served_offsets(
     client: &reqwest::Client,
-    args: &EvalArgs,
+    args: &Options,
     topic: &str,
 ) -> Result<BTreeMap<i32, i64>> {
     let url = format!("{}/v1/index", args.url.trim_end_matches('/'));
@@ -256,7 +259,7 @@ fn offsets_of(body: &Value, topic: &str) -> Result<BTreeMap<i32, i64>> {
 /// not caught up, so that no report is made on a partial index.
 async fn wait_caught_up(
     client: &reqwest::Client,
-    args: &EvalArgs,
+    args: &Options,
     topic: &str,
     high: &BTreeMap<i32, i64>,
 ) -> Result<()> {
@@ -306,7 +309,7 @@ async fn wait_caught_up(
 }
 
 /// Runs the evaluation; returns the report and whether the gate (if any) passed.
-pub fn run(args: EvalArgs) -> Result<(Report, bool)> {
+pub fn run(args: Options) -> Result<(Report, bool)> {
     let dataset = Dataset::load(&args.dataset, &args.split)?;
     let configs: Vec<(String, Value)> = args
         .configs
@@ -347,7 +350,7 @@ pub fn run(args: EvalArgs) -> Result<(Report, bool)> {
 
 async fn run_config(
     client: &reqwest::Client,
-    args: &EvalArgs,
+    args: &Options,
     dataset: &Dataset,
     fields: &Value,
 ) -> Result<ConfigReport> {

@@ -1,0 +1,129 @@
+//! The text index's service: a batch's chunks staged in tantivy and committed with the Kafka
+//! offsets they reflect ([`TextCommit`], built from the batch), then read back and written
+//! again where the commit differs ([`super::verify`]), by [`TextIndex`].
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use freshet_operators::chunk::Chunk;
+use freshet_tantivy::{ChunkIndexWriter, CommitPayload};
+
+use super::plan::Batch;
+use super::refusals::Refusals;
+use super::verify::{self, Expected};
+use super::Service;
+use crate::metrics::Metrics;
+use crate::stall::Stall;
+
+/// What tantivy must write and then hold of a batch.
+pub struct TextCommit<'a> {
+    /// The chunks whose tantivy record differs ([`super::plan::Row::text_record_changed`]).
+    pub upserts: Vec<Chunk>,
+    pub deletes: Vec<String>,
+    /// What each document of the batch must hold once committed.
+    pub expected: Expected<'a>,
+    /// The durable offsets the commit carries.
+    pub payload: CommitPayload,
+}
+
+impl<'a> TextCommit<'a> {
+    /// The commit of `batch`: the `removed` chunk ids of the `refused` documents deleted, the
+    /// other documents written.
+    pub fn build(
+        batch: &'a Batch,
+        refused: &Refusals,
+        removed: Vec<String>,
+        payload: CommitPayload,
+    ) -> TextCommit<'a> {
+        let mut upserts: Vec<Chunk> = Vec::new();
+        let mut deletes: Vec<String> = removed;
+        for (doc, d) in &batch.docs {
+            if refused.contains(doc) {
+                continue;
+            }
+            deletes.extend(d.deletes.iter().cloned());
+            upserts.extend(
+                d.upserts
+                    .values()
+                    .filter(|r| r.text_record_changed())
+                    .map(|r| r.chunk.clone()),
+            );
+        }
+        // Each document written holds its final version's chunks: all of its upserts, those
+        // not rewritten included; none when it was deleted or refused.
+        let expected: Expected<'a> = batch
+            .docs
+            .iter()
+            .map(|(doc, d)| {
+                let chunks = if refused.contains(doc) {
+                    Vec::new()
+                } else {
+                    d.upserts.values().map(|r| &r.chunk).collect()
+                };
+                (doc.as_str(), chunks)
+            })
+            .collect();
+        TextCommit {
+            upserts,
+            deletes,
+            expected,
+            payload,
+        }
+    }
+}
+
+/// The tantivy writer, committed through the stall policy.
+pub struct TextIndex {
+    writer: ChunkIndexWriter,
+    stall: Stall,
+    metrics: Metrics,
+}
+
+impl TextIndex {
+    pub fn new(writer: ChunkIndexWriter, stall: Stall, metrics: Metrics) -> TextIndex {
+        TextIndex {
+            writer,
+            stall,
+            metrics,
+        }
+    }
+}
+
+impl Service<&TextCommit<'_>> for TextIndex {
+    type Response = ();
+
+    /// Stages and commits the batch, then checks the commit and repairs it
+    /// ([`verify::check_and_repair`]).
+    fn call(&mut self, commit: &TextCommit<'_>) -> Result<()> {
+        let started = Instant::now();
+        // A failed write or commit leaves the writer in no known state (an indexing thread may
+        // have died on a full disk): each attempt after the first starts again from the last
+        // commit.
+        let writer = &mut self.writer;
+        self.stall
+            .retry("writing to tantivy", "tantivy", |attempt| {
+                if attempt > 0 {
+                    writer
+                        .rollback()
+                        .context("rolling tantivy back to its last commit")?;
+                }
+                writer
+                    .apply(&commit.upserts, &commit.deletes)
+                    .context("staging the batch")?;
+                writer.commit(&commit.payload).context("committing")?;
+                Ok(())
+            })?;
+        verify::check_and_repair(
+            &mut self.writer,
+            &self.stall,
+            &self.metrics,
+            &commit.expected,
+            &commit.payload,
+        )?;
+        let m = &self.metrics;
+        m.sink_write("tantivy", started.elapsed().as_secs_f64());
+        m.sink("tantivy", "delete", commit.deletes.len() as u64);
+        m.sink("tantivy", "upsert", commit.upserts.len() as u64);
+        Ok(())
+    }
+}

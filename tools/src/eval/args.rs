@@ -1,0 +1,79 @@
+//! `freshet-tools eval`'s command line, resolved into the [`Options`] of a run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::{run, split_configs, Options};
+
+/// `freshet-tools eval`.
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+    #[arg(long, default_value = "../shared/datasets/scifact")]
+    dataset: PathBuf,
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Base URL of the query node.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    #[arg(long, env = "FRESHET_EVAL_API_KEY")]
+    api_key: Option<String>,
+    /// Comma-separated configurations: bm25, vector, hybrid, hybrid-weighted,
+    /// hybrid-expand, hybrid-parents, hybrid-rerank, or name={request JSON} (commas inside
+    /// the JSON are fine). May be repeated.
+    #[arg(
+        long,
+        default_value = "bm25,vector,hybrid,hybrid-weighted,hybrid-expand"
+    )]
+    configs: Vec<String>,
+    /// Do not publish the corpus (it is already indexed).
+    #[arg(long)]
+    no_publish: bool,
+    /// Seconds to wait for the pipeline to index the corpus.
+    #[arg(long, default_value_t = 3600)]
+    wait_secs: u64,
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Committed baseline report: fail if a --gate configuration's nDCG@10 is more than
+    /// --tolerance below it.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    #[arg(long, value_delimiter = ',', default_value = "bm25,hybrid")]
+    gate: Vec<String>,
+    #[arg(long, default_value_t = 0.01)]
+    tolerance: f64,
+}
+
+impl EvalArgs {
+    /// The run these arguments ask for, reading the pipeline's configuration from `config`.
+    fn options(self, config: Option<&Path>) -> Options {
+        Options {
+            dataset: self.dataset,
+            split: self.split,
+            url: self.url,
+            api_key: self.api_key,
+            configs: split_configs(&self.configs),
+            publish: !self.no_publish,
+            wait: Duration::from_secs(self.wait_secs),
+            concurrency: self.concurrency,
+            json_out: self.json,
+            baseline: self.baseline,
+            gate: self.gate,
+            tolerance: self.tolerance,
+            pipeline_config: config.map(Path::to_path_buf),
+        }
+    }
+}
+
+impl crate::Run for EvalArgs {
+    /// Exits with 2 when the gate fails.
+    fn run(self, config: Option<&Path>) -> Result<i32> {
+        let (_, passed) = run(self.options(config))?;
+        Ok(if passed { 0 } else { 2 })
+    }
+}
