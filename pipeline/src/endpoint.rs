@@ -218,23 +218,12 @@ async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read, Write};
-
     use super::*;
     use crate::metrics::Metrics;
 
     fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out[9..12].parse().unwrap();
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-        (status, body)
+        let r = reqwest::blocking::get(format!("http://{addr}{path}")).unwrap();
+        (r.status().as_u16(), r.text().unwrap())
     }
 
     #[test]

@@ -288,6 +288,7 @@ mod tests {
         let root = dir.path().to_path_buf();
         let fifo = root.join("p.md");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo(3) reads the NUL-terminated path that `c` owns, nothing else.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         std::os::unix::fs::symlink("/dev/zero", root.join("z.txt")).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();

@@ -1,9 +1,7 @@
 //! The ingest service in integration tests: spawn the real `freshet-ingest` binary on a free
-//! port against a [`Case`]'s topic, a raw HTTP/1.1 client that sends exactly the headers it is
-//! given (file uploads, missing content types), and the query node's offset wait.
+//! port against a [`Case`]'s topic, requests with exactly the headers they are given (file
+//! uploads, missing content types), and the query node's offset wait.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -135,7 +133,7 @@ impl IngestService {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<Reply> {
-        raw_request(&self.addr, method, path, headers, body)
+        crate::http::send(&self.addr, method, path, headers, body)
     }
 
     /// A write that must succeed: its JSON answer (with `partition` and `offset`).
@@ -185,50 +183,4 @@ impl QueryNode {
             "/v1/index/wait?topic={topic}&partition={partition}&offset={offset}&timeout_ms={timeout_ms}"
         ))
     }
-}
-
-/// One HTTP/1.1 request with `Connection: close` and no headers but `Host`, `Content-Length`
-/// and `headers`.
-pub fn raw_request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Result<Reply> {
-    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(120)))?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes())?;
-    // The server may answer (413) and close before the whole body is sent.
-    let _ = s.write_all(body);
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("malformed HTTP answer: {text:?}"))?;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("no status in {head:?}"))?;
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        bail!("chunked answer from {method} {path}: not expected from this service");
-    }
-    Ok(Reply {
-        status,
-        head: head.to_owned(),
-        body: rest.to_owned(),
-    })
 }

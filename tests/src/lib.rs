@@ -17,11 +17,15 @@ use freshet_tantivy::ChunkIndexReader;
 pub mod cdc;
 pub mod chaos;
 pub mod disk;
+pub mod http;
 pub mod ingest;
 mod milvus;
 pub mod proxy;
 pub mod query;
 pub mod watch;
+
+#[cfg(test)]
+mod manifest_tests;
 
 /// Vocabulary of the generated long Markdown documents of the e2e tests.
 pub const RIVER_WORDS: [&str; 20] = [
@@ -480,7 +484,7 @@ impl Case {
     /// Scrapes the pipeline's `/metrics` into name{labels} → value.
     pub fn metrics(&self) -> Result<BTreeMap<String, f64>> {
         let addr = format!("127.0.0.1:{}", self.metrics_port);
-        let body = query::request(&addr, "GET", "/metrics", &[], b"")?.body;
+        let body = http::request(&addr, "GET", "/metrics", &[], b"")?.body;
         let mut out = BTreeMap::new();
         for line in body.lines().filter(|l| !l.starts_with('#')) {
             if let Some((name, value)) = line.rsplit_once(' ') {
@@ -495,7 +499,7 @@ impl Case {
     /// `GET` one of the pipeline's endpoint paths (`/readyz`, `/healthz`): status and body.
     pub fn endpoint(&self, path: &str) -> Result<(u16, String)> {
         let addr = format!("127.0.0.1:{}", self.metrics_port);
-        let r = query::request(&addr, "GET", path, &[], b"")?;
+        let r = http::request(&addr, "GET", path, &[], b"")?;
         Ok((r.status, r.body))
     }
 

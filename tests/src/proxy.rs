@@ -33,6 +33,7 @@ impl TcpProxy {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
                 }
+                #[expect(clippy::disallowed_methods, reason = "a TCP proxy, below HTTP")]
                 let Ok(server) = TcpStream::connect(&upstream) else {
                     continue;
                 };

@@ -1,8 +1,6 @@
 //! The query node in integration tests: spawn the real `freshet-query` binary on a free port
-//! against a [`Case`]'s index and collection, and a minimal HTTP/1.1 client for it.
+//! against a [`Case`]'s index and collection, and the calls the tests make to it.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
+pub use crate::http::{request, Reply};
 use crate::{free_port, workspace_root, Case};
 
 /// The `freshet-query` binary built by `deploy/test.sh` (`FRESHET_QUERY_BIN` overrides).
@@ -24,30 +23,6 @@ pub struct QueryNode {
     pub addr: String,
     child: Child,
     log: PathBuf,
-}
-
-/// An HTTP answer.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: u16,
-    /// The status line and headers.
-    pub head: String,
-    pub body: String,
-}
-
-impl Reply {
-    /// The value of header `name` (case-insensitive), if present.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-        })
-    }
-
-    pub fn json(&self) -> Result<Value> {
-        serde_json::from_str(&self.body)
-            .with_context(|| format!("not JSON (status {}): {}", self.status, self.body))
-    }
 }
 
 impl Case {
@@ -248,67 +223,4 @@ impl Drop for QueryNode {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// One HTTP/1.1 request with `Connection: close`.
-pub fn request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Result<Reply> {
-    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !body.is_empty() {
-        head.push_str("Content-Type: application/json\r\n");
-    }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    // The server may close early (e.g. body over the limit): take what was answered.
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("malformed HTTP answer: {text:?}"))?;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("no status in {head:?}"))?;
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    Ok(Reply {
-        status,
-        head: head.to_owned(),
-        body,
-    })
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
+use freshet_tests::http::answer_to_head;
 use freshet_tests::query::{pathway_doc_ids, request, QueryNode, Reply};
 use freshet_tests::{free_port, workspace_root, Case};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
@@ -279,13 +280,7 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
     // The credential is checked before the body is read: a wrong key announcing a huge body it
     // never sends is answered 401 at once.
     for path in ["/v1/retrieve", "/pathway/v1/retrieve"] {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&node.addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        s.write_all(format!("POST {path} HTTP/1.1\r\nHost: x\r\nX-API-Key: key-x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{").as_bytes())?;
-        let mut head = [0u8; 64];
-        let n = s.read(&mut head).unwrap_or(0);
-        let head = String::from_utf8_lossy(&head[..n]);
+        let head = answer_to_head(&node.addr, &format!("POST {path} HTTP/1.1\r\nHost: x\r\nX-API-Key: key-x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n"))?;
         assert!(head.starts_with("HTTP/1.1 401"), "{path}: {head:?}");
     }
 

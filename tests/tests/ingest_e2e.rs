@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use freshet_tests::http::answer_to_head;
 use freshet_tests::ingest::free_tcp_port;
 use freshet_tests::query::QueryNode;
 use freshet_tests::{workspace_root, Case};
@@ -194,13 +195,7 @@ fn keys_write_within_their_bounds_only() -> Result<()> {
     assert_eq!(ready["auth"], "keys", "{ready}");
 
     // A wrong key announcing a huge body it never sends: 401 at once.
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(&svc.addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(b"PUT /v1/documents/crm%2F2 HTTP/1.1\r\nHost: x\r\nX-API-Key: wrong\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{")?;
-    let mut head = [0u8; 64];
-    let n = s.read(&mut head)?;
-    let head = String::from_utf8_lossy(&head[..n]);
+    let head = answer_to_head(&svc.addr, "PUT /v1/documents/crm%2F2 HTTP/1.1\r\nHost: x\r\nX-API-Key: wrong\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n")?;
     assert!(head.starts_with("HTTP/1.1 401"), "{head}");
 
     // No keys, beyond loopback: refuses to start, unless allowed.

@@ -32,8 +32,9 @@ const WORDS: &[&str] = &[
 
 /// CPU seconds (user + system) this process has used.
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage(2) only writes into the struct we pass, which lives across the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     tv(u.ru_utime) + tv(u.ru_stime)

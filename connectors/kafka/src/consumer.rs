@@ -215,6 +215,10 @@ impl PartitionReader {
     /// processed offset + 1) as the group's offsets, synchronously. Every partition must be
     /// assigned to this reader. Transient failures (coordinator moving, timeouts) are retried
     /// a few times before the error is returned.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one place offsets are committed"
+    )]
     pub fn commit(&self, next_offsets: &BTreeMap<i32, i64>) -> Result<()> {
         let Some(tpl) = self.offset_list(next_offsets)? else {
             return Ok(());
@@ -245,6 +249,10 @@ impl PartitionReader {
     /// Like [`PartitionReader::commit`], but only hands the commit to librdkafka, which sends
     /// it in the background (no round trip on the caller's thread); a failure is logged when a
     /// later poll serves its callback. For callers whose offsets are also stored elsewhere.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one place offsets are committed"
+    )]
     pub fn commit_async(&self, next_offsets: &BTreeMap<i32, i64>) -> Result<()> {
         let Some(tpl) = self.offset_list(next_offsets)? else {
             return Ok(());

@@ -235,6 +235,10 @@ mod tests {
         for t in texts {
             w.add_document(doc!(f => *t)).expect("add");
         }
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a test's index in memory, of no Kafka offsets"
+        )]
         w.commit().expect("commit");
         (index, f)
     }

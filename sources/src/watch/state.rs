@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// id → JSON [`Entry`].
-const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
+const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 /// `identity` → what this state file belongs to (topic and roots).
-const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+const META: TableDefinition<'static, &str, &str> = TableDefinition::new("meta");
 
 /// What the watcher last saw of one file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -365,6 +365,7 @@ fn fifos_and_devices_never_block_a_sync() {
     write(&root.join("a.md"), "# A");
     let fifo = root.join("pipe.md");
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo(3) reads the NUL-terminated path that `c` owns, nothing else.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     std::os::unix::fs::symlink(&fifo, root.join("pipe-link.md")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", root.join("zero.txt")).unwrap();

@@ -89,7 +89,13 @@ impl<'a> Position<'a> {
 }
 
 /// [`event`] at `at`.
-pub fn event_at(op: &str, before: Value, after: Value, wrapped: bool, at: &Position) -> Vec<u8> {
+pub fn event_at(
+    op: &str,
+    before: Value,
+    after: Value,
+    wrapped: bool,
+    at: &Position<'_>,
+) -> Vec<u8> {
     let (ts, lsn) = (at.ts_ms, at.lsn);
     let payload = json!({
         "before": before, "after": after,
