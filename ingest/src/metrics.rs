@@ -145,6 +145,11 @@ impl Metrics {
             .inc();
     }
 
+    /// The registry `/metrics` encodes.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();

@@ -4,12 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use freshet_service::body;
+use freshet_service::routes::{self, healthz, with_fallbacks};
 use serde_json::json;
 
 use crate::auth::Admission;
@@ -17,42 +19,7 @@ use crate::pathway;
 use crate::request;
 use crate::retrieve::{Engine, RetrieveError};
 
-/// A JSON error answer.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    /// Seconds for a `Retry-After` header (429).
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
-    }
-    fn outcome(&self) -> &'static str {
-        self.code
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
-        match self.retry_after {
-            Some(s) => (self.status, [(header::RETRY_AFTER, s.to_string())], body).into_response(),
-            None => (self.status, body).into_response(),
-        }
-    }
-}
+pub use freshet_service::ApiError;
 
 impl From<RetrieveError> for ApiError {
     fn from(e: RetrieveError) -> Self {
@@ -103,37 +70,20 @@ pub fn router(engine: Arc<Engine>) -> Router {
     if engine.config.query.admin_listen.is_empty() {
         r = r.route("/metrics", get(metrics));
     }
-    r.fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+    with_fallbacks(r)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(engine)
 }
 
 /// The router of `admin_listen`: `/metrics`, `/healthz`, `/readyz`.
 pub fn admin_router(engine: Arc<Engine>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(engine)
-}
-
-async fn not_found() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        "no such route; see /openapi.json",
+    with_fallbacks(
+        Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz)),
     )
-}
-
-async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route; see /openapi.json",
-    )
+    .with_state(engine)
 }
 
 /// The principals a request searches with (see [`Admission::principals`]); a 403 is counted.
@@ -144,26 +94,6 @@ pub(crate) fn principals(
 ) -> Result<Vec<String>, ApiError> {
     admission.principals(requested).inspect_err(|_| {
         engine.metrics.auth_rejection(&admission.name, "forbidden");
-    })
-}
-
-/// The request body, read only once the caller is admitted (a refused caller's body is never
-/// read): a 413 over `limit` bytes, a 400 when it cannot be read.
-async fn body_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let too_large = e
-            .into_inner()
-            .downcast_ref::<http_body_util::LengthLimitError>()
-            .is_some();
-        if too_large {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("request body over {limit} bytes"),
-            )
-        } else {
-            ApiError::bad_request("cannot read the request body")
-        }
     })
 }
 
@@ -186,7 +116,7 @@ async fn retrieve(State(engine): State<Arc<Engine>>, headers: HeaderMap, body: B
     let mut mode = "unknown";
     let result = async {
         let admission = engine.auth.admit(&headers)?;
-        let body = body_bytes(body, engine.config.query.max_body_bytes).await?;
+        let body = body::read(body, engine.config.query.max_body_bytes).await?;
         let req = request::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
         let requested = req.principals.clone();
         let mut plan = req
@@ -208,7 +138,7 @@ async fn retrieve(State(engine): State<Arc<Engine>>, headers: HeaderMap, body: B
             Json(r).into_response()
         }
         Err(e) => {
-            engine.metrics.request("retrieve", mode, e.outcome());
+            engine.metrics.request("retrieve", mode, e.code);
             e.into_response()
         }
     }
@@ -221,7 +151,7 @@ async fn pathway_retrieve(
 ) -> Response {
     let result = async {
         let admission = engine.auth.admit(&headers)?;
-        let body = body_bytes(body, engine.config.query.max_body_bytes).await?;
+        let body = body::read(body, engine.config.query.max_body_bytes).await?;
         let req = pathway::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
         let mut plan = pathway::plan(req, &engine)
             .await
@@ -245,9 +175,7 @@ async fn pathway_retrieve(
             Json(v).into_response()
         }
         Err(e) => {
-            engine
-                .metrics
-                .request("pathway_retrieve", "hybrid", e.outcome());
+            engine.metrics.request("pathway_retrieve", "hybrid", e.code);
             e.into_response()
         }
     }
@@ -291,10 +219,6 @@ pub(crate) fn visible_to(principals: Vec<String>) -> freshet_operators::filter::
     freshet_operators::filter::ChunkFilter::none().principals(principals)
 }
 
-async fn healthz() -> Response {
-    Json(json!({"status": "ok"})).into_response()
-}
-
 async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
     let s = engine.indexes.status();
     let f = engine.indexes.freshness();
@@ -320,32 +244,9 @@ async fn metrics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Respo
     if let Err(e) = engine.auth.admit_admin(&headers) {
         return e.into_response();
     }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        engine.metrics.encode(),
-    )
-        .into_response()
+    routes::metrics(&engine.metrics.registry)
 }
 
 async fn openapi() -> Response {
     Json(crate::openapi::document()).into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_body_over_the_limit_is_a_413() {
-        let ok = body_bytes(Body::from("12345"), 5).await.unwrap();
-        assert_eq!(&ok[..], b"12345");
-        let e = body_bytes(Body::from("123456"), 5).await.unwrap_err();
-        assert_eq!(
-            (e.status, e.code),
-            (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
-        );
-    }
 }

@@ -17,9 +17,9 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::ApiError;
 use crate::indexes::Indexes;
 use crate::retrieve::{Engine, RetrieveError};
+use freshet_service::ApiError;
 
 /// How long a wait lasts when the request does not say, and the longest it may ask for.
 pub const DEFAULT_WAIT_MS: u64 = 10_000;
