@@ -14,47 +14,16 @@ use freshet_service::body;
 use freshet_service::routes::{self, healthz, with_fallbacks};
 use serde_json::json;
 
-use crate::auth::Admission;
+use crate::node::Node;
 use crate::pathway;
 use crate::request;
 use crate::retrieve::{Engine, RetrieveError};
 
 pub use freshet_service::ApiError;
 
-impl From<RetrieveError> for ApiError {
-    fn from(e: RetrieveError) -> Self {
-        match e {
-            RetrieveError::BadRequest(m) => ApiError::bad_request(m),
-            RetrieveError::Unavailable(m) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m)
-            }
-            RetrieveError::Internal(m) => {
-                tracing::error!(error = %m, "retrieve failed");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m)
-            }
-            RetrieveError::TimedOut => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "timeout",
-                "retrieval ran past the request timeout",
-            ),
-            RetrieveError::Overloaded(why) => ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "overloaded",
-                    format!(
-                        "the node is running all the retrievals it may ({}); retry later",
-                        why.reason()
-                    ),
-                )
-            },
-        }
-    }
-}
-
 /// The router of the query node's API port (with `/metrics` unless `admin_listen` is set).
-pub fn router(engine: Arc<Engine>) -> Router {
-    let limit = engine.config.query.max_body_bytes;
+pub fn router(node: Arc<Node>) -> Router {
+    let limit = node.engine.config.query.max_body_bytes;
     let mut r = Router::new()
         .route("/v1/retrieve", post(retrieve))
         .route("/v1/index", get(crate::wait::index_state))
@@ -67,34 +36,23 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi));
-    if engine.config.query.admin_listen.is_empty() {
+    if node.engine.config.query.admin_listen.is_empty() {
         r = r.route("/metrics", get(metrics));
     }
     with_fallbacks(r)
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(engine)
+        .with_state(node)
 }
 
 /// The router of `admin_listen`: `/metrics`, `/healthz`, `/readyz`.
-pub fn admin_router(engine: Arc<Engine>) -> Router {
+pub fn admin_router(node: Arc<Node>) -> Router {
     with_fallbacks(
         Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz)),
     )
-    .with_state(engine)
-}
-
-/// The principals a request searches with (see [`Admission::principals`]); a 403 is counted.
-pub(crate) fn principals(
-    engine: &Engine,
-    admission: &Admission,
-    requested: Option<Vec<String>>,
-) -> Result<Vec<String>, ApiError> {
-    admission.principals(requested).inspect_err(|_| {
-        engine.metrics.auth_rejection(&admission.name, "forbidden");
-    })
+    .with_state(node)
 }
 
 async fn run_with_timeout<T>(
@@ -112,10 +70,11 @@ async fn run_with_timeout<T>(
     }
 }
 
-async fn retrieve(State(engine): State<Arc<Engine>>, headers: HeaderMap, body: Body) -> Response {
+async fn retrieve(State(node): State<Arc<Node>>, headers: HeaderMap, body: Body) -> Response {
+    let engine = &node.engine;
     let mut mode = "unknown";
     let result = async {
-        let admission = engine.auth.admit(&headers)?;
+        let admission = node.auth.admit(&headers)?;
         let body = body::read(body, engine.config.query.max_body_bytes).await?;
         let req = request::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
         let requested = req.principals.clone();
@@ -123,8 +82,8 @@ async fn retrieve(State(engine): State<Arc<Engine>>, headers: HeaderMap, body: B
             .plan(&engine.config.query, engine.reranker.is_some())
             .map_err(|e| ApiError::bad_request(e.0))?;
         mode = plan.mode.as_str();
-        plan.filter.principals = Some(principals(&engine, &admission, requested)?);
-        run_with_timeout(&engine, engine.retrieve(plan)).await
+        plan.filter.principals = Some(node.auth.principals(&admission, requested)?);
+        run_with_timeout(engine, engine.retrieve(plan)).await
     }
     .await;
     match result {
@@ -145,20 +104,21 @@ async fn retrieve(State(engine): State<Arc<Engine>>, headers: HeaderMap, body: B
 }
 
 async fn pathway_retrieve(
-    State(engine): State<Arc<Engine>>,
+    State(node): State<Arc<Node>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let engine = &node.engine;
     let result = async {
-        let admission = engine.auth.admit(&headers)?;
+        let admission = node.auth.admit(&headers)?;
         let body = body::read(body, engine.config.query.max_body_bytes).await?;
         let req = pathway::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
-        let mut plan = pathway::plan(req, &engine)
+        let mut plan = pathway::plan(req, engine)
             .await
             .map_err(|e| ApiError::bad_request(e.0))?;
         // Pathway requests name no principals: the identity's, all of them.
-        plan.filter.principals = Some(principals(&engine, &admission, None)?);
-        let r = run_with_timeout(&engine, engine.retrieve(plan)).await?;
+        plan.filter.principals = Some(node.auth.principals(&admission, None)?);
+        let r = run_with_timeout(engine, engine.retrieve(plan)).await?;
         let outcome = if r.degraded.is_empty() {
             "ok"
         } else {
@@ -181,10 +141,11 @@ async fn pathway_retrieve(
     }
 }
 
-async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+async fn pathway_statistics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
+    let engine = &node.engine;
     let result = async {
-        let admission = engine.auth.admit(&headers)?;
-        let filter = visible_to(principals(&engine, &admission, None)?);
+        let admission = node.auth.admit(&headers)?;
+        let filter = crate::visible::visible_to(node.auth.principals(&admission, None)?);
         let count = match engine.indexes.tantivy() {
             Some(r) => tokio::task::spawn_blocking(move || r.count_matching(&filter))
                 .await
@@ -214,15 +175,11 @@ async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMa
     }
 }
 
-/// The filter of what these principals may see.
-pub(crate) fn visible_to(principals: Vec<String>) -> freshet_operators::filter::ChunkFilter {
-    freshet_operators::filter::ChunkFilter::none().principals(principals)
-}
-
-async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
+async fn readyz(State(node): State<Arc<Node>>) -> Response {
+    let engine = &node.engine;
     let s = engine.indexes.status();
     let f = engine.indexes.freshness();
-    let auth = engine.auth.ready();
+    let auth = node.auth.ready();
     let ready = s.tantivy.is_none() && s.milvus.is_none() && auth.is_ok();
     let body = Json(json!({
         "ready": ready,
@@ -230,8 +187,8 @@ async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
         "milvus": s.milvus.clone().unwrap_or_else(|| "ok".into()),
         "jwks": auth.err().unwrap_or_else(|| "ok".into()),
         "index": {"epoch": f.epoch, "committed_at_ms": f.committed_at_ms},
-        "auth": engine.auth.mode(),
-        "auth_warnings": engine.auth.warnings(),
+        "auth": node.auth.mode(),
+        "auth_warnings": node.auth.warnings(),
     }));
     if ready {
         (StatusCode::OK, body).into_response()
@@ -240,8 +197,9 @@ async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
     }
 }
 
-async fn metrics(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
-    if let Err(e) = engine.auth.admit_admin(&headers) {
+async fn metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
+    let engine = &node.engine;
+    if let Err(e) = node.auth.admit_admin(&headers) {
         return e.into_response();
     }
     routes::metrics(&engine.metrics.registry)

@@ -42,8 +42,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve => {
             let config = Config::load(cli.config.as_deref())?;
             freshet_service::process::runtime()?.block_on(async {
-                let engine = freshet_query::server::engine(config)?;
-                freshet_query::server::serve(engine).await
+                let node = freshet_query::server::node(config)?;
+                freshet_query::server::serve(node).await
             })
         }
     }

@@ -7,11 +7,24 @@ use anyhow::{Context, Result};
 use freshet_operators::chunk::HfTokenCounter;
 use freshet_service::listen::{self, Shutdown};
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::indexes::{EmbedderPool, Indexes};
 use crate::metrics::Metrics;
+use crate::node::Node;
 use crate::rerank::Reranker;
 use crate::retrieve::Engine;
+
+/// The node: its engine (see [`engine`]) and its authentication, with the JWKS URL being
+/// fetched when one is configured. Call inside a tokio runtime.
+pub fn node(config: Config) -> Result<Arc<Node>> {
+    let engine = engine(config)?;
+    let q = &engine.config.query;
+    let auth = Auth::new(q, engine.metrics.clone(), &|v| std::env::var(v).ok())?;
+    auth.log_startup();
+    auth.start()?;
+    Ok(Arc::new(Node { engine, auth }))
+}
 
 /// Loads what the node needs (fails fast on a missing model or a bad reranker setting) and
 /// starts the background index tasks. Call inside a tokio runtime.
@@ -33,9 +46,6 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     mcfg.dim = embedders.dim();
     mcfg.model_id = embedders.model_id().to_owned();
     indexes.spawn_milvus_connector(mcfg);
-    let auth = crate::auth::Auth::new(&config.query, metrics.clone(), &|v| std::env::var(v).ok())?;
-    auth.log_startup();
-    auth.start()?;
     let limiter = crate::overload::Limiter::new(
         config.query.max_running_retrievals,
         config.query.max_waiting_retrievals,
@@ -50,14 +60,13 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         reranker,
         counter: Arc::new(counter),
         metrics,
-        auth,
     }))
 }
 
 /// Serves the API on `query.listen` (and `/metrics` on `query.admin_listen` when set), over TLS
 /// when `query.tls_cert_file` is set, until SIGINT/SIGTERM.
-pub async fn serve(engine: Arc<Engine>) -> Result<()> {
-    let q = &engine.config.query;
+pub async fn serve(node: Arc<Node>) -> Result<()> {
+    let q = &node.engine.config.query;
     let tls =
         freshet_service::transport::server_config("query", &q.tls_cert_file, &q.tls_key_file)?;
     let listener = listen::bind(&q.listen, "query.listen").await?;
@@ -70,19 +79,19 @@ pub async fn serve(engine: Arc<Engine>) -> Result<()> {
             Some(l)
         }
     };
-    if !engine.auth.admin_guarded() {
+    if !node.auth.admin_guarded() {
         tracing::info!("/metrics needs no key (query.admin_keys is empty)");
     }
     let stop = Shutdown::on_signal();
     let api = listen::serve(
         listener,
-        crate::http::router(engine.clone()),
+        crate::http::router(node.clone()),
         tls.clone(),
         stop.wait(),
     );
     let admin = async {
         match admin {
-            Some(l) => listen::serve(l, crate::http::admin_router(engine), tls, stop.wait()).await,
+            Some(l) => listen::serve(l, crate::http::admin_router(node), tls, stop.wait()).await,
             None => Ok(()),
         }
     };

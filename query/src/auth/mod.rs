@@ -279,6 +279,18 @@ impl Auth {
         self.reject(r.label(), r.reason(), e)
     }
 
+    /// The principals an admitted request searches with (see [`Admission::principals`]); a
+    /// 403 is counted.
+    pub fn principals(
+        &self,
+        admission: &Admission,
+        requested: Option<Vec<String>>,
+    ) -> Result<Vec<String>, ApiError> {
+        admission
+            .principals(requested)
+            .inspect_err(|_| self.metrics.auth_rejection(&admission.name, "forbidden"))
+    }
+
     /// Checks the admin key of `/metrics` when admin keys are configured.
     pub fn admit_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         if self.admin.is_empty() {
