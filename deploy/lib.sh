@@ -263,6 +263,31 @@ start_daemon() {
     log "started $name: pid $DAEMON_PID, log $logfile"
 }
 
+# start_http_service NAME BINARY PREFIX DEFAULT_LISTEN DEFAULT_TIMEOUT_S WHAT ROUTES: start a
+# freshet HTTP service (the query node, the ingest service) in the background with a pid file
+# and a log under $FRESHET_RUN_DIR, and wait until it listens. The binary is $<PREFIX>_BIN, else
+# target/{debug,release}/BINARY; it listens on $<PREFIX>_LISTEN (default DEFAULT_LISTEN) and
+# must be up within $<PREFIX>_START_TIMEOUT seconds. WHAT names it in messages, ROUTES ends the
+# line saying it is up. FRESHET_CONFIG and FRESHET_<SECTION>_<KEY> pass through.
+start_http_service() {
+    local name=$1 binary=$2 prefix=$3 default_listen=$4 default_timeout=$5 what=$6 routes=$7
+    local root bin_var="${prefix}_BIN" listen_var="${prefix}_LISTEN" timeout_var="${prefix}_START_TIMEOUT"
+    root="$(dirname "$FRESHET_DEPLOY_DIR")"
+    local bin="${!bin_var:-$root/target/${FRESHET_PROFILE:-debug}/$binary}"
+    [[ -x "$bin" ]] || die "no $binary binary at $bin: build it with 'cargo build -p $binary' (or set $bin_var)"
+    local pidfile="$FRESHET_RUN_DIR/pids/$name.pid" logfile="$FRESHET_RUN_DIR/logs/$name.log"
+    local listen="${!listen_var:-$default_listen}" timeout="${!timeout_var:-$default_timeout}"
+    if pidfile_running "$pidfile" "$binary"; then
+        log "$what already running (pid $PIDFILE_PID); log: $logfile"
+        return 0
+    fi
+    export "$listen_var=$listen"
+    start_daemon "$name" "$pidfile" "$logfile" "$root" "$bin"
+    wait_for_tcp "${listen%:*}" "${listen##*:}" "$timeout" "$DAEMON_PID" ||
+        die_with_log "$logfile" "the $what did not come up within ${timeout}s"
+    log "$what up: http://$listen ($routes)"
+}
+
 # stop_daemon NAME PIDFILE PATTERN [TIMEOUT_S]: SIGTERM the recorded process
 # group, wait for every member to exit, SIGKILL after TIMEOUT_S. Only ever
 # signals the group created by start_daemon.

@@ -9,10 +9,10 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use freshet_auth::{JwtConfig, Limits};
 use freshet_config::Sections;
 use freshet_kafka::KafkaConfig;
 use freshet_operators::limits::RecordLimits;
+use freshet_service::auth::{JwtConfig, Limits};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::settings::{WriteKeyConfig, WriteRuleConfig};
@@ -213,7 +213,7 @@ impl IngestConfig {
         }
         if !self.authenticated()
             && !self.allow_unauthenticated
-            && !freshet_auth::transport::is_loopback_listen(&self.listen)
+            && !freshet_service::transport::is_loopback_listen(&self.listen)
         {
             bail!(
                 "ingest.listen {:?} is beyond loopback and no writer must identify itself: \

@@ -1,62 +1,14 @@
-//! The JSON error answer (the query node's shape: `{"error": {"code", "message"}}`, here with
-//! the decoder's `class` for a refused document and `lines` for a refused batch), and the
-//! mapping of every refusal to its status.
+//! The mapping of every refusal to its status and JSON error ([`ApiError`], the shape of every
+//! freshet service: `{"error": {"code", "message"}}`, here with the decoder's `class` for a
+//! refused document and `lines` for a refused batch).
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::http::StatusCode;
 use serde_json::{json, Value};
+
+pub use freshet_service::ApiError;
 
 use crate::decode::{BatchInvalid, Invalid};
 use crate::produce::ProduceError;
-
-/// A JSON error answer.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    /// Further members of the `error` object (`class`, `lines`).
-    pub details: serde_json::Map<String, Value>,
-    /// Seconds for a `Retry-After` header (429).
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            details: serde_json::Map::new(),
-            retry_after: None,
-        }
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
-    }
-
-    fn with(mut self, key: &str, value: Value) -> Self {
-        self.details.insert(key.into(), value);
-        self
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut error = self.details;
-        error.insert("code".into(), self.code.into());
-        error.insert("message".into(), self.message.into());
-        let body = Json(json!({ "error": error }));
-        match self.retry_after {
-            Some(s) => (self.status, [(header::RETRY_AFTER, s.to_string())], body).into_response(),
-            None => (self.status, body).into_response(),
-        }
-    }
-}
 
 impl From<Invalid> for ApiError {
     fn from(e: Invalid) -> Self {
@@ -117,19 +69,4 @@ impl From<ProduceError> for ApiError {
             format!("the broker did not acknowledge the record(s): {}", e.0),
         )
     }
-}
-
-/// The body, or a 413 (over `ingest.max_body_bytes`) or a 400 (unreadable).
-pub fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("request body over {limit} bytes"),
-            )
-        } else {
-            ApiError::bad_request(format!("cannot read the request body: {e}"))
-        }
-    })
 }

@@ -15,13 +15,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Extension;
 use axum::{Json, Router};
+use freshet_service::body;
+use freshet_service::routes::{self, healthz, with_fallbacks};
 use serde_json::{json, Value};
 
 use crate::auth::rules::Write;
 use crate::auth::{IngestAuth, Writer};
 use crate::config::Config;
 use crate::decode::{self, FileOptions, Op, Outgoing};
-use crate::error::{body_bytes, ApiError};
+use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::produce::{self, Placed, Publisher};
 
@@ -71,17 +73,17 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/documents:batch", post(batch))
         .route_layer(middleware::from_fn_with_state(app.clone(), authenticate));
-    Router::new()
-        .merge(writes)
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(middleware::from_fn_with_state(app.clone(), track))
-        .with_state(app)
+    with_fallbacks(
+        Router::new()
+            .merge(writes)
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .route("/metrics", get(metrics))
+            .route("/openapi.json", get(openapi)),
+    )
+    .layer(DefaultBodyLimit::max(limit))
+    .layer(middleware::from_fn_with_state(app.clone(), track))
+    .with_state(app)
 }
 
 /// The route a path belongs to, as its metrics label.
@@ -136,22 +138,6 @@ fn write_of(r: &Outgoing) -> Write<'_> {
         },
         Op::Delete => Write::Delete { id: &r.id },
     }
-}
-
-async fn not_found() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        "no such route; see /openapi.json",
-    )
-}
-
-async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route; see /openapi.json",
-    )
 }
 
 /// The base media type of the `Content-Type` header, lower case; empty when absent.
@@ -228,7 +214,7 @@ async fn put_document(
         let params = query
             .map(|q| q.0)
             .map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
-        let body = body_bytes(body, app.config.ingest.max_body_bytes)?;
+        let body = body::extracted(body, app.config.ingest.max_body_bytes)?;
         let media = media_type(&headers)?;
         let limits = &app.config.limits;
         let record = if base_type(&media) == "application/json" {
@@ -281,7 +267,7 @@ async fn batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        let body = body_bytes(body, app.config.ingest.max_body_bytes)?;
+        let body = body::extracted(body, app.config.ingest.max_body_bytes)?;
         let media = base_type(&media_type(&headers)?);
         if !media.is_empty() && !BATCH_TYPES.contains(&media.as_str()) {
             return Err(ApiError::new(
@@ -320,10 +306,6 @@ async fn batch(
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn healthz() -> Response {
-    Json(json!({"status": "ok"})).into_response()
-}
-
 /// Ready when the broker answers and knows the topic, and tokens can be verified (the JWKS URL
 /// fetched). Says how writers are identified, and what an operator must know about it.
 async fn readyz(State(app): State<Arc<App>>) -> Response {
@@ -350,14 +332,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        app.metrics.encode(),
-    )
-        .into_response()
+    routes::metrics(app.metrics.registry())
 }
 
 async fn openapi() -> Response {

@@ -31,32 +31,17 @@ enum Command {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FRESHET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match run(Cli::parse()) {
-        Ok(()) => {}
-        Err(e) => {
-            eprintln!("freshet-ingest: error: {e:#}");
-            std::process::exit(1);
-        }
-    }
+    freshet_service::process::main("freshet-ingest", || run(Cli::parse()));
 }
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let config = Config::load(cli.config.as_deref())?;
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(async {
-                    let app = freshet_ingest::server::app(config)?;
-                    freshet_ingest::server::serve(app).await
-                })
+            freshet_service::process::runtime()?.block_on(async {
+                let app = freshet_ingest::server::app(config)?;
+                freshet_ingest::server::serve(app).await
+            })
         }
     }
 }

@@ -1,21 +1,12 @@
-//! The ingest service's Prometheus metrics, served on the API port at `/metrics`:
-//!
-//! - `freshet_ingest_requests_total{route,status}`: every answer, by route and HTTP status;
-//! - `freshet_ingest_request_seconds{route}`: time to answer (for the produce routes, mostly the
-//!   wait for the broker's acknowledgement);
-//! - `freshet_ingest_documents_total{op}`: records acknowledged by the broker (`upsert`,
-//!   `delete`);
-//! - `freshet_ingest_produce_errors_total`: produce calls that failed (answered 503);
-//! - `freshet_ingest_auth_rejections_total{key,reason}`: requests refused by authentication
-//!   (`unauthorized`), a write rule (`forbidden`) or a limit (`rate_limited`,
-//!   `concurrency_limited`), by the key's name, `jwt`, `anonymous`, `unknown` or `none`.
+//! The ingest service's Prometheus metrics (names and meanings: `ingest/METRICS.md`), served on
+//! the API port at `/metrics`.
 
 use std::sync::Arc;
 
+use freshet_service::metrics::{HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -40,17 +31,12 @@ pub struct OpLabels {
     pub op: String,
 }
 
-fn latency_histogram() -> Histogram {
-    // 0.5 ms .. ~65 s (a produce may wait for the producer's whole timeout).
-    Histogram::new(exponential_buckets(0.000_5, 2.0, 18))
-}
-
 /// Every metric the ingest service exports. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
     requests: Family<RequestLabels, Counter>,
-    request_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    request_seconds: HistogramFamily<RouteLabels>,
     documents: Family<OpLabels, Counter>,
     produce_errors: Counter,
     auth_rejections: Family<RejectionLabels, Counter>,
@@ -64,42 +50,27 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut r = Registry::with_prefix("freshet_ingest");
-        let requests = Family::<RequestLabels, Counter>::default();
-        r.register(
-            "requests",
-            "Answers by route and HTTP status",
-            requests.clone(),
-        );
-        let request_seconds =
-            Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                latency_histogram,
-            );
-        r.register(
+        let mut r = Registrar::new("ingest");
+        let requests = r.counters("requests", "Answers by route and HTTP status");
+        let request_seconds = r.histograms(
             "request_seconds",
             "Time to answer a request, by route",
-            request_seconds.clone(),
+            LATENCY,
         );
-        let documents = Family::<OpLabels, Counter>::default();
-        r.register(
+        let documents = r.counters(
             "documents",
             "Records the broker acknowledged, by op (upsert, delete)",
-            documents.clone(),
         );
-        let produce_errors = Counter::default();
-        r.register(
+        let produce_errors = r.counter(
             "produce_errors",
             "Produce calls that failed (broker unreachable, timed out or refused)",
-            produce_errors.clone(),
         );
-        let auth_rejections = Family::<RejectionLabels, Counter>::default();
-        r.register(
+        let auth_rejections = r.counters(
             "auth_rejections",
             "Requests refused by authentication, a write rule or a limit, by key name and reason",
-            auth_rejections.clone(),
         );
         Metrics {
-            registry: Arc::new(r),
+            registry: r.finish(),
             requests,
             request_seconds,
             documents,
@@ -145,13 +116,14 @@ impl Metrics {
             .inc();
     }
 
+    /// The registry `/metrics` encodes.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        freshet_service::metrics::encode(&self.registry)
     }
 }
 
@@ -182,5 +154,15 @@ mod tests {
         assert!(text.contains(r#"freshet_ingest_documents_total{op="upsert"} 3"#));
         assert!(text.contains("freshet_ingest_produce_errors_total 1"));
         assert!(text.contains("freshet_ingest_request_seconds_bucket"));
+    }
+
+    #[test]
+    fn metrics_md_lists_exactly_the_registered_metrics() {
+        let problems = freshet_service::metrics::spec::check(
+            include_str!("../METRICS.md"),
+            "freshet_ingest_",
+            Metrics::new().registry(),
+        );
+        assert!(problems.is_empty(), "ingest/METRICS.md: {problems:#?}");
     }
 }

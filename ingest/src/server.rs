@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use freshet_service::listen::{self, Shutdown};
+
 use crate::config::Config;
 use crate::http::App;
 use crate::produce::KafkaPublisher;
@@ -26,38 +28,15 @@ pub fn app(config: Config) -> Result<Arc<App>> {
 /// SIGINT/SIGTERM. Starts fetching the issuer's JWKS URL, when one is configured.
 pub async fn serve(app: Arc<App>) -> Result<()> {
     let i = &app.config.ingest;
-    let tls = freshet_auth::transport::server_config("ingest", &i.tls_cert_file, &i.tls_key_file)?;
+    let tls =
+        freshet_service::transport::server_config("ingest", &i.tls_cert_file, &i.tls_key_file)?;
     app.auth.start()?;
-    let addr = i.listen.clone();
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(%addr, tls = tls.is_some(), topic = %app.config.kafka.topic, "ingest service listening");
-    freshet_auth::transport::serve(listener, crate::http::router(app), tls, shutdown_signal())
+    let listener = listen::bind(&i.listen, "ingest.listen").await?;
+    tracing::info!(addr = %i.listen, tls = tls.is_some(), topic = %app.config.kafka.topic, "ingest service listening");
+    let stop = Shutdown::on_signal();
+    listen::serve(listener, crate::http::router(app), tls, stop.wait())
         .await
         .context("HTTP server failed")
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    tracing::info!("shutting down");
 }
 
 #[cfg(test)]

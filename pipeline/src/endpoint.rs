@@ -1,4 +1,5 @@
-//! The pipeline's HTTP endpoint (`[metrics] listen`): `GET /metrics` (Prometheus text,
+//! The pipeline's HTTP endpoint (`[metrics] listen`, served with `freshet-service`'s listener
+//! and `/metrics` answer): `GET /metrics` (Prometheus text,
 //! `pipeline/METRICS.md`), `GET /healthz` (the process is up) and `GET /readyz` (200 once the
 //! Milvus collection is loaded and every worker of the process reads its partitions; 503 with
 //! what it is waiting for, for instance while Milvus loads a large collection after a restart).
@@ -9,12 +10,13 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
+use freshet_service::{listen, routes};
 use prometheus_client::registry::Registry;
 
 /// Where the pipeline is on its way to reading records.
@@ -180,8 +182,11 @@ pub fn serve(listen: &str, registry: Arc<Registry>, ready: Readiness) -> Result<
         .spawn(move || {
             runtime.block_on(async move {
                 match tokio::net::TcpListener::from_std(listener) {
+                    // Until the process ends: the pipeline drains on SIGTERM itself, and
+                    // its readiness says `stopping` meanwhile.
                     Ok(l) => {
-                        if let Err(e) = axum::serve(l, app).await {
+                        let forever = std::future::pending();
+                        if let Err(e) = listen::serve(l, app, None, forever).await {
                             tracing::error!(error = %e, "the metrics endpoint stopped");
                         }
                     }
@@ -192,18 +197,8 @@ pub fn serve(listen: &str, registry: Arc<Registry>, ready: Readiness) -> Result<
     Ok(addr)
 }
 
-async fn metrics_text(State(s): State<Shared>) -> impl IntoResponse {
-    let mut text = String::new();
-    if prometheus_client::encoding::text::encode(&mut text, &s.registry).is_err() {
-        text.clear();
-    }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
+async fn metrics_text(State(s): State<Shared>) -> Response {
+    routes::metrics(&s.registry)
 }
 
 async fn readyz(State(s): State<Shared>) -> impl IntoResponse {

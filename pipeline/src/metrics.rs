@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_service::metrics::{HistogramFamily, Registrar, PIPELINE_AGE};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -14,11 +15,6 @@ use prometheus_client::registry::Registry;
 pub struct Outcome {
     pub outcome: String,
 }
-
-/// Buckets (seconds) of the latency histograms.
-const LATENCY_BUCKETS: [f64; 15] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SinkLabel {
@@ -71,7 +67,7 @@ pub struct Metrics {
     pub source_to_read: Histogram,
     pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
-    pub sink_write: Family<SinkLabel, Histogram>,
+    pub sink_write: HistogramFamily<SinkLabel>,
     pub stall_retries: Family<StallAt, Counter>,
     pub stalled: Gauge,
     pub index_repairs: Family<Repair, Counter>,
@@ -80,121 +76,85 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut r = Registry::with_prefix("freshet_pipeline");
-        let documents = Family::<Outcome, Counter>::default();
-        r.register(
+        let mut r = Registrar::new("pipeline");
+        let documents = r.counters(
             "documents",
             "Documents read, by outcome (upsert, delete, unchanged, skipped, dlq)",
-            documents.clone(),
         );
-        let chunks = Family::<Outcome, Counter>::default();
-        r.register(
+        let chunks = r.counters(
             "chunks",
             "Chunk deltas applied, by outcome (upsert, delete)",
-            chunks.clone(),
         );
-        let embedding_texts = Family::<Outcome, Counter>::default();
-        r.register(
+        let embedding_texts = r.counters(
             "embedding_texts",
             "Texts needing a vector, by outcome (embedded by the model, cache_hit)",
-            embedding_texts.clone(),
         );
-        let embedding_calls = Counter::default();
-        r.register(
-            "embedding_calls",
-            "Batched calls into the embedding model",
-            embedding_calls.clone(),
-        );
-        let sink_ops = Family::<SinkOp, Counter>::default();
-        r.register(
-            "sink_writes",
-            "Records written to a sink, by sink and op",
-            sink_ops.clone(),
-        );
-        let dlq_records = Family::<DeadLetter, Counter>::default();
-        r.register(
+        let embedding_calls =
+            r.counter("embedding_calls", "Batched calls into the embedding model");
+        let sink_ops = r.counters("sink_writes", "Records written to a sink, by sink and op");
+        let dlq_records = r.counters(
             "dlq_records",
             "Records sent to the dead-letter topic, by error class and the stage that refused \
              them (decode, prepare, embed, sink)",
-            dlq_records.clone(),
         );
-        let consumer_lag = Family::<Partition, Gauge>::default();
-        r.register(
+        let consumer_lag = r.gauges(
             "consumer_lag_records",
             "High watermark minus next offset, per partition",
-            consumer_lag.clone(),
         );
-        let commits = Counter::default();
-        r.register("commits", "Durable commits of both sinks", commits.clone());
-        let durable_epoch = Gauge::default();
-        r.register(
+        let commits = r.counter("commits", "Durable commits of both sinks");
+        let durable_epoch = r.gauge(
             "durable_epoch",
             "Newest epoch durably applied to both sinks",
-            durable_epoch.clone(),
         );
-        let source_to_durable = Histogram::new(LATENCY_BUCKETS);
-        r.register(
+        let source_to_durable = r.histogram(
             "source_to_durable_seconds",
             "Kafka record timestamp to durable in both sinks",
-            source_to_durable.clone(),
+            PIPELINE_AGE,
         );
-        let source_to_read = Histogram::new(LATENCY_BUCKETS);
-        r.register(
+        let source_to_read = r.histogram(
             "source_to_read_seconds",
             "Kafka record timestamp to read by a worker (broker, fetch and batching wait)",
-            source_to_read.clone(),
+            PIPELINE_AGE,
         );
-        let source_to_sink = Histogram::new(LATENCY_BUCKETS);
-        r.register(
+        let source_to_sink = r.histogram(
             "source_to_sink_seconds",
             "Kafka record timestamp to the start of the index write that makes it durable \
              (read, dataflow, embedding and waiting for the write before)",
-            source_to_sink.clone(),
+            PIPELINE_AGE,
         );
-        let embed_batch = Histogram::new(LATENCY_BUCKETS);
-        r.register(
+        let embed_batch = r.histogram(
             "embed_batch_seconds",
             "Duration of embedding one batch of chunk texts (cache lookups included)",
-            embed_batch.clone(),
+            PIPELINE_AGE,
         );
-        let sink_write = Family::<SinkLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(LATENCY_BUCKETS)
-        });
-        r.register(
+        let sink_write = r.histograms(
             "sink_write_seconds",
-            "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + commit)",
-            sink_write.clone(),
+            "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + \
+             commit)",
+            PIPELINE_AGE,
         );
-        let stall_retries = Family::<StallAt, Counter>::default();
-        r.register(
+        let stall_retries = r.counters(
             "stall_retries",
             "Failed writes tried again, failures not about one record, by where (milvus, \
              tantivy, dlq, embedding_cache)",
-            stall_retries.clone(),
         );
-        let stalled = Gauge::default();
-        r.register(
+        let stalled = r.gauge(
             "stalled",
             "Writes being retried now (nothing is committed while one is), else 0",
-            stalled.clone(),
         );
-        let index_repairs = Family::<Repair, Counter>::default();
-        r.register(
+        let index_repairs = r.counters(
             "index_repairs",
             "Chunks a commit did not hold as it should, written again, by sink and finding \
              (stale: live but not of its document's version; absent: of the version but not \
              live; doubled: live twice)",
-            index_repairs.clone(),
         );
-        let quarantined_records = Gauge::default();
-        r.register(
+        let quarantined_records = r.gauge(
             "quarantined_records",
             "Records held at start for having been prepared in crash_loop_limit consecutive \
              crashes: each goes to the dead-letter topic (crash_loop) when it is read",
-            quarantined_records.clone(),
         );
         Metrics {
-            registry: Arc::new(r),
+            registry: r.finish(),
             documents,
             chunks,
             embedding_texts,
@@ -279,16 +239,27 @@ impl Metrics {
 
     /// Text exposition format.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        freshet_service::metrics::encode(&self.registry)
     }
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_md_lists_exactly_the_registered_metrics() {
+        let problems = freshet_service::metrics::spec::check(
+            include_str!("../METRICS.md"),
+            "freshet_pipeline_",
+            &Metrics::new().registry,
+        );
+        assert!(problems.is_empty(), "pipeline/METRICS.md: {problems:#?}");
     }
 }

@@ -348,7 +348,7 @@ impl QueryConfig {
                 bail!("query.rerank_backend = \"remote\" needs query.rerank_url")
             }
             RerankBackend::Remote if !self.rerank_api_key.is_empty() => {
-                freshet_auth::transport::check_url(
+                freshet_service::transport::check_url(
                     "query.rerank_url (it is sent query.rerank_api_key)",
                     &self.rerank_url,
                     self.rerank_allow_insecure_http,

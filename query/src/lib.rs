@@ -1,14 +1,14 @@
 //! The freshet query node: hybrid retrieval over the tantivy index and the Milvus collection the
 //! pipeline maintains, served as JSON over HTTP.
 //!
-//! A request goes `http` (auth, limits, errors) → `request` (validated [`request::Plan`]) →
-//! `retrieve` ([`retrieve::Engine`]: both routes in parallel, filtered inside each search, then
-//! `fusion`, parent-child and expansion in `passage`, `rerank`, `pack`). `indexes` keeps the
-//! node on the newest pipeline commit without restarts; a request reads one pinned snapshot of
-//! it, and `visible` checks every chunk of the answer against the request's filter and
-//! principals; `overload` bounds the retrievals running and waiting and stops the work of a
-//! request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi` describe it;
-//! `pathway` offers a Pathway-compatible endpoint.
+//! A request goes `http` (over a [`node::Node`]: the engine and `auth`, limits, errors) → `request`
+//! (validated [`request::Plan`]) → `retrieve` ([`retrieve::Engine`]: both routes in parallel,
+//! filtered inside each search, then `fusion`, parent-child and expansion in `passage`, `rerank`,
+//! `pack`). `indexes` keeps the node on the newest pipeline commit without restarts; a request
+//! reads one pinned snapshot of it, and `visible` checks every chunk of the answer against the
+//! request's filter and principals; `overload` bounds the retrievals running and waiting and stops
+//! the work of a request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi`
+//! describe it; `pathway` offers a Pathway-compatible endpoint.
 
 pub mod auth;
 pub mod config;
@@ -16,6 +16,7 @@ pub mod fusion;
 pub mod http;
 pub mod indexes;
 pub mod metrics;
+pub mod node;
 pub mod openapi;
 pub mod overload;
 pub mod pack;

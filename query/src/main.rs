@@ -34,36 +34,17 @@ enum Command {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FRESHET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match run(Cli::parse()) {
-        Ok(code) => std::process::exit(code),
-        Err(e) => {
-            eprintln!("freshet-query: error: {e:#}");
-            std::process::exit(1);
-        }
-    }
+    freshet_service::process::main("freshet-query", || run(Cli::parse()));
 }
 
-fn run(cli: Cli) -> Result<i32> {
+fn run(cli: Cli) -> Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let config = Config::load(cli.config.as_deref())?;
-            runtime()?.block_on(async {
-                let engine = freshet_query::server::engine(config)?;
-                freshet_query::server::serve(engine).await
-            })?;
-            Ok(0)
+            freshet_service::process::runtime()?.block_on(async {
+                let node = freshet_query::server::node(config)?;
+                freshet_query::server::serve(node).await
+            })
         }
     }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?)
 }

@@ -1,14 +1,14 @@
 //! The query node's Prometheus metrics (names and meanings: `query/METRICS.md`), served on the
 //! API port at `/metrics`.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -45,20 +45,15 @@ pub struct RejectionLabels {
     pub reason: String,
 }
 
-fn latency_histogram() -> Histogram {
-    // 0.25 ms .. ~16 s.
-    Histogram::new(exponential_buckets(0.000_25, 2.0, 17))
-}
-
 /// Every metric the query node exports. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
     pub registry: Arc<Registry>,
     pub requests: Family<RequestLabels, Counter>,
-    pub request_seconds: Family<ModeLabels, Histogram, fn() -> Histogram>,
-    pub stage_seconds: Family<StageLabels, Histogram, fn() -> Histogram>,
-    pub index_commit_timestamp: Gauge<f64, AtomicU64>,
-    pub index_commit_age: Gauge<f64, AtomicU64>,
+    pub request_seconds: HistogramFamily<ModeLabels>,
+    pub stage_seconds: HistogramFamily<StageLabels>,
+    pub index_commit_timestamp: FloatGauge,
+    pub index_commit_age: FloatGauge,
     pub index_epoch: Gauge,
     pub index_chunks: Gauge,
     pub index_visible_delay: Histogram,
@@ -80,111 +75,80 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut r = Registry::with_prefix("freshet_query");
-        let requests = Family::<RequestLabels, Counter>::default();
-        r.register(
+        let mut r = Registrar::new("query");
+        let requests = r.counters(
             "requests",
-            "Requests by endpoint, mode and outcome (ok, degraded, bad_request, unauthorized, unavailable, error)",
-            requests.clone(),
+            "Requests by endpoint, mode and outcome (ok, degraded, bad_request, unauthorized, \
+             unavailable, error)",
         );
-        let request_seconds =
-            Family::<ModeLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                latency_histogram,
-            );
-        r.register(
+        let request_seconds = r.histograms(
             "request_seconds",
             "Retrieve latency end to end inside the node, by mode",
-            request_seconds.clone(),
+            LATENCY,
         );
-        let stage_seconds =
-            Family::<StageLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                latency_histogram,
-            );
-        r.register(
+        let stage_seconds = r.histograms(
             "stage_seconds",
-            "Retrieve latency per stage (embed, bm25, vector, fetch, fusion, parents, rerank, expand, pack)",
-            stage_seconds.clone(),
+            "Retrieve latency per stage (embed, bm25, vector, fetch, fusion, parents, rerank, \
+             expand, pack)",
+            LATENCY,
         );
-        let index_commit_timestamp = Gauge::<f64, AtomicU64>::default();
-        r.register(
+        let index_commit_timestamp = r.float_gauge(
             "index_commit_timestamp_seconds",
             "Unix time of the newest pipeline commit this node serves",
-            index_commit_timestamp.clone(),
         );
-        let index_commit_age = Gauge::<f64, AtomicU64>::default();
-        r.register(
+        let index_commit_age = r.float_gauge(
             "index_commit_age_seconds",
             "Age of the newest pipeline commit this node serves (updated every reload tick)",
-            index_commit_age.clone(),
         );
-        let index_epoch = Gauge::default();
-        r.register(
+        let index_epoch = r.gauge(
             "index_epoch",
             "Pipeline epoch of the newest commit this node serves",
-            index_epoch.clone(),
         );
-        let index_chunks = Gauge::default();
-        r.register(
+        let index_chunks = r.gauge(
             "index_chunks",
             "Chunks in the tantivy index this node serves",
-            index_chunks.clone(),
         );
-        let index_visible_delay = Histogram::new(exponential_buckets(0.001, 2.0, 14));
-        r.register(
+        let index_visible_delay = r.histogram(
             "index_visible_delay_seconds",
             "Time from a pipeline commit to it being searchable in this node",
-            index_visible_delay.clone(),
+            LATENCY,
         );
-        let ready = Gauge::default();
-        r.register(
+        let ready = r.gauge(
             "ready",
             "1 when both indexes are reachable (as /readyz reports)",
-            ready.clone(),
         );
-        let query_embeddings = Family::<OutcomeLabels, Counter>::default();
-        r.register(
+        let query_embeddings = r.counters(
             "query_embeddings",
             "Query vectors by outcome: embedded by the model, or cache_hit",
-            query_embeddings.clone(),
         );
-        let auth_rejections = Family::<RejectionLabels, Counter>::default();
-        r.register(
+        let auth_rejections = r.counters(
             "auth_rejections",
-            "Requests refused by credential name and reason (unauthorized, forbidden, rate_limited, concurrency_limited)",
-            auth_rejections.clone(),
+            "Requests refused by credential name and reason (unauthorized, forbidden, \
+             rate_limited, concurrency_limited)",
         );
-        let chunks_dropped = Family::<ReasonLabels, Counter>::default();
-        r.register(
+        let chunks_dropped = r.counters(
             "chunks_dropped",
-            "Chunks kept out of answers at the final check (missing: a vector hit the request's index snapshot lacks; acl: not visible to the request's principals; filter: fails the request's filter)",
-            chunks_dropped.clone(),
+            "Chunks kept out of answers at the final check (missing: a vector hit the request's \
+             index snapshot lacks; acl: not visible to the request's principals; filter: fails \
+             the request's filter)",
         );
-        let retrievals_running = Gauge::default();
-        r.register(
+        let retrievals_running = r.gauge(
             "retrievals_running",
-            "Retrieval slots held (max_running_retrievals), by requests and by work a timed-out request has not stopped yet",
-            retrievals_running.clone(),
+            "Retrieval slots held (max_running_retrievals), by requests and by work a timed-out \
+             request has not stopped yet",
         );
-        let retrievals_waiting = Gauge::default();
-        r.register(
-            "retrievals_waiting",
-            "Retrievals waiting for a slot",
-            retrievals_waiting.clone(),
-        );
-        let overload_rejections = Family::<ReasonLabels, Counter>::default();
-        r.register(
+        let retrievals_waiting = r.gauge("retrievals_waiting", "Retrievals waiting for a slot");
+        let overload_rejections = r.counters(
             "overload_rejections",
             "Retrievals refused with 503 overloaded (queue_full, queue_timeout)",
-            overload_rejections.clone(),
         );
-        let cancelled_work = Family::<StageLabels, Counter>::default();
-        r.register(
+        let cancelled_work = r.counters(
             "cancelled_work",
-            "Units of blocking work not done because their request was cancelled or past its deadline, by stage",
-            cancelled_work.clone(),
+            "Units of blocking work not done because their request was cancelled or past its \
+             deadline, by stage",
         );
         Metrics {
-            registry: Arc::new(r),
+            registry: r.finish(),
             requests,
             request_seconds,
             stage_seconds,
@@ -265,10 +229,21 @@ impl Metrics {
 
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        freshet_service::metrics::encode(&self.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_md_lists_exactly_the_registered_metrics() {
+        let problems = freshet_service::metrics::spec::check(
+            include_str!("../METRICS.md"),
+            "freshet_query_",
+            &Metrics::new().registry,
+        );
+        assert!(problems.is_empty(), "query/METRICS.md: {problems:#?}");
     }
 }

@@ -5,12 +5,26 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use freshet_operators::chunk::HfTokenCounter;
+use freshet_service::listen::{self, Shutdown};
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::indexes::{EmbedderPool, Indexes};
 use crate::metrics::Metrics;
+use crate::node::Node;
 use crate::rerank::Reranker;
 use crate::retrieve::Engine;
+
+/// The node: its engine (see [`engine`]) and its authentication, with the JWKS URL being
+/// fetched when one is configured. Call inside a tokio runtime.
+pub fn node(config: Config) -> Result<Arc<Node>> {
+    let engine = engine(config)?;
+    let q = &engine.config.query;
+    let auth = Auth::new(q, engine.metrics.clone(), &|v| std::env::var(v).ok())?;
+    auth.log_startup();
+    auth.start()?;
+    Ok(Arc::new(Node { engine, auth }))
+}
 
 /// Loads what the node needs (fails fast on a missing model or a bad reranker setting) and
 /// starts the background index tasks. Call inside a tokio runtime.
@@ -32,9 +46,6 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     mcfg.dim = embedders.dim();
     mcfg.model_id = embedders.model_id().to_owned();
     indexes.spawn_milvus_connector(mcfg);
-    let auth = crate::auth::Auth::new(&config.query, metrics.clone(), &|v| std::env::var(v).ok())?;
-    auth.log_startup();
-    auth.start()?;
     let limiter = crate::overload::Limiter::new(
         config.query.max_running_retrievals,
         config.query.max_waiting_retrievals,
@@ -49,84 +60,42 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         reranker,
         counter: Arc::new(counter),
         metrics,
-        auth,
     }))
 }
 
 /// Serves the API on `query.listen` (and `/metrics` on `query.admin_listen` when set), over TLS
 /// when `query.tls_cert_file` is set, until SIGINT/SIGTERM.
-pub async fn serve(engine: Arc<Engine>) -> Result<()> {
-    let q = &engine.config.query;
-    let tls = freshet_auth::transport::server_config("query", &q.tls_cert_file, &q.tls_key_file)?;
-    let addr = q.listen.clone();
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(%addr, tls = tls.is_some(), "query node listening");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+pub async fn serve(node: Arc<Node>) -> Result<()> {
+    let q = &node.engine.config.query;
+    let tls =
+        freshet_service::transport::server_config("query", &q.tls_cert_file, &q.tls_key_file)?;
+    let listener = listen::bind(&q.listen, "query.listen").await?;
+    tracing::info!(addr = %q.listen, tls = tls.is_some(), "query node listening");
     let admin = match q.admin_listen.as_str() {
         "" => None,
         admin_addr => {
-            let l = tokio::net::TcpListener::bind(admin_addr)
-                .await
-                .with_context(|| format!("cannot listen on {admin_addr} (query.admin_listen)"))?;
+            let l = listen::bind(admin_addr, "query.admin_listen").await?;
             tracing::info!(addr = %admin_addr, "admin routes (/metrics) listening");
             Some(l)
         }
     };
-    if !engine.auth.admin_guarded() {
+    if !node.auth.admin_guarded() {
         tracing::info!("/metrics needs no key (query.admin_keys is empty)");
     }
-    let api = freshet_auth::transport::serve(
+    let stop = Shutdown::on_signal();
+    let api = listen::serve(
         listener,
-        crate::http::router(engine.clone()),
+        crate::http::router(node.clone()),
         tls.clone(),
-        stopped(stop_rx.clone()),
+        stop.wait(),
     );
     let admin = async {
         match admin {
-            Some(l) => {
-                freshet_auth::transport::serve(
-                    l,
-                    crate::http::admin_router(engine),
-                    tls,
-                    stopped(stop_rx),
-                )
-                .await
-            }
+            Some(l) => listen::serve(l, crate::http::admin_router(node), tls, stop.wait()).await,
             None => Ok(()),
         }
     };
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    });
     let api = async { api.await.context("HTTP server failed") };
     let admin = async { admin.await.context("admin HTTP server failed") };
     tokio::try_join!(api, admin).map(|_| ())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    tracing::info!("shutting down");
 }

@@ -15,6 +15,11 @@ use freshet_operators::filter::ChunkFilter;
 
 use crate::metrics::Metrics;
 
+/// The filter of what these principals may see.
+pub fn visible_to(principals: Vec<String>) -> ChunkFilter {
+    ChunkFilter::none().principals(principals)
+}
+
 /// A chunk that passed the request's filter and principals.
 #[derive(Clone, Debug)]
 pub struct Visible(Chunk);

@@ -17,9 +17,11 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::ApiError;
+use freshet_service::ApiError;
+
 use crate::indexes::Indexes;
-use crate::retrieve::{Engine, RetrieveError};
+use crate::node::Node;
+use crate::retrieve::RetrieveError;
 
 /// How long a wait lasts when the request does not say, and the longest it may ask for.
 pub const DEFAULT_WAIT_MS: u64 = 10_000;
@@ -72,12 +74,13 @@ fn check(params: &WaitParams) -> Result<Duration, ApiError> {
 
 /// The handler.
 pub async fn index_wait(
-    State(engine): State<Arc<Engine>>,
+    State(node): State<Arc<Node>>,
     headers: HeaderMap,
     params: Result<Query<WaitParams>, QueryRejection>,
 ) -> Response {
+    let engine = &node.engine;
     let result = async {
-        let _admission = engine.auth.admit(&headers)?;
+        let _admission = node.auth.admit(&headers)?;
         let params = params
             .map(|q| q.0)
             .map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
@@ -150,13 +153,14 @@ pub fn index_state_body(
 /// `GET /v1/index`: the pipeline commit this node serves, with its Kafka offsets (per topic
 /// and partition, the next offset to read), so that a client can tell whether the records it
 /// published are searchable.
-pub async fn index_state(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
-    let filter = match engine
+pub async fn index_state(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
+    let engine = &node.engine;
+    let filter = match node
         .auth
         .admit(&headers)
-        .and_then(|a| crate::http::principals(&engine, &a, None))
+        .and_then(|a| node.auth.principals(&a, None))
     {
-        Ok(p) => crate::http::visible_to(p),
+        Ok(p) => crate::visible::visible_to(p),
         Err(e) => return e.into_response(),
     };
     // The count is blocking work like a retrieval's: it takes a slot of the same limit.

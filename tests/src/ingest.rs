@@ -3,13 +3,14 @@
 //! uploads, missing content types), and the query node's offset wait.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
 use crate::query::{QueryNode, Reply};
+use crate::spawned::Spawned;
 use crate::{free_port, workspace_root, Case};
 
 /// The `freshet-ingest` binary (`FRESHET_INGEST_BIN` overrides).
@@ -27,8 +28,7 @@ pub fn free_tcp_port() -> u16 {
 /// A running ingest service (killed on drop).
 pub struct IngestService {
     pub addr: String,
-    child: Child,
-    log: PathBuf,
+    process: Spawned,
 }
 
 impl Case {
@@ -42,21 +42,17 @@ impl Case {
             .find(|(k, _)| *k == "FRESHET_INGEST_LISTEN")
             .and_then(|(_, v)| v.rsplit(':').next()?.parse().ok())
             .unwrap_or_else(free_port);
+        let addr = format!("127.0.0.1:{port}");
         let log = self.dir.join(format!("ingest-{port}.log"));
-        let file = std::fs::File::create(&log)?;
-        let mut cmd = self.ingest_command(port, settings);
-        cmd.stdout(Stdio::from(file.try_clone()?))
-            .stderr(Stdio::from(file));
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", ingest_bin().display()))?;
-        let service = IngestService {
-            addr: format!("127.0.0.1:{port}"),
-            child,
+        let cmd = self.ingest_command(port, settings);
+        let process = Spawned::start(
+            "the ingest service",
+            cmd,
+            &addr,
             log,
-        };
-        service.wait_listening(Duration::from_secs(30))?;
-        Ok(service)
+            Duration::from_secs(30),
+        )?;
+        Ok(IngestService { addr, process })
     }
 
     /// Runs the ingest service with `settings` expecting it to refuse to start: its exit
@@ -102,27 +98,8 @@ impl Case {
 }
 
 impl IngestService {
-    fn wait_listening(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self
-                .call("GET", "/healthz", &[], b"")
-                .is_ok_and(|r| r.status == 200)
-            {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        bail!(
-            "ingest service did not answer /healthz; log:\n{}",
-            self.log_tail()
-        )
-    }
-
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        self.process.log_tail()
     }
 
     /// One request with exactly these headers.
@@ -154,13 +131,6 @@ impl IngestService {
             );
         }
         r.json()
-    }
-}
-
-impl Drop for IngestService {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

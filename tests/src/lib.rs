@@ -22,6 +22,7 @@ pub mod ingest;
 mod milvus;
 pub mod proxy;
 pub mod query;
+pub mod spawned;
 pub mod watch;
 
 #[cfg(test)]

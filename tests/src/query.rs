@@ -2,13 +2,14 @@
 //! against a [`Case`]'s index and collection, and the calls the tests make to it.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
 pub use crate::http::{request, Reply};
+use crate::spawned::Spawned;
 use crate::{free_port, workspace_root, Case};
 
 /// The `freshet-query` binary built by `deploy/test.sh` (`FRESHET_QUERY_BIN` overrides).
@@ -21,8 +22,7 @@ pub fn query_bin() -> PathBuf {
 /// A running query node (killed on drop).
 pub struct QueryNode {
     pub addr: String,
-    child: Child,
-    log: PathBuf,
+    process: Spawned,
 }
 
 impl Case {
@@ -30,29 +30,19 @@ impl Case {
     /// `FRESHET_*` variables (e.g. `("FRESHET_QUERY_RERANK_BACKEND", "local")`).
     pub fn start_query(&self, settings: &[(&str, String)]) -> Result<QueryNode> {
         let port = free_port();
-        let log = self.dir.join(format!("query-{port}.log"));
-        let file = std::fs::File::create(&log)?;
+        let addr = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(query_bin());
         cmd.env("FRESHET_MILVUS_URL", &self.milvus_url)
             .env("FRESHET_MILVUS_COLLECTION", &self.collection)
             .env("FRESHET_TANTIVY_PATH", self.tantivy_path())
-            .env("FRESHET_QUERY_LISTEN", format!("127.0.0.1:{port}"))
-            .env("FRESHET_LOG", "info")
-            .stdout(Stdio::from(file.try_clone()?))
-            .stderr(Stdio::from(file));
+            .env("FRESHET_QUERY_LISTEN", &addr)
+            .env("FRESHET_LOG", "info");
         for (k, v) in settings {
             cmd.env(k, v);
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", query_bin().display()))?;
-        let node = QueryNode {
-            addr: format!("127.0.0.1:{port}"),
-            child,
-            log,
-        };
-        node.wait_listening(Duration::from_secs(60))?;
-        Ok(node)
+        let log = self.dir.join(format!("query-{port}.log"));
+        let process = Spawned::start("the query node", cmd, &addr, log, Duration::from_secs(60))?;
+        Ok(QueryNode { addr, process })
     }
 }
 
@@ -110,20 +100,6 @@ pub fn pathway_doc_ids(r: &Reply) -> Result<Vec<String>> {
 }
 
 impl QueryNode {
-    fn wait_listening(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self.get("/healthz").is_ok_and(|r| r.status == 200) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        bail!(
-            "query node did not answer /healthz; log:\n{}",
-            self.log_tail()
-        )
-    }
-
     /// Waits until `/readyz` says both indexes are reachable.
     pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
@@ -141,13 +117,11 @@ impl QueryNode {
 
     /// The process id of the node.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        self.process.log_tail()
     }
 
     pub fn get(&self, path: &str) -> Result<Reply> {
@@ -215,12 +189,5 @@ impl QueryNode {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-}
-
-impl Drop for QueryNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

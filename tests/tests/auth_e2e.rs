@@ -433,7 +433,7 @@ fn serve_jwks(body: String) -> Result<String> {
 fn tokens_verified_with_the_issuers_jwks_url_are_bound_to_their_groups() -> Result<()> {
     let mut case = Case::new("auth_jwks", 1)?;
     index_documents(&mut case)?;
-    let pem = std::fs::read(workspace_root().join("auth/tests/fixtures/jwt/rsa-private.pem"))?;
+    let pem = std::fs::read(workspace_root().join("service/tests/fixtures/jwt/rsa-private.pem"))?;
     let key = EncodingKey::from_rsa_pem(&pem)?;
     let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, Algorithm::RS256)?;
     jwk.common.key_id = Some("idp-1".into());

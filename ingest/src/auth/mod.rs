@@ -1,6 +1,6 @@
 //! Who may write what. A request carries one credential: an API key of `[[ingest.keys]]`
 //! (`Authorization: Bearer <key>` or `X-API-Key: <key>`) or a JWT of the `[ingest.jwt]` issuer
-//! (`Authorization: Bearer <jwt>`), checked by [`freshet_auth`] as the query node checks its
+//! (`Authorization: Bearer <jwt>`), checked by [`freshet_service::auth`] as the query node checks its
 //! own, before the request's body is read. Its identity carries write rules ([`rules`]): the id
 //! prefixes it may write, the ACL principals it may grant, whether it may publish a document
 //! without an ACL (public), whether it may delete. A key has its own rule; a token has the
@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use axum::http::{HeaderMap, StatusCode};
-use freshet_auth::keys::KeyEntry;
-use freshet_auth::limits::Gate;
-use freshet_auth::{resolve_secret, Authenticator, Caller, Limits, Refused};
+use freshet_service::auth::keys::KeyEntry;
+use freshet_service::auth::limits::Gate;
+use freshet_service::auth::{resolve_secret, Authenticator, Caller, Limits, Refused};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::config::IngestConfig;
@@ -71,15 +71,16 @@ impl IngestAuth {
                 Arc::new(Gate::new(limits)),
             ));
         }
-        let jwt = freshet_auth::Verifier::from_config(&c.jwt, "ingest.jwt", env)?.map(|v| {
-            let limits = Limits::with(
-                defaults,
-                c.jwt.rate_per_second,
-                c.jwt.burst,
-                c.jwt.max_concurrent,
-            );
-            (v, limits)
-        });
+        let jwt =
+            freshet_service::auth::Verifier::from_config(&c.jwt, "ingest.jwt", env)?.map(|v| {
+                let limits = Limits::with(
+                    defaults,
+                    c.jwt.rate_per_second,
+                    c.jwt.burst,
+                    c.jwt.max_concurrent,
+                );
+                (v, limits)
+            });
         let jwt_rules = c
             .jwt_rules
             .iter()
@@ -100,7 +101,7 @@ impl IngestAuth {
                     .to_string(),
             );
         }
-        warnings.extend(freshet_auth::transport::listen_warning(
+        warnings.extend(freshet_service::transport::listen_warning(
             "the ingest service",
             "ingest.listen",
             &c.listen,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use freshet_auth::Secret;
+use freshet_service::auth::Secret;
 use serde::{Deserialize, Serialize};
 
 /// One API key (`[[ingest.keys]]`): its name (in logs, metrics and errors, never the key), the

@@ -22,14 +22,14 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use axum::http::{HeaderMap, StatusCode};
-use freshet_auth::keys::{self, KeyEntry};
-use freshet_auth::limits::Gate;
-use freshet_auth::{Authenticator, Caller, Refused};
+use freshet_service::auth::keys::{self, KeyEntry};
+use freshet_service::auth::limits::Gate;
+use freshet_service::auth::{Authenticator, Caller, Refused};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::config::QueryConfig;
-use crate::http::ApiError;
 use crate::metrics::Metrics;
+use freshet_service::ApiError;
 use settings::{resolve_secret, Limits};
 
 /// The principals an identity may search with.
@@ -134,25 +134,26 @@ impl Auth {
         if unique.len() != digests.len() {
             bail!("the same key appears twice in query.api_keys, query.keys or query.admin_keys");
         }
-        let jwt = freshet_auth::Verifier::from_config(&c.jwt, "query.jwt", env)?.map(|v| {
-            let limits = Limits::with(
-                defaults,
-                c.jwt.rate_per_second,
-                c.jwt.burst,
-                c.jwt.max_concurrent,
-            );
-            (v, limits)
-        });
+        let jwt =
+            freshet_service::auth::Verifier::from_config(&c.jwt, "query.jwt", env)?.map(|v| {
+                let limits = Limits::with(
+                    defaults,
+                    c.jwt.rate_per_second,
+                    c.jwt.burst,
+                    c.jwt.max_concurrent,
+                );
+                (v, limits)
+            });
         let tls = !c.tls_cert_file.as_os_str().is_empty();
         let mut exposure = Vec::new();
-        exposure.extend(freshet_auth::transport::listen_warning(
+        exposure.extend(freshet_service::transport::listen_warning(
             "the query node",
             "query.listen",
             &c.listen,
             tls,
         ));
         if !c.admin_listen.is_empty() {
-            exposure.extend(freshet_auth::transport::listen_warning(
+            exposure.extend(freshet_service::transport::listen_warning(
                 "the query node's admin routes",
                 "query.admin_listen",
                 &c.admin_listen,
@@ -278,12 +279,24 @@ impl Auth {
         self.reject(r.label(), r.reason(), e)
     }
 
+    /// The principals an admitted request searches with (see [`Admission::principals`]); a
+    /// 403 is counted.
+    pub fn principals(
+        &self,
+        admission: &Admission,
+        requested: Option<Vec<String>>,
+    ) -> Result<Vec<String>, ApiError> {
+        admission
+            .principals(requested)
+            .inspect_err(|_| self.metrics.auth_rejection(&admission.name, "forbidden"))
+    }
+
     /// Checks the admin key of `/metrics` when admin keys are configured.
     pub fn admit_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         if self.admin.is_empty() {
             return Ok(());
         }
-        let given = freshet_auth::credential::credential(headers)
+        let given = freshet_service::auth::credential::credential(headers)
             .map_err(|m| self.reject("admin", "unauthorized", unauthorized(m)))?;
         match keys::find(&self.admin, |d| d, given) {
             Some(_) => Ok(()),

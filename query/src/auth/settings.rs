@@ -1,13 +1,13 @@
 //! The authentication settings of `[query]`: API keys bound to principals (`[[query.keys]]`),
 //! the bare `api_keys` list, admin keys, a JWT issuer (`[query.jwt]`, read by
-//! [`freshet_auth::JwtConfig`]), and request limits. Secrets are [`Secret`]s: never printed by
+//! [`freshet_service::auth::JwtConfig`]), and request limits. Secrets are [`Secret`]s: never printed by
 //! `Debug`.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use freshet_auth::{resolve_secret, JwtConfig, Limits, Secret};
+pub use freshet_service::auth::{resolve_secret, JwtConfig, Limits, Secret};
 
 /// One API key (`[[query.keys]]`): its name (in logs and metrics, never the key), the secret
 /// (inline, or read from a file or an environment variable: exactly one of the three), the

@@ -33,6 +33,9 @@ use crate::visible::{Gate, Visible};
 
 pub(crate) use load::Loads;
 
+use axum::http::StatusCode;
+use freshet_service::ApiError;
+
 /// Why a retrieval failed.
 #[derive(Debug)]
 pub enum RetrieveError {
@@ -136,7 +139,6 @@ pub struct Engine {
     pub reranker: Option<Reranker>,
     pub counter: Arc<HfTokenCounter>,
     pub metrics: Metrics,
-    pub auth: crate::auth::Auth,
     /// Retrievals running at once and waiting (`[query] max_running_retrievals`, ...).
     pub limiter: Limiter,
 }
@@ -169,6 +171,38 @@ impl Timer {
 
 pub(crate) fn internal(e: impl std::fmt::Display) -> RetrieveError {
     RetrieveError::Internal(e.to_string())
+}
+
+/// How a failed retrieval answers over HTTP.
+impl From<RetrieveError> for ApiError {
+    fn from(e: RetrieveError) -> Self {
+        match e {
+            RetrieveError::BadRequest(m) => ApiError::bad_request(m),
+            RetrieveError::Unavailable(m) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m)
+            }
+            RetrieveError::Internal(m) => {
+                tracing::error!(error = %m, "retrieve failed");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", m)
+            }
+            RetrieveError::TimedOut => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                "retrieval ran past the request timeout",
+            ),
+            RetrieveError::Overloaded(why) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    format!(
+                        "the node is running all the retrievals it may ({}); retry later",
+                        why.reason()
+                    ),
+                )
+            },
+        }
+    }
 }
 
 impl Engine {

@@ -10,10 +10,10 @@ use anyhow::{bail, Result};
 use http::{HeaderMap, StatusCode};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::credential::{credential, looks_like_jwt};
-use crate::jwt::{Claims, Verifier};
-use crate::keys::{self, KeyEntry};
-use crate::limits::{retry_after_secs, Gate, Gates, Limits, Refusal};
+use crate::auth::credential::{credential, looks_like_jwt};
+use crate::auth::jwt::{Claims, Verifier};
+use crate::auth::keys::{self, KeyEntry};
+use crate::auth::limits::{retry_after_secs, Gate, Gates, Limits, Refusal};
 
 /// Who an admitted credential belongs to.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::listen::serve;
 
 #[test]
 fn loopback_hosts_are_this_machine() {

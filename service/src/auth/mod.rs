@@ -1,6 +1,6 @@
-//! Who is calling a freshet HTTP service, and how the service talks to the network. The query
-//! node (`freshet-query`) and the ingest service (`freshet-ingest`) both use it, each mapping an
-//! identity to its own rights (principals to search with, or ids and ACLs to write).
+//! Who is calling a freshet HTTP service. The query node (`freshet-query`) and the ingest
+//! service (`freshet-ingest`) both use it, each mapping an identity to its own rights
+//! (principals to search with, or ids and ACLs to write).
 //!
 //! - [`credential`]: the one credential of a request (`Authorization: Bearer` or `X-API-Key`).
 //! - [`keys`]: API keys, kept as SHA-256 digests and compared in constant time against every
@@ -12,8 +12,6 @@
 //! - [`authenticator`]: the above together: a request's headers → an admitted identity or why
 //!   not.
 //! - [`secret`]: secrets in settings (inline, a file or an environment variable; never printed).
-//! - [`transport`]: https for outgoing requests that carry secrets, optional TLS (rustls) when
-//!   serving, and the warning for a plain-HTTP listener beyond loopback.
 
 pub mod authenticator;
 pub mod credential;
@@ -23,7 +21,6 @@ pub mod jwt;
 pub mod keys;
 pub mod limits;
 pub mod secret;
-pub mod transport;
 
 pub use authenticator::{Admitted, Authenticator, Caller, Refused};
 pub use jwt::{Claims, JwtConfig, MissingGroups, Verifier};

@@ -306,7 +306,7 @@ fn a_jwks_with_an_encryption_key_keeps_its_signing_keys() {
     wrapping["key_ops"] = json!(["wrapKey"]);
     let odd = json!({"kid": "odd", "kty": "XYZ", "alg": "FOO256"});
     let doc = json!({"keys": [enc, sig, wrapping, odd]}).to_string();
-    let (keys, skipped) = crate::jwk::parse_jwks(&doc, "test").unwrap();
+    let (keys, skipped) = crate::auth::jwk::parse_jwks(&doc, "test").unwrap();
     assert_eq!(
         keys.iter().map(|k| k.kid.as_deref()).collect::<Vec<_>>(),
         [Some("sig-1")]

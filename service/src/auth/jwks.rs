@@ -1,6 +1,6 @@
 //! Keys of an issuer published at a JWKS URL (`jwks_url`), as identity providers (Keycloak,
 //! Auth0, Okta, Entra ID, Dex) publish them, and rotate them. Keys that cannot verify
-//! signatures (an encryption key beside the signing ones) are skipped ([`crate::jwk`]).
+//! signatures (an encryption key beside the signing ones) are skipped ([`crate::auth::jwk`]).
 //!
 //! A background task fetches the document at start and every `jwks_refresh_s`, and sooner when a
 //! token names a `kid` the node does not know (a rotation), at most once per
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::jwk::{parse_jwks, Key};
+use crate::auth::jwk::{parse_jwks, Key};
 
 /// The shortest time between two fetches that an unknown `kid` asks for.
 pub const MIN_REFETCH: Duration = Duration::from_secs(30);

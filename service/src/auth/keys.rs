@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::limits::Gate;
+use crate::auth::limits::Gate;
 
 /// One key.
 pub struct KeyEntry<R> {
@@ -61,7 +61,7 @@ pub fn find<'a, T>(entries: &'a [T], key: impl Fn(&T) -> &[u8; 32], given: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::Limits;
+    use crate::auth::limits::Limits;
 
     fn entry(name: &str, key: &str) -> KeyEntry<()> {
         KeyEntry::new(name.into(), key, (), Arc::new(Gate::new(Limits::NONE)))

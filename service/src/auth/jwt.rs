@@ -1,5 +1,5 @@
 //! Verification of bearer JWTs from one configured issuer: signature (HS256 secret, RS256/ES256
-//! public key PEM, a JWKS file or a JWKS URL ([`crate::jwks`]), picked by the token's `alg` and
+//! public key PEM, a JWKS file or a JWKS URL ([`crate::auth::jwks`]), picked by the token's `alg` and
 //! `kid`), `iss`, `aud`, `exp` and `nbf` (with `leeway_s`), then the groups claim becomes
 //! principals.
 //!
@@ -20,9 +20,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::jwk::{parse_jwks, Key};
-use crate::jwks::RemoteJwks;
-use crate::secret::{resolve_secret, Secret};
+use crate::auth::jwk::{parse_jwks, Key};
+use crate::auth::jwks::RemoteJwks;
+use crate::auth::secret::{resolve_secret, Secret};
 
 /// What a valid token without the groups claim holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +111,7 @@ impl JwtConfig {
 
     /// Checks what can be checked without reading files (`section` names it in errors:
     /// `query.jwt`).
-    pub fn validate(&self, section: &str, defaults: crate::Limits) -> Result<()> {
+    pub fn validate(&self, section: &str, defaults: crate::auth::Limits) -> Result<()> {
         if !self.enabled() {
             return Ok(());
         }
@@ -121,7 +121,7 @@ impl JwtConfig {
         if self.groups_claim.is_empty() || self.groups_claim == "/" {
             bail!("{section}.groups_claim must name a claim");
         }
-        crate::Limits::with(
+        crate::auth::Limits::with(
             defaults,
             self.rate_per_second,
             self.burst,
@@ -183,7 +183,7 @@ impl Verifier {
         if !c.enabled() {
             return Ok(None);
         }
-        c.validate(section, crate::Limits::NONE)?;
+        c.validate(section, crate::auth::Limits::NONE)?;
         let mut keys = Vec::new();
         if let Some(secret) = resolve_secret(
             &format!("{section}.hs256_secret"),
@@ -237,7 +237,7 @@ impl Verifier {
                 url.to_owned(),
                 format!("{section}.jwks_url"),
                 Duration::from_secs(c.jwks_refresh_s.max(1)),
-                crate::jwks::MIN_REFETCH,
+                crate::auth::jwks::MIN_REFETCH,
             ))),
         };
         if keys.is_empty() && remote.is_none() {

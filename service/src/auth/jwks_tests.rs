@@ -7,7 +7,7 @@ use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::json;
 
 use super::*;
-use crate::jwt::{JwtConfig, Verifier};
+use crate::auth::jwt::{JwtConfig, Verifier};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

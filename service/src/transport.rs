@@ -1,15 +1,14 @@
 //! How a service meets the network: outgoing requests that carry a secret (a JWKS fetch, a
 //! rerank API key) go over https, and a service may serve TLS itself (rustls, from a PEM
-//! certificate chain and key) and warns when it listens beyond loopback without it.
+//! certificate chain and key; served by [`crate::listen`]) and warns when it listens beyond
+//! loopback without it.
 //!
 //! Plain `http://` is accepted without a setting only to a loopback host (`localhost`,
 //! `127.0.0.0/8`, `::1`): that traffic never leaves the machine.
 
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rustls::pki_types::pem::PemObject;
@@ -127,39 +126,6 @@ pub fn server_config(
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Some(Arc::new(config)))
-}
-
-/// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
-/// lets requests in flight finish (at most 10 s with TLS).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    tls: Option<Arc<ServerConfig>>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    match tls {
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        Some(config) => {
-            let listener = listener.into_std()?;
-            let handle = axum_server::Handle::new();
-            let stopper = handle.clone();
-            tokio::spawn(async move {
-                shutdown.await;
-                stopper.graceful_shutdown(Some(Duration::from_secs(10)));
-            });
-            axum_server::from_tcp_rustls(
-                listener,
-                axum_server::tls_rustls::RustlsConfig::from_config(config),
-            )?
-            .handle(handle)
-            .serve(app.into_make_service())
-            .await
-        }
-    }
 }
 
 #[cfg(test)]
