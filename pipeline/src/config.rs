@@ -12,7 +12,7 @@ use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_operators::chunk::ChunkerConfig;
 use freshet_operators::limits::RecordLimits;
-use freshet_sources::FilesConfig;
+use freshet_publishers::FilesConfig;
 use freshet_tantivy::TantivyConfig;
 
 use crate::topics::{SourceConfig, Topic};
@@ -39,7 +39,7 @@ pub struct Config {
     /// none: `kafka.topic` in freshet's envelope.
     pub sources: Vec<SourceConfig>,
     /// How `freshet publish` and `freshet watch` read files and which ACL their documents get
-    /// (`[files]`, `[[files.acl]]`; `freshet_sources::acl`).
+    /// (`[files]`, `[[files.acl]]`; `freshet_publishers::acl`).
     pub files: FilesConfig,
 }
 
@@ -168,7 +168,7 @@ impl Config {
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
         self.topics()?;
-        freshet_sources::FileAcls::new(&self.files.acl, Default::default())?;
+        freshet_publishers::FileAcls::new(&self.files.acl, Default::default())?;
         crate::limits::check(&self.limits)
     }
 

@@ -1,4 +1,4 @@
-//! `freshet publish`: the file sources of `freshet-sources` (JSONL of envelopes or BEIR lines,
+//! `freshet publish`: the file sources of `freshet-publishers` (JSONL of envelopes or BEIR lines,
 //! or a directory of documents) publishing to the configured document topic, with the ACL of
 //! the `[[files.acl]]` rules and `--acl` / `--public`.
 
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use freshet_kafka::{admin, DocumentProducer};
-use freshet_sources::{publish_dir, publish_jsonl, FileAcls, Mapping};
+use freshet_publishers::{publish_dir, publish_jsonl, FileAcls, Mapping};
 
 use crate::config::Config;
 

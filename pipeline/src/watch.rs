@@ -1,4 +1,4 @@
-//! `freshet watch DIR…`: folder sync ([`freshet_sources::watch`]) publishing to the configured
+//! `freshet watch DIR…`: folder sync ([`freshet_publishers::watch`]) publishing to the configured
 //! document topic, refused files to the dead-letter topic, until SIGINT/SIGTERM; with
 //! `--metrics-listen`, `/metrics` (`freshet_watch_*`, `pipeline/METRICS.md`), `/healthz` and
 //! `/readyz` (ready once the start scan is published).
@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 
 use anyhow::{Context, Result};
 use freshet_kafka::{admin, DlqProducer, DocumentProducer};
-use freshet_sources::watch::{
+use freshet_publishers::watch::{
     watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
 };
 

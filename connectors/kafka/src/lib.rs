@@ -13,7 +13,7 @@
 //! * [`DlqProducer`]: sends a failed record, unchanged, to the dead-letter topic with headers
 //!   describing the failure, and waits until it is durable.
 //! * [`DocumentProducer`]: publishes keyed documents (one at a time or many in flight). What
-//!   the documents are built from (files, JSONL) is `freshet-sources`' business.
+//!   the documents are built from (files, JSONL) is `freshet-publishers`' business.
 //!
 //! All calls are blocking; none needs an async runtime. librdkafka's own log lines and client
 //! errors are forwarded to `tracing` (target `librdkafka`).

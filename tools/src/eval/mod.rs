@@ -185,7 +185,7 @@ impl Progress {
 /// afterwards.
 fn publish(args: &Options, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i64>)> {
     use freshet_kafka::{admin, DocumentProducer};
-    use freshet_sources::{publish_jsonl, Mapping};
+    use freshet_publishers::{publish_jsonl, Mapping};
 
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let kafka = &config.kafka;

@@ -1,6 +1,6 @@
-//! freshet sources: where documents come from before the document topic, turned into records of
-//! the document contract (`freshet_operators::envelope`) and published with the Kafka
-//! connector's producer.
+//! freshet publishers: documents written onto the document topic from files, folders and JSONL,
+//! as records of the document contract (`freshet_operators::envelope`), with the Kafka
+//! connector's producer. (The pipeline's source is the reader of that topic.)
 //!
 //! * [`publish_jsonl`]: a JSONL file whose lines are document envelopes or BEIR corpus lines.
 //! * [`watch`]: folder sync, the directories' files kept on the topic from events, durably.
@@ -14,7 +14,7 @@
 //! opened for a blocking read), at most their size limit, and not through a symlink that leaves
 //! the directories unless `[files] follow_symlinks_outside_roots` says so.
 //!
-//! These sources build envelopes; they check them no further than keying the record needs (`op`
+//! These publishers build envelopes; they check them no further than keying the record needs (`op`
 //! and `id`): decoding and validation are the operators' job, and a bad envelope ends in the
 //! dead-letter topic there. A line or file that cannot be turned into a record is reported in
 //! [`PublishReport::bad`] and skipped; I/O errors on the input itself and delivery failures are
@@ -48,7 +48,7 @@ pub enum Error {
     /// The watcher's state file cannot be used.
     #[error("watch state {path}: {message}")]
     State { path: PathBuf, message: String },
-    /// A setting or the environment does not allow the source to run.
+    /// A setting or the environment does not allow the publisher to run.
     #[error("{0}")]
     Config(String),
 }

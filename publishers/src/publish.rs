@@ -1,6 +1,6 @@
 //! How records are built and sent: what input maps to ([`Mapping`]), what a publish did
 //! ([`PublishReport`], the inputs skipped as [`BadInput`]), and the batching producer every
-//! source shares.
+//! publisher shares.
 
 use std::path::PathBuf;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use freshet_kafka::{DocumentProducer, KafkaConfig, PartitionReader, Record};
-use freshet_sources::{publish_dir, publish_jsonl, Mapping};
+use freshet_publishers::{publish_dir, publish_jsonl, Mapping};
 use rdkafka::mocking::MockCluster;
 
 fn config(cluster: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>) -> KafkaConfig {
