@@ -61,7 +61,8 @@ pub fn bench(config: &Config, dir: &Path, rounds: usize) -> Result<serde_json::V
     let tokens = model.token_counter()?;
     let mut by_format: BTreeMap<&'static str, Totals> = BTreeMap::new();
     for path in freshet_publishers::list_files(dir)? {
-        let Some(out) = freshet_publishers::file_document(dir, &path, &Default::default()).ok() else {
+        let Some(out) = freshet_publishers::file_document(dir, &path, &Default::default()).ok()
+        else {
             continue;
         };
         let Some(value) = out.value else { continue };
