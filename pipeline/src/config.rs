@@ -12,7 +12,6 @@ use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_operators::chunk::ChunkerConfig;
 use freshet_operators::limits::RecordLimits;
-use freshet_publishers::FilesConfig;
 use freshet_tantivy::TantivyConfig;
 
 use crate::topics::{SourceConfig, Topic};
@@ -38,9 +37,9 @@ pub struct Config {
     /// The topics to read and their record formats (`[[sources]]`, see [`crate::topics`]);
     /// none: `kafka.topic` in freshet's envelope.
     pub sources: Vec<SourceConfig>,
-    /// How `freshet publish` and `freshet watch` read files and which ACL their documents get
-    /// (`[files]`, `[[files.acl]]`; `freshet_publishers::acl`).
-    pub files: FilesConfig,
+    /// How `freshet publish` and `freshet watch` read files (`[files]`); read by the command
+    /// line (freshet-cli), not here.
+    pub files: toml::Table,
 }
 
 /// Workers, batching and limits.
@@ -168,7 +167,6 @@ impl Config {
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
         self.topics()?;
-        freshet_publishers::FileAcls::new(&self.files.acl, Default::default())?;
         crate::limits::check(&self.limits)
     }
 
@@ -195,7 +193,6 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<TantivyConfig>("tantivy")
         .with::<MetricsConfig>("metrics")
-        .with::<FilesConfig>("files")
 }
 
 #[cfg(test)]
@@ -326,44 +323,6 @@ mod tests {
         assert_eq!(c.tantivy.writer_heap_bytes, d.tantivy.writer_heap_bytes);
         assert_eq!(c.tantivy.writer_threads, d.tantivy.writer_threads);
         assert_eq!(c.metrics.listen, d.metrics.listen);
-        assert_eq!(c.files, d.files);
-    }
-
-    /// `[files]` and its `[[files.acl]]` rules, from the file or the environment; a bad rule
-    /// stops the process.
-    #[test]
-    fn file_acl_rules_are_read_and_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f.toml");
-        std::fs::write(
-            &file,
-            "[files]\nfollow_symlinks_outside_roots = true\n\
-             [[files.acl]]\nglob = \"hr/**\"\nprincipals = [\"group:hr\"]\n\
-             [[files.acl]]\nglob = \"**\"\npublic = true\n",
-        )
-        .unwrap();
-        let c = Config::load_with_env(Some(&file), &[]).unwrap();
-        assert!(c.files.follow_symlinks_outside_roots);
-        assert_eq!(c.files.acl.len(), 2);
-        assert_eq!(c.files.acl[0].principals, ["group:hr"]);
-        assert!(c.files.acl[1].public);
-        let c = Config::load_with_env(
-            None,
-            &env(&[(
-                "FRESHET_FILES_ACL",
-                r#"[{glob = "a/**", principals = ["group:a"]}]"#,
-            )]),
-        )
-        .unwrap();
-        assert_eq!(c.files.acl[0].glob, "a/**");
-        for bad in [
-            "[[files.acl]]\nglob = \"a\"\n",
-            "[[files.acl]]\nglob = \"a\"\nprincipals = [\"public\"]\n",
-            "[[files.acl]]\nglob = \"a\"\nprincipal = [\"g\"]\n",
-        ] {
-            std::fs::write(&file, bad).unwrap();
-            assert!(Config::load_with_env(Some(&file), &[]).is_err(), "{bad}");
-        }
     }
 
     #[test]

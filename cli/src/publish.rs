@@ -1,5 +1,5 @@
-//! `freshet publish`: the file sources of `freshet-publishers` (JSONL of envelopes or BEIR lines,
-//! or a directory of documents) publishing to the configured document topic, with the ACL of
+//! `freshet publish`: the file publishers of `freshet-publishers` (JSONL of envelopes or BEIR
+//! lines, or a directory of documents) publishing to the configured document topic, with the ACL of
 //! the `[[files.acl]]` rules and `--acl` / `--public`.
 
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ pub struct AclArgs {
 pub fn mapping(config: &Config, acl: &AclArgs) -> Result<Mapping> {
     let default = FileAcls::default_from_flags(&acl.principals, acl.public)?;
     let acls = FileAcls::new(&config.files.acl, default)?;
-    if config.limits.require_acl && acls.may_leave_unstated() {
+    if config.pipeline.limits.require_acl && acls.may_leave_unstated() {
         tracing::warn!(
             "[limits] require_acl is on, and documents that no [[files.acl]] rule matches get \
              no ACL (no --acl or --public): the pipeline refuses them as missing_acl"
@@ -38,7 +38,7 @@ pub fn mapping(config: &Config, acl: &AclArgs) -> Result<Mapping> {
     }
     Ok(Mapping {
         acl: acls,
-        max_file_bytes: config.limits.max_value_bytes as u64,
+        max_file_bytes: config.pipeline.limits.max_value_bytes as u64,
         follow_symlinks_outside_roots: config.files.follow_symlinks_outside_roots,
         ..Mapping::default()
     })
@@ -50,10 +50,14 @@ pub fn publish(
     dir: Option<PathBuf>,
     acl: &AclArgs,
 ) -> Result<()> {
-    let kafka = &config.kafka;
+    let kafka = &config.pipeline.kafka;
     let mapping = mapping(config, acl)?;
-    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
-        .context("creating the document topic")?;
+    admin::ensure_topic(
+        kafka,
+        &kafka.topic,
+        config.pipeline.pipeline.topic_partitions,
+    )
+    .context("creating the document topic")?;
     let producer = DocumentProducer::new(kafka).context("creating the producer")?;
     let report = match (jsonl, dir) {
         (Some(path), None) => publish_jsonl(&path, &producer, &kafka.topic, &mapping)

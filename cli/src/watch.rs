@@ -20,8 +20,9 @@ use freshet_publishers::watch::{
     watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
 };
 
+use freshet_pipeline::endpoint::{self, Readiness};
+
 use crate::config::Config;
-use crate::endpoint::{self, Readiness};
 
 /// The command line of `freshet watch`.
 #[derive(Clone, Debug, clap::Args)]
@@ -142,7 +143,7 @@ impl WatchMetrics {
 }
 
 pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
-    let kafka = &config.kafka;
+    let kafka = &config.pipeline.kafka;
     let filter = Filter::new(&args.include, &args.exclude, args.max_file_bytes)?;
     let mapping = crate::publish::mapping(config, &args.acl)?;
     let mut tree = Tree::new(&args.dirs, filter)?;
@@ -160,8 +161,12 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
             .join(format!("{}.redb", &key[..16]))
     });
     let state = State::open(&state_path, &identity)?;
-    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
-        .context("creating the document topic")?;
+    admin::ensure_topic(
+        kafka,
+        &kafka.topic,
+        config.pipeline.pipeline.topic_partitions,
+    )
+    .context("creating the document topic")?;
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
     let outlet = KafkaOutlet {
         producer: DocumentProducer::new(kafka).context("creating the producer")?,
