@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use freshet_kafka::{admin, DocumentProducer};
+use freshet_kafka::{admin, TopicProducer};
 use freshet_publishers::{publish_dir, publish_jsonl, FileAcls, Mapping};
 
 use crate::config::Config;
@@ -58,11 +58,11 @@ pub fn publish(
         config.pipeline.pipeline.topic_partitions,
     )
     .context("creating the document topic")?;
-    let producer = DocumentProducer::new(kafka).context("creating the producer")?;
+    let producer = TopicProducer::new(kafka, &kafka.topic).context("creating the producer")?;
     let report = match (jsonl, dir) {
-        (Some(path), None) => publish_jsonl(&path, &producer, &kafka.topic, &mapping)
+        (Some(path), None) => publish_jsonl(&path, &producer, &mapping)
             .with_context(|| format!("publishing {}", path.display()))?,
-        (None, Some(path)) => publish_dir(&path, &producer, &kafka.topic, &mapping)
+        (None, Some(path)) => publish_dir(&path, &producer, &mapping)
             .with_context(|| format!("publishing {}", path.display()))?,
         _ => bail!("give exactly one of --jsonl FILE or --dir DIR"),
     };

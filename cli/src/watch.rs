@@ -15,7 +15,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use anyhow::{Context, Result};
-use freshet_kafka::{admin, DlqProducer, DocumentProducer};
+use freshet_kafka::{admin, DlqProducer, TopicProducer};
 use freshet_publishers::watch::{
     watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
 };
@@ -169,9 +169,8 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     .context("creating the document topic")?;
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
     let outlet = KafkaOutlet {
-        producer: DocumentProducer::new(kafka).context("creating the producer")?,
+        producer: TopicProducer::new(kafka, &kafka.topic).context("creating the producer")?,
         dlq: DlqProducer::new(kafka).context("creating the dead-letter producer")?,
-        topic: kafka.topic.clone(),
     };
     tracing::info!(
         dirs = %roots.join(", "), topic = %kafka.topic, state = %state_path.display(),

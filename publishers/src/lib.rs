@@ -21,6 +21,7 @@
 //! errors.
 
 pub mod acl;
+mod file_envelope;
 mod files;
 mod jsonl;
 mod publish;
@@ -28,9 +29,10 @@ mod read;
 pub mod watch;
 
 pub use acl::{AclRuleConfig, FileAcls, FilesConfig};
+pub use file_envelope::{file_envelope, FileFields, NotUtf8};
 pub use files::{content_type_for, file_bytes_document, file_document, list_files, publish_dir};
 pub use jsonl::{map_jsonl_line, publish_jsonl};
-pub use publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport};
+pub use publish::{upsert_record, BadInput, JsonlFormat, Mapping, PublishReport};
 pub use read::{read_file, Unread};
 
 use std::path::PathBuf;
