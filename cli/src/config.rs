@@ -21,7 +21,7 @@ pub struct Config {
 
 /// The `[files]` section of the file (the other sections are the pipeline's).
 #[derive(Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 struct Files {
     files: FilesConfig,
 }

@@ -16,7 +16,8 @@ use freshet_tantivy::TantivyConfig;
 
 use crate::topics::{SourceConfig, Topic};
 
-/// Everything the pipeline binary reads.
+/// Everything the pipeline reads ([`sections`]; `freshet-config` drops the other binaries'
+/// sections and refuses unknown ones).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -29,17 +30,10 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     pub milvus: MilvusConfig,
     pub tantivy: TantivyConfig,
-    /// The query node's settings (`freshet-query` reads them from the same file); not read here.
-    pub query: toml::Table,
-    /// The ingest service's settings (`freshet-ingest`); not read here.
-    pub ingest: toml::Table,
     pub metrics: MetricsConfig,
     /// The topics to read and their record formats (`[[sources]]`, see [`crate::topics`]);
     /// none: `kafka.topic` in freshet's envelope.
     pub sources: Vec<SourceConfig>,
-    /// How `freshet publish` and `freshet watch` read files (`[files]`); read by the command
-    /// line (freshet-cli), not here.
-    pub files: toml::Table,
 }
 
 /// Workers, batching and limits.
@@ -181,8 +175,7 @@ impl Config {
     }
 }
 
-/// The sections the pipeline reads, each with the struct that reads it (the `[query]` section
-/// is the query node's).
+/// The sections the pipeline reads, each with the struct that reads it.
 pub fn sections() -> Sections {
     Sections::new()
         .with::<PipelineConfig>("pipeline")
@@ -193,6 +186,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<TantivyConfig>("tantivy")
         .with::<MetricsConfig>("metrics")
+        .whole("sources")
 }
 
 #[cfg(test)]
