@@ -12,7 +12,7 @@ cd "$root"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 profile="${FRESHET_PROFILE:-debug}"
-if [[ "$profile" == release ]]; then cargo build --release -p freshet-pipeline -p freshet-query -p freshet-tools; else cargo build -p freshet-pipeline -p freshet-query -p freshet-tools; fi
+if [[ "$profile" == release ]]; then cargo build --release -p freshet-cli -p freshet-query -p freshet-tools; else cargo build -p freshet-cli -p freshet-query -p freshet-tools; fi
 export FRESHET_BIN="$root/target/$profile/freshet"
 export FRESHET_QUERY_BIN="$root/target/$profile/freshet-query"
 tools="$root/target/$profile/freshet-tools"

@@ -10,7 +10,7 @@ set -euo pipefail
 
 root="$(dirname "$FRESHET_DEPLOY_DIR")"
 BIN="${FRESHET_BIN:-$root/target/${FRESHET_PROFILE:-debug}/freshet}"
-[[ -x "$BIN" ]] || die "no freshet binary at $BIN: build it with 'cargo build -p freshet-pipeline' (or set FRESHET_BIN)"
+[[ -x "$BIN" ]] || die "no freshet binary at $BIN: build it with 'cargo build -p freshet-cli' (or set FRESHET_BIN)"
 PIDFILE="$FRESHET_RUN_DIR/pids/pipeline.pid"
 LOGFILE="$FRESHET_RUN_DIR/logs/pipeline.log"
 LISTEN="${FRESHET_METRICS_LISTEN:-127.0.0.1:9464}"

@@ -3,9 +3,11 @@
 //! (`FRESHET_KAFKA_BROKERS=host:9092`, `FRESHET_PIPELINE_WORKERS=4`). A variable's value is read
 //! as a TOML value (`4`, `true`, `["a","b"]`) and falls back to a plain string.
 //!
-//! Each binary lists its sections with the struct that reads each one ([`Sections::with`]); a
-//! variable is applied only when it names a field of such a struct, so the deploy scripts' own
-//! variables (`FRESHET_KAFKA_PORT`) are left alone.
+//! This crate knows every section of the file ([`SECTIONS`]): a section it does not know stops
+//! every binary, naming it. Each binary lists only the sections it reads, with the struct that
+//! reads each one ([`Sections::with`]); the others' sections are dropped before it parses the
+//! file. A variable is applied only when it names a field of such a struct, so the deploy
+//! scripts' own variables (`FRESHET_KAFKA_PORT`) are left alone.
 //!
 //! ```
 //! use serde::Deserialize;
@@ -48,6 +50,8 @@ pub enum Error {
     },
     #[error("config section [{0}] is not a table")]
     NotATable(String),
+    #[error("unknown config section [{name}] (freshet's sections: {})", SECTIONS.join(", "))]
+    UnknownSection { name: String },
     #[error("invalid configuration (file or FRESHET_* environment): {0}")]
     Invalid(toml::de::Error),
 }
@@ -94,26 +98,62 @@ pub fn run_dir_from(run_dir: Option<&OsStr>, home: &Path) -> PathBuf {
     }
 }
 
+/// Every section of freshet's configuration file (`deploy/freshet.toml`), whichever binary
+/// reads it: `freshet` (pipeline, limits, kafka, chunking, embedding, milvus, tantivy, metrics,
+/// sources, files), `freshet-query` (query, tantivy, milvus, embedding), `freshet-ingest`
+/// (ingest, kafka, limits) and `freshet-tools`.
+pub const SECTIONS: &[&str] = &[
+    "chunking",
+    "embedding",
+    "files",
+    "ingest",
+    "kafka",
+    "limits",
+    "metrics",
+    "milvus",
+    "pipeline",
+    "query",
+    "sources",
+    "tantivy",
+];
+
 /// The sections a binary reads, each with the names of its settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Sections(BTreeMap<&'static str, BTreeSet<&'static str>>);
+pub struct Sections {
+    settings: BTreeMap<&'static str, BTreeSet<&'static str>>,
+    /// Sections read whole, without variables (`[[sources]]`, an array of tables).
+    whole: BTreeSet<&'static str>,
+}
 
 impl Sections {
     pub fn new() -> Self {
         Sections::default()
     }
 
-    /// Adds section `name`, read by `T`: its settings are `T`'s field names, optional ones
-    /// included.
+    /// Adds section `name` (one of [`SECTIONS`]), read by `T`: its settings are `T`'s field
+    /// names, optional ones included.
     pub fn with<T: DeserializeOwned>(mut self, name: &'static str) -> Self {
+        debug_assert!(SECTIONS.contains(&name), "[{name}] is not in SECTIONS");
         let fields = serde_aux::serde_introspection::serde_introspect::<T>();
-        self.0.insert(name, fields.iter().copied().collect());
+        self.settings.insert(name, fields.iter().copied().collect());
         self
+    }
+
+    /// Adds section `name` (one of [`SECTIONS`]), read from the file only (no variables).
+    pub fn whole(mut self, name: &'static str) -> Self {
+        debug_assert!(SECTIONS.contains(&name), "[{name}] is not in SECTIONS");
+        self.whole.insert(name);
+        self
+    }
+
+    /// Whether the binary reads section `name`.
+    pub fn reads(&self, name: &str) -> bool {
+        self.settings.contains_key(name) || self.whole.contains(name)
     }
 
     /// The settings of section `name`.
     pub fn settings(&self, name: &str) -> Option<&BTreeSet<&'static str>> {
-        self.0.get(name)
+        self.settings.get(name)
     }
 }
 
@@ -146,7 +186,7 @@ pub fn apply_env(
         let rest = rest.to_ascii_lowercase();
         // The longest section name that prefixes the variable wins.
         let Some((section, keys)) = sections
-            .0
+            .settings
             .iter()
             .filter(|(s, _)| rest.starts_with(&format!("{s}_")))
             .max_by_key(|(s, _)| s.len())
@@ -179,13 +219,24 @@ pub fn parse_env_value(raw: &str) -> toml::Value {
     }
 }
 
-/// Reads `path` (if any), applies `env` for `sections`, and deserializes the result.
+/// Refuses a section that is none of [`SECTIONS`] (a misspelt section is never ignored).
+pub fn check_sections(table: &toml::Table) -> Result<()> {
+    match table.keys().find(|k| !SECTIONS.contains(&k.as_str())) {
+        Some(name) => Err(Error::UnknownSection { name: name.clone() }),
+        None => Ok(()),
+    }
+}
+
+/// Reads `path` (if any), checks its sections, keeps those in `sections`, applies `env` for
+/// them, and deserializes the result.
 pub fn load<T: DeserializeOwned>(
     path: Option<&Path>,
     env: &[(String, String)],
     sections: &Sections,
 ) -> Result<T> {
     let mut table = read_table(path)?;
+    check_sections(&table)?;
+    table.retain(|name, _| sections.reads(name));
     apply_env(&mut table, env, sections)?;
     toml::Value::Table(table).try_into().map_err(Error::Invalid)
 }
@@ -266,6 +317,47 @@ mod tests {
         assert_eq!(c.query.listen, "0.0.0.0:80");
         assert_eq!(c.query.max_k, 5, "the file's value stays");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A binary parses only its own sections; a section no binary reads stops every one.
+    #[test]
+    fn other_binaries_sections_are_dropped_and_unknown_ones_refused() {
+        let file =
+            std::env::temp_dir().join(format!("freshet-sections-{}.toml", std::process::id()));
+        std::fs::write(
+            &file,
+            "[kafka]\nbrokers = \"a:1\"\n[ingest]\nlisten = \"x\"\n[[sources]]\ntopic = \"t\"\n",
+        )
+        .unwrap();
+        let c: Config = load(Some(&file), &[], &sections()).unwrap();
+        assert_eq!(c.kafka.brokers, "a:1");
+        std::fs::write(
+            &file,
+            "[kafka]\nbrokers = \"a:1\"\n[kafak]\nbrokers = \"b\"\n",
+        )
+        .unwrap();
+        let e = load::<Config>(Some(&file), &[], &sections()).unwrap_err();
+        assert!(
+            matches!(&e, Error::UnknownSection { name } if name == "kafak"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("[kafak]"), "{e}");
+        std::fs::remove_file(&file).unwrap();
+    }
+
+    /// The documented file has exactly the sections this crate knows.
+    #[test]
+    fn the_documented_file_has_every_section() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+        let table = read_table(Some(&path)).unwrap();
+        check_sections(&table).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for name in SECTIONS {
+            assert!(
+                table.contains_key(*name) || text.contains(&format!("[[{name}]]")),
+                "deploy/freshet.toml does not document [{name}]"
+            );
+        }
     }
 
     #[test]

@@ -17,23 +17,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::settings::{WriteKeyConfig, WriteRuleConfig};
 
-/// Everything the ingest service reads. The other binaries' sections are accepted and ignored.
+/// Everything the ingest service reads ([`sections`]; `freshet-config` drops the other
+/// binaries' sections and refuses unknown ones).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub ingest: IngestConfig,
     pub kafka: KafkaConfig,
     pub limits: RecordLimits,
-    // Read by the pipeline or the query node only.
-    pipeline: toml::Table,
-    chunking: toml::Table,
-    embedding: toml::Table,
-    milvus: toml::Table,
-    tantivy: toml::Table,
-    metrics: toml::Table,
-    query: toml::Table,
-    sources: Option<toml::Value>,
-    files: toml::Table,
 }
 
 /// The `[ingest]` section.

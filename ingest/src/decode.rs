@@ -14,44 +14,19 @@
 //!   tombstone. Every line is checked before anything is produced.
 //! - A delete: a tombstone (null value) keyed by the id.
 
-use std::fmt;
-
-use base64::Engine as _;
+use freshet_kafka::DocumentRecord;
 use freshet_operators::document::{Change, ContentType};
-use freshet_operators::envelope::{decode, DecodeError};
+use freshet_operators::envelope::{decode, Acl, DecodeError};
+use freshet_operators::json::canonical_json;
 use freshet_operators::limits::RecordLimits;
-use freshet_operators::title::title_of;
-use serde_json::{json, Map, Value};
+use freshet_publishers::{file_envelope, FileFields};
+use serde_json::{Map, Value};
 
-/// Upsert or delete: what one record asks of the pipeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Upsert,
-    Delete,
-}
-
-impl Op {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Upsert => "upsert",
-            Op::Delete => "delete",
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One record to produce: key = `id`, value `None` = tombstone; `acl` is the decoded
-/// document's (empty for a public document and for a delete), for the write rules.
+/// A record checked with the pipeline's decoder, with the ACL of its document (the decoded
+/// principals; empty for a public document and for a delete), for the write rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outgoing {
-    pub id: String,
-    pub op: Op,
-    pub value: Option<Vec<u8>>,
+pub struct Checked {
+    pub record: DocumentRecord,
     pub acl: Vec<String>,
 }
 
@@ -101,13 +76,11 @@ pub fn check_id(id: &str, limits: &RecordLimits) -> Result<(), Invalid> {
 }
 
 /// `PUT` with a JSON envelope.
-pub fn envelope(id: &str, body: &[u8], limits: &RecordLimits) -> Result<Outgoing, Invalid> {
+pub fn envelope(id: &str, body: &[u8], limits: &RecordLimits) -> Result<Checked, Invalid> {
     check_id(id, limits)?;
     match decode(Some(id.as_bytes()), Some(body), limits).map_err(Invalid::decode)? {
-        Change::Upsert(d) => Ok(Outgoing {
-            id: id.to_owned(),
-            op: Op::Upsert,
-            value: Some(body.to_vec()),
+        Change::Upsert(d) => Ok(Checked {
+            record: DocumentRecord::upsert(id, body.to_vec()),
             acl: d.acl,
         }),
         Change::Delete { .. } => Err(Invalid::BadRequest(
@@ -117,12 +90,10 @@ pub fn envelope(id: &str, body: &[u8], limits: &RecordLimits) -> Result<Outgoing
 }
 
 /// `DELETE`: a tombstone.
-pub fn delete(id: &str, limits: &RecordLimits) -> Result<Outgoing, Invalid> {
+pub fn delete(id: &str, limits: &RecordLimits) -> Result<Checked, Invalid> {
     check_id(id, limits)?;
-    Ok(Outgoing {
-        id: id.to_owned(),
-        op: Op::Delete,
-        value: None,
+    Ok(Checked {
+        record: DocumentRecord::tombstone(id),
         acl: Vec::new(),
     })
 }
@@ -192,7 +163,7 @@ pub fn file(
     body: &[u8],
     options: FileOptions,
     limits: &RecordLimits,
-) -> Result<Outgoing, Invalid> {
+) -> Result<Checked, Invalid> {
     check_id(id, limits)?;
     let content_type = ContentType::parse(media_type)
         .filter(|_| !media_type.trim().is_empty())
@@ -203,52 +174,42 @@ pub fn file(
                 known.join(", ")
             ))
         })?;
-    let mut envelope = json!({
-        "op": "upsert",
-        "id": id,
-        "content_type": content_type.as_str(),
-        "source": options.source.unwrap_or_default(),
-        "acl": if options.public {
-            Value::from(freshet_operators::envelope::PUBLIC)
-        } else {
-            Value::from(options.acl)
-        },
-        "metadata": options.metadata,
-    });
-    let title = if content_type.is_binary() {
-        envelope["content_base64"] = base64::engine::general_purpose::STANDARD
-            .encode(body)
-            .into();
-        options.title.unwrap_or_default()
+    // The principals as given: the decoder below holds them to the contract.
+    let acl = if options.public {
+        Acl::Public
+    } else if options.acl.is_empty() {
+        Acl::Unstated
     } else {
-        let text = std::str::from_utf8(body).map_err(|e| Invalid::Document {
-            class: "invalid_utf8",
-            message: format!(
-                "a {} upload must be UTF-8 (invalid byte at offset {})",
-                content_type.as_str(),
-                e.valid_up_to()
-            ),
-        })?;
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let title = options
-            .title
-            .or_else(|| title_of(content_type, text))
-            .unwrap_or_default();
-        envelope["text"] = text.into();
-        title
+        Acl::Principals(options.acl)
     };
-    envelope["title"] = title.into();
-    let value = envelope.to_string().into_bytes();
-    let acl = match decode(Some(id.as_bytes()), Some(&value), limits).map_err(Invalid::decode)? {
+    let fields = FileFields {
+        id: id.to_owned(),
+        content_type,
+        title: options.title,
+        untitled: String::new(),
+        source: options.source.unwrap_or_default(),
+        metadata: options
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), canonical_json(v)))
+            .collect(),
+        acl,
+    };
+    let record = file_envelope(fields, body.to_vec()).map_err(|e| Invalid::Document {
+        class: "invalid_utf8",
+        message: format!(
+            "a {} upload must be UTF-8 (invalid byte at offset {})",
+            content_type.as_str(),
+            e.0.valid_up_to()
+        ),
+    })?;
+    let acl = match decode(Some(id.as_bytes()), record.value.as_deref(), limits)
+        .map_err(Invalid::decode)?
+    {
         Change::Upsert(d) => d.acl,
         Change::Delete { .. } => Vec::new(),
     };
-    Ok(Outgoing {
-        id: id.to_owned(),
-        op: Op::Upsert,
-        value: Some(value),
-        acl,
-    })
+    Ok(Checked { record, acl })
 }
 
 /// A refused line of a batch (1-based).
@@ -273,7 +234,7 @@ pub fn batch(
     body: &[u8],
     limits: &RecordLimits,
     max_documents: usize,
-) -> Result<Vec<(usize, Outgoing)>, BatchInvalid> {
+) -> Result<Vec<(usize, Checked)>, BatchInvalid> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     let lines = body.split(|b| *b == b'\n').enumerate();
@@ -294,19 +255,15 @@ pub fn batch(
         match decode(None, Some(line), limits) {
             Ok(Change::Upsert(d)) => out.push((
                 n,
-                Outgoing {
-                    id: d.id,
-                    op: Op::Upsert,
-                    value: Some(line.to_vec()),
+                Checked {
+                    record: DocumentRecord::upsert(d.id, line.to_vec()),
                     acl: d.acl,
                 },
             )),
             Ok(Change::Delete { id }) => out.push((
                 n,
-                Outgoing {
-                    id,
-                    op: Op::Delete,
-                    value: None,
+                Checked {
+                    record: DocumentRecord::tombstone(id),
                     acl: Vec::new(),
                 },
             )),
@@ -330,13 +287,15 @@ pub fn batch(
 
 #[cfg(test)]
 mod tests {
+    use freshet_kafka::Op;
+
     use super::*;
 
     fn lim() -> RecordLimits {
         RecordLimits::default()
     }
 
-    fn class(r: Result<Outgoing, Invalid>) -> &'static str {
+    fn class(r: Result<Checked, Invalid>) -> &'static str {
         match r {
             Err(Invalid::Document { class, .. }) => class,
             other => panic!("expected a document error, got {other:?}"),
@@ -347,8 +306,8 @@ mod tests {
     fn an_envelope_is_produced_as_sent_and_its_id_must_match_the_path() {
         let body = br#"{"id":"a","title":"T","text":"hello"}"#;
         let o = envelope("a", body, &lim()).unwrap();
-        assert_eq!((o.id.as_str(), o.op), ("a", Op::Upsert));
-        assert_eq!(o.value.as_deref(), Some(&body[..]));
+        assert_eq!((o.record.id.as_str(), o.record.op), ("a", Op::Upsert));
+        assert_eq!(o.record.value.as_deref(), Some(&body[..]));
         assert!(envelope("a", br#"{"text":"no id: the path's"}"#, &lim()).is_ok());
         assert_eq!(class(envelope("b", body, &lim())), "id_mismatch");
         assert_eq!(class(envelope("a", b"{not json", &lim())), "malformed_json");
@@ -383,7 +342,7 @@ mod tests {
         let long = "x".repeat(1025);
         assert_eq!(class(delete(&long, &lim())), "field_too_large");
         let d = delete("x", &lim()).unwrap();
-        assert_eq!((d.op, d.value), (Op::Delete, None));
+        assert_eq!((d.record.op, d.record.value), (Op::Delete, None));
     }
 
     #[test]
@@ -403,7 +362,8 @@ mod tests {
             &lim(),
         )
         .unwrap();
-        let Change::Upsert(d) = decode(Some(b"a"), o.value.as_deref(), &lim()).unwrap() else {
+        let Change::Upsert(d) = decode(Some(b"a"), o.record.value.as_deref(), &lim()).unwrap()
+        else {
             panic!("not an upsert")
         };
         assert_eq!(d.title, "Title");
@@ -435,7 +395,7 @@ mod tests {
             &lim(),
         )
         .unwrap();
-        let v: Value = serde_json::from_slice(o.value.as_deref().unwrap()).unwrap();
+        let v: Value = serde_json::from_slice(o.record.value.as_deref().unwrap()).unwrap();
         assert_eq!(v["content_base64"], "JVBERi0xLjQg/w==");
         assert_eq!(v["title"], "Report");
         assert!(v.get("text").is_none());
@@ -471,15 +431,22 @@ mod tests {
         let body = b"{\"id\":\"a\",\"text\":\"x\"}\r\n\n{\"op\":\"delete\",\"id\":\"b\"}\n";
         let out = batch(body, &lim(), 10).unwrap();
         assert_eq!(out.len(), 2);
-        let (lines, out): (Vec<usize>, Vec<Outgoing>) = out.into_iter().unzip();
+        let (lines, out): (Vec<usize>, Vec<Checked>) = out.into_iter().unzip();
         assert_eq!(lines, vec![1, 3]);
-        assert_eq!((out[0].id.as_str(), out[0].op), ("a", Op::Upsert));
         assert_eq!(
-            out[0].value.as_deref(),
+            (out[0].record.id.as_str(), out[0].record.op),
+            ("a", Op::Upsert)
+        );
+        assert_eq!(
+            out[0].record.value.as_deref(),
             Some(&b"{\"id\":\"a\",\"text\":\"x\"}"[..])
         );
         assert_eq!(
-            (out[1].id.as_str(), out[1].op, &out[1].value),
+            (
+                out[1].record.id.as_str(),
+                out[1].record.op,
+                &out[1].record.value
+            ),
             ("b", Op::Delete, &None)
         );
 
@@ -531,7 +498,7 @@ mod tests {
         );
         let public = FileOptions::from_query(&[("public".into(), "true".into())]).unwrap();
         let o = file("a", "text/plain", b"x", public, &strict).unwrap();
-        let v: Value = serde_json::from_slice(o.value.as_deref().unwrap()).unwrap();
+        let v: Value = serde_json::from_slice(o.record.value.as_deref().unwrap()).unwrap();
         assert_eq!(v["acl"], "public");
         let both = FileOptions::from_query(&[
             ("public".into(), "true".into()),

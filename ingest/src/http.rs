@@ -22,10 +22,11 @@ use serde_json::{json, Value};
 use crate::auth::rules::Write;
 use crate::auth::{IngestAuth, Writer};
 use crate::config::Config;
-use crate::decode::{self, FileOptions, Op, Outgoing};
+use crate::decode::{self, Checked, FileOptions};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::produce::{self, Placed, Publisher};
+use crate::produce::{self, Publisher};
+use freshet_kafka::{DocumentRecord, Op, Placed};
 
 /// What the handlers share.
 pub struct App {
@@ -130,13 +131,13 @@ async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next)
 }
 
 /// The write of a record, for the write rules.
-fn write_of(r: &Outgoing) -> Write<'_> {
-    match r.op {
+fn write_of(r: &Checked) -> Write<'_> {
+    match r.record.op {
         Op::Upsert => Write::Upsert {
-            id: &r.id,
+            id: &r.record.id,
             acl: &r.acl,
         },
-        Op::Delete => Write::Delete { id: &r.id },
+        Op::Delete => Write::Delete { id: &r.record.id },
     }
 }
 
@@ -166,7 +167,7 @@ fn document_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiE
 }
 
 /// Produces `records`, counting them, or a 503.
-async fn produce(app: &App, records: Vec<Outgoing>) -> Result<Vec<Placed>, ApiError> {
+async fn produce(app: &App, records: Vec<DocumentRecord>) -> Result<Vec<Placed>, ApiError> {
     let ops: Vec<&'static str> = records.iter().map(|r| r.op.as_str()).collect();
     match produce::send_all(app.publisher.clone(), records, app.produce_deadline()).await {
         Ok(placed) => {
@@ -184,7 +185,7 @@ async fn produce(app: &App, records: Vec<Outgoing>) -> Result<Vec<Placed>, ApiEr
 }
 
 /// Produces one record and answers where it went.
-async fn produce_one(app: &App, record: Outgoing) -> Result<Response, ApiError> {
+async fn produce_one(app: &App, record: DocumentRecord) -> Result<Response, ApiError> {
     let (id, op) = (record.id.clone(), record.op);
     let placed = produce(app, vec![record]).await?;
     let p = placed
@@ -229,7 +230,7 @@ async fn put_document(
             decode::file(&id, &media, &body, options, limits)?
         };
         app.auth.check(&writer, &[(None, write_of(&record))])?;
-        produce_one(&app, record).await
+        produce_one(&app, record.record).await
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)
@@ -245,7 +246,7 @@ async fn delete_document(
         let id = document_id(path)?;
         let record = decode::delete(&id, &app.config.limits)?;
         app.auth.check(&writer, &[(None, write_of(&record))])?;
-        produce_one(&app, record).await
+        produce_one(&app, record.record).await
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)
@@ -283,7 +284,8 @@ async fn batch(
         let writes: Vec<(Option<usize>, Write<'_>)> =
             lines.iter().map(|(n, r)| (Some(*n), write_of(r))).collect();
         app.auth.check(&writer, &writes)?;
-        let (numbers, records): (Vec<usize>, Vec<Outgoing>) = lines.into_iter().unzip();
+        let (numbers, records): (Vec<usize>, Vec<DocumentRecord>) =
+            lines.into_iter().map(|(n, c)| (n, c.record)).unzip();
         let described: Vec<(String, &'static str)> =
             records.iter().map(|r| (r.id.clone(), r.op.as_str())).collect();
         let placed = produce(&app, records).await?;

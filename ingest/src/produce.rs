@@ -1,41 +1,29 @@
-//! Producing to the document topic: [`Publisher`] is what the HTTP handlers call (a trait, so
-//! that the handlers are tested without a broker), [`KafkaPublisher`] the real one over
-//! [`DocumentProducer`] (`acks=all`, idempotent: a call returns only once the broker has
-//! acknowledged every record). The blocking calls run on tokio's blocking pool, bounded by a
-//! deadline a little past the producer's own timeout, so a request never waits forever and never
-//! succeeds without an acknowledgement.
+//! Producing to the document topic: [`Publisher`] is what the HTTP handlers call (the shared
+//! [`Produce`] and a readiness check, a trait so that the handlers are tested without a
+//! broker), [`KafkaPublisher`] the real one over [`TopicProducer`] (`acks=all`, idempotent: a
+//! call returns only once the broker has acknowledged every record). The blocking calls run on
+//! tokio's blocking pool, bounded by a deadline a little past the producer's own timeout, so a
+//! request never waits forever and never succeeds without an acknowledgement.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use freshet_kafka::{admin, DocumentProducer, KafkaConfig};
-
-use crate::decode::Outgoing;
-
-/// Where a record was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placed {
-    pub partition: i32,
-    pub offset: i64,
-}
+use freshet_kafka::{admin, DocumentRecord, KafkaConfig, Placed, Produce, TopicProducer};
 
 /// Why records were not (all) acknowledged: the broker is unreachable, timed out or refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProduceError(pub String);
 
-/// Produces keyed records to one topic and waits for their acknowledgements (blocking).
-pub trait Publisher: Send + Sync + 'static {
-    /// The topic records go to.
-    fn topic(&self) -> &str;
-    /// Produces `records` in order (a `None` value is a tombstone); returns where each went.
-    fn send_all(&self, records: &[Outgoing]) -> Result<Vec<Placed>, ProduceError>;
+/// What the handlers produce through: [`Produce`] (keyed records to one topic, answered with
+/// where each went once acknowledged; blocking) and whether the broker is ready.
+pub trait Publisher: Produce + Send + Sync + 'static {
     /// Whether the broker answers and knows the topic.
     fn ready(&self) -> Result<(), String>;
 }
 
 /// The real publisher.
 pub struct KafkaPublisher {
-    producer: DocumentProducer,
+    producer: TopicProducer,
     kafka: KafkaConfig,
     ready_timeout: Duration,
 }
@@ -44,41 +32,24 @@ impl KafkaPublisher {
     /// A producer for `kafka.topic` (no broker round trip: librdkafka connects lazily).
     pub fn new(kafka: KafkaConfig, ready_timeout: Duration) -> anyhow::Result<Self> {
         Ok(KafkaPublisher {
-            producer: DocumentProducer::new(&kafka)?,
+            producer: TopicProducer::new(&kafka, &kafka.topic)?,
             kafka,
             ready_timeout,
         })
     }
 }
 
-impl Publisher for KafkaPublisher {
+impl Produce for KafkaPublisher {
     fn topic(&self) -> &str {
-        &self.kafka.topic
+        self.producer.topic()
     }
 
-    fn send_all(&self, records: &[Outgoing]) -> Result<Vec<Placed>, ProduceError> {
-        let placed = self
-            .producer
-            .send_placed(
-                &self.kafka.topic,
-                records
-                    .iter()
-                    .map(|r| (r.id.clone().into_bytes(), r.value.clone())),
-            )
-            .map_err(|e| ProduceError(e.to_string()))?;
-        if placed.len() != records.len() {
-            return Err(ProduceError(format!(
-                "{} of {} records acknowledged",
-                placed.len(),
-                records.len()
-            )));
-        }
-        Ok(placed
-            .into_iter()
-            .map(|(partition, offset)| Placed { partition, offset })
-            .collect())
+    fn produce(&self, records: &[DocumentRecord]) -> freshet_kafka::Result<Vec<Placed>> {
+        self.producer.produce(records)
     }
+}
 
+impl Publisher for KafkaPublisher {
     fn ready(&self) -> Result<(), String> {
         admin::partitions_with_timeout(&self.kafka, &self.kafka.topic, self.ready_timeout)
             .map(|_| ())
@@ -86,13 +57,17 @@ impl Publisher for KafkaPublisher {
     }
 }
 
-/// [`Publisher::send_all`] off the async runtime, failing after `deadline`.
+/// [`Produce::produce`] off the async runtime, failing after `deadline`.
 pub async fn send_all(
     publisher: Arc<dyn Publisher>,
-    records: Vec<Outgoing>,
+    records: Vec<DocumentRecord>,
     deadline: Duration,
 ) -> Result<Vec<Placed>, ProduceError> {
-    let task = tokio::task::spawn_blocking(move || publisher.send_all(&records));
+    let task = tokio::task::spawn_blocking(move || {
+        publisher
+            .produce(&records)
+            .map_err(|e| ProduceError(e.to_string()))
+    });
     match tokio::time::timeout(deadline, task).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => Err(ProduceError(format!("producer task failed: {e}"))),

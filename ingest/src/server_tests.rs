@@ -4,16 +4,17 @@
 use std::time::Duration;
 
 use super::*;
-use crate::decode::Outgoing;
-use crate::produce::{Placed, ProduceError, Publisher};
+use crate::produce::Publisher;
+use freshet_kafka::Placed;
+use freshet_kafka::{DocumentRecord, Produce};
 
 struct Accepting;
 
-impl Publisher for Accepting {
+impl Produce for Accepting {
     fn topic(&self) -> &str {
         "docs"
     }
-    fn send_all(&self, records: &[Outgoing]) -> Result<Vec<Placed>, ProduceError> {
+    fn produce(&self, records: &[DocumentRecord]) -> freshet_kafka::Result<Vec<Placed>> {
         Ok(records
             .iter()
             .enumerate()
@@ -23,6 +24,9 @@ impl Publisher for Accepting {
             })
             .collect())
     }
+}
+
+impl Publisher for Accepting {
     fn ready(&self) -> Result<(), String> {
         Ok(())
     }

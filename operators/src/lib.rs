@@ -6,7 +6,7 @@
 //! - [`envelope`]: a Kafka record (key, value) decoded into a [`document::Change`], or a
 //!   classified [`envelope::DecodeError`] for the DLQ.
 //! - [`limits`]: the size limits of a record, checked before anything is written.
-//! - [`ingest`]: one record to an upsert, a delete or a rejection (class and stage) that deletes
+//! - [`intake`]: one record to an upsert, a delete or a rejection (class and stage) that deletes
 //!   the document it names.
 //! - [`document`]: the document model (contract).
 //! - [`clean`]: NFKC, control characters, whitespace; HTML to Markdown without boilerplate.
@@ -28,7 +28,7 @@ pub mod embed;
 pub mod envelope;
 pub mod filter;
 pub mod hash;
-pub mod ingest;
+pub mod intake;
 pub mod json;
 pub mod limits;
 pub mod parse;

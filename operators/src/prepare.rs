@@ -46,7 +46,7 @@ impl PrepareError {
 
 /// A prepared document version.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Prepared {
+pub struct PreparedDocument {
     /// The cleaned document (what was hashed and chunked).
     pub cleaned: Document,
     /// [`doc_hash`] of `cleaned`.
@@ -70,7 +70,7 @@ pub fn prepare_full(
     doc: Document,
     cfg: &ChunkerConfig,
     tokens: &dyn TokenCounter,
-) -> Result<Prepared, PrepareError> {
+) -> Result<PreparedDocument, PrepareError> {
     prepare_within(doc, cfg, tokens, &RecordLimits::default())
 }
 
@@ -82,7 +82,7 @@ pub fn prepare_within(
     cfg: &ChunkerConfig,
     tokens: &dyn TokenCounter,
     limits: &RecordLimits,
-) -> Result<Prepared, PrepareError> {
+) -> Result<PreparedDocument, PrepareError> {
     cfg.validate()?;
     let parse_limits = ParseLimits::with_text_limit(limits.max_text_bytes);
     let (mut doc, pages) = parsed(doc, &parse_limits)?;
@@ -112,7 +112,7 @@ pub fn prepare_within(
             doc_id: cleaned.id.clone(),
         });
     }
-    Ok(Prepared {
+    Ok(PreparedDocument {
         cleaned,
         doc_hash: hash,
         chunks,

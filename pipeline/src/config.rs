@@ -12,12 +12,12 @@ use freshet_kafka::KafkaConfig;
 use freshet_milvus::MilvusConfig;
 use freshet_operators::chunk::ChunkerConfig;
 use freshet_operators::limits::RecordLimits;
-use freshet_sources::FilesConfig;
 use freshet_tantivy::TantivyConfig;
 
 use crate::topics::{SourceConfig, Topic};
 
-/// Everything the pipeline binary reads.
+/// Everything the pipeline reads ([`sections`]; `freshet-config` drops the other binaries'
+/// sections and refuses unknown ones).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -30,17 +30,10 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     pub milvus: MilvusConfig,
     pub tantivy: TantivyConfig,
-    /// The query node's settings (`freshet-query` reads them from the same file); not read here.
-    pub query: toml::Table,
-    /// The ingest service's settings (`freshet-ingest`); not read here.
-    pub ingest: toml::Table,
     pub metrics: MetricsConfig,
     /// The topics to read and their record formats (`[[sources]]`, see [`crate::topics`]);
     /// none: `kafka.topic` in freshet's envelope.
     pub sources: Vec<SourceConfig>,
-    /// How `freshet publish` and `freshet watch` read files and which ACL their documents get
-    /// (`[files]`, `[[files.acl]]`; `freshet_sources::acl`).
-    pub files: FilesConfig,
 }
 
 /// Workers, batching and limits.
@@ -168,7 +161,6 @@ impl Config {
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
         self.topics()?;
-        freshet_sources::FileAcls::new(&self.files.acl, Default::default())?;
         crate::limits::check(&self.limits)
     }
 
@@ -183,8 +175,7 @@ impl Config {
     }
 }
 
-/// The sections the pipeline reads, each with the struct that reads it (the `[query]` section
-/// is the query node's).
+/// The sections the pipeline reads, each with the struct that reads it.
 pub fn sections() -> Sections {
     Sections::new()
         .with::<PipelineConfig>("pipeline")
@@ -195,7 +186,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<TantivyConfig>("tantivy")
         .with::<MetricsConfig>("metrics")
-        .with::<FilesConfig>("files")
+        .whole("sources")
 }
 
 #[cfg(test)]
@@ -326,44 +317,6 @@ mod tests {
         assert_eq!(c.tantivy.writer_heap_bytes, d.tantivy.writer_heap_bytes);
         assert_eq!(c.tantivy.writer_threads, d.tantivy.writer_threads);
         assert_eq!(c.metrics.listen, d.metrics.listen);
-        assert_eq!(c.files, d.files);
-    }
-
-    /// `[files]` and its `[[files.acl]]` rules, from the file or the environment; a bad rule
-    /// stops the process.
-    #[test]
-    fn file_acl_rules_are_read_and_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f.toml");
-        std::fs::write(
-            &file,
-            "[files]\nfollow_symlinks_outside_roots = true\n\
-             [[files.acl]]\nglob = \"hr/**\"\nprincipals = [\"group:hr\"]\n\
-             [[files.acl]]\nglob = \"**\"\npublic = true\n",
-        )
-        .unwrap();
-        let c = Config::load_with_env(Some(&file), &[]).unwrap();
-        assert!(c.files.follow_symlinks_outside_roots);
-        assert_eq!(c.files.acl.len(), 2);
-        assert_eq!(c.files.acl[0].principals, ["group:hr"]);
-        assert!(c.files.acl[1].public);
-        let c = Config::load_with_env(
-            None,
-            &env(&[(
-                "FRESHET_FILES_ACL",
-                r#"[{glob = "a/**", principals = ["group:a"]}]"#,
-            )]),
-        )
-        .unwrap();
-        assert_eq!(c.files.acl[0].glob, "a/**");
-        for bad in [
-            "[[files.acl]]\nglob = \"a\"\n",
-            "[[files.acl]]\nglob = \"a\"\nprincipals = [\"public\"]\n",
-            "[[files.acl]]\nglob = \"a\"\nprincipal = [\"g\"]\n",
-        ] {
-            std::fs::write(&file, bad).unwrap();
-            assert!(Config::load_with_env(Some(&file), &[]).is_err(), "{bad}");
-        }
     }
 
     #[test]

@@ -24,25 +24,25 @@ pub fn run(
     metrics: Metrics,
     ready: Readiness,
 ) -> Result<()> {
-    let prepared = match preflight(&config, flags, &metrics, &ready, &stop) {
+    let start = match preflight(&config, flags, &metrics, &ready, &stop) {
         Ok(p) => p,
         Err(e) => {
             ready.failed(format!("{e:#}"));
             return Err(e);
         }
     };
-    let (sinks, start_offsets, bootstrap) = match prepared.recovered {
+    let (sinks, start_offsets, bootstrap) = match start.recovered {
         Some(r) => (Some(r.sinks), r.start_offsets, Some(r.bootstrap)),
         None => (None, Default::default(), None),
     };
     let processing = Arc::new(Processing {
         limits: config.limits.clone(),
         chunking: config.chunking.clone(),
-        tokens: Arc::new(prepared.tokens),
+        tokens: Arc::new(start.tokens),
     });
     let quarantine = match crate::quarantine::start(
         &config,
-        &prepared.topics,
+        &start.topics,
         &processing,
         &start_offsets,
         &ready,
@@ -61,10 +61,10 @@ pub fn run(
         pipeline: config.pipeline.clone(),
         kafka: config.kafka.clone(),
         embedding: config.embedding.clone(),
-        topics: prepared.topics,
-        partitions: prepared.partitions,
+        topics: start.topics,
+        partitions: start.partitions,
         start_offsets,
-        cache: prepared.cache,
+        cache: start.cache,
         processing,
         quarantine,
         metrics,

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use freshet_kafka::{Failure, PartitionReader};
 use freshet_operators::cdc::RecordFormat;
 use freshet_operators::chunk::{Chunk, ChunkerConfig, TokenCounter};
-use freshet_operators::ingest::{ingest_versioned, Ingested, Rejection, Stage, Versions};
+use freshet_operators::intake::{intake_versioned, Intake, Rejection, Stage, Versions};
 use freshet_operators::limits::RecordLimits;
 
 use crate::dlq::Refused;
@@ -106,7 +106,7 @@ impl Sources {
     /// Polls every topic for up to `max_records` records each, waiting at most `max_wait` in
     /// all (shared among the topics until one has records, then not at all). A record that
     /// cannot be indexed is returned among [`SourceBatch::refused`] and, when it names a
-    /// document, deletes that document (see `freshet_operators::ingest`).
+    /// document, deletes that document (see `freshet_operators::intake`).
     pub fn poll(&mut self, max_records: usize, max_wait: Duration) -> Result<SourceBatch> {
         let mut batch = SourceBatch::default();
         let mut latest: Latest = HashMap::new();
@@ -164,13 +164,13 @@ impl Sources {
                 offset: record.offset,
             };
             let (key, value) = (record.key.as_deref(), record.value.as_deref());
-            let ingested = match self.quarantine.crashes(&place, key, value) {
+            let intake = match self.quarantine.crashes(&place, key, value) {
                 Some(crashes) => {
                     let doc_id = source.format.named_document(key, value, &p.limits);
                     if let Some(id) = &doc_id {
                         self.versions.forget(id);
                     }
-                    Ingested::Rejected(Rejection {
+                    Intake::Rejected(Rejection {
                         class: CRASH_LOOP,
                         stage: Stage::Prepare,
                         message: format!(
@@ -183,7 +183,7 @@ impl Sources {
                 None => {
                     self.slot.mark(&place);
                     crate::faults::before_prepare(key);
-                    let ingested = ingest_versioned(
+                    let intake = intake_versioned(
                         &source.format,
                         key,
                         value,
@@ -193,15 +193,15 @@ impl Sources {
                         &mut self.versions,
                     );
                     self.slot.clear();
-                    ingested
+                    intake
                 }
             };
-            let outcome = match &ingested {
-                Ingested::Upsert { .. } => "upsert",
-                Ingested::Delete { .. } => "delete",
-                Ingested::Unchanged { .. } => "unchanged",
-                Ingested::Skipped => "skipped",
-                Ingested::Rejected(r) => {
+            let outcome = match &intake {
+                Intake::Upsert { .. } => "upsert",
+                Intake::Delete { .. } => "delete",
+                Intake::Unchanged { .. } => "unchanged",
+                Intake::Skipped => "skipped",
+                Intake::Rejected(r) => {
                     let failure = Failure {
                         class: r.class,
                         stage: r.stage.as_str(),
@@ -212,7 +212,7 @@ impl Sources {
                 }
             };
             Metrics::outcome(&self.metrics.documents, outcome, 1);
-            if let Some((id, update)) = ingested.update() {
+            if let Some((id, update)) = intake.update() {
                 latest.insert(id, (seq, at, update));
             }
         }

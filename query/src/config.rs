@@ -16,7 +16,8 @@ use freshet_tantivy::TantivyConfig;
 use crate::auth::settings::{JwtConfig, KeyConfig, Limits, Secret};
 use crate::fusion::FusionMethod;
 
-/// Everything the query node reads. The pipeline-only sections are accepted and ignored.
+/// Everything the query node reads ([`sections`]; `freshet-config` drops the other binaries'
+/// sections and refuses unknown ones).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -24,18 +25,6 @@ pub struct Config {
     pub tantivy: TantivyConfig,
     pub milvus: MilvusConfig,
     pub embedding: EmbeddingConfig,
-    // Read by the pipeline only.
-    pipeline: toml::Table,
-    limits: toml::Table,
-    kafka: toml::Table,
-    chunking: toml::Table,
-    metrics: toml::Table,
-    // The pipeline's `[[sources]]` (an array of tables).
-    sources: Vec<toml::Table>,
-    // `freshet publish` and `freshet watch`'s `[files]`.
-    files: toml::Table,
-    // Read by the ingest service only.
-    ingest: toml::Table,
 }
 
 /// Which backend reranks, if any.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_kafka::{admin, DocumentProducer, KafkaConfig, PartitionReader, Record};
 use freshet_operators::chunk::{Chunk, ChunkerConfig, HfTokenCounter};
-use freshet_operators::ingest::ingest;
+use freshet_operators::intake::intake;
 use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::ChunkIndexReader;
 
@@ -552,7 +552,7 @@ pub fn expected_chunks(records: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap
 }
 
 /// [`expected_chunks`] under other record limits. A record that cannot be indexed removes the
-/// document it names, as in the pipeline (`freshet_operators::ingest`).
+/// document it names, as in the pipeline (`freshet_operators::intake`).
 pub fn expected_chunks_with(
     records: &[(String, Option<Vec<u8>>)],
     limits: &RecordLimits,
@@ -563,14 +563,14 @@ pub fn expected_chunks_with(
     let cfg = ChunkerConfig::default();
     let mut docs: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
     for (key, value) in records {
-        let ingested = ingest(
+        let taken = intake(
             Some(key.as_bytes()),
             value.as_deref(),
             limits,
             &cfg,
             &tokens,
         );
-        match ingested.update() {
+        match taken.update() {
             Some((id, Some(chunks))) => {
                 docs.insert(id, chunks);
             }

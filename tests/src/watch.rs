@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_kafka::{KafkaConfig, PartitionReader};
 use freshet_operators::chunk::{Chunk, ChunkKind};
-use freshet_sources::{file_document, list_files, Mapping};
+use freshet_publishers::{file_document, list_files, Mapping};
 
 use crate::{freshet_bin, ids, Case};
 

@@ -11,7 +11,7 @@ use anyhow::{ensure, Result};
 use freshet_kafka::{dlq_headers, Record};
 use freshet_milvus::schema::FieldLimits;
 use freshet_operators::chunk::{ChunkerConfig, HfTokenCounter};
-use freshet_operators::ingest::{ingest, Ingested};
+use freshet_operators::intake::{intake, Intake};
 use freshet_operators::limits::RecordLimits;
 use freshet_tests::query::QueryNode;
 use freshet_tests::{env, expected_chunks_with, Case};
@@ -306,14 +306,14 @@ fn each_limit_at_and_over() -> Result<()> {
              .0
              .1;
         let bytes = serde_json::to_vec(value)?;
-        match ingest(
+        match intake(
             Some(key.as_bytes()),
             Some(&bytes),
             &limits,
             &ChunkerConfig::default(),
             &tokens,
         ) {
-            Ingested::Upsert { chunks, .. } if n == 0 || chunks.len() == n => {}
+            Intake::Upsert { chunks, .. } if n == 0 || chunks.len() == n => {}
             other => anyhow::bail!("{key}: {other:?}"),
         }
     }

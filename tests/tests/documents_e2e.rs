@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use freshet_kafka::Record;
-use freshet_sources::{file_document, Mapping};
+use freshet_publishers::{file_document, Mapping};
 use freshet_tests::{expected_chunks, workspace_root, Case};
 
 const WAIT: Duration = Duration::from_secs(180);

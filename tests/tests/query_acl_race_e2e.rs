@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Result};
 use freshet_operators::chunk::{ChunkStrategy, ChunkerConfig, HfTokenCounter};
-use freshet_operators::ingest::ingest;
+use freshet_operators::intake::intake;
 use freshet_operators::limits::RecordLimits;
 use freshet_tests::{env, Case, RIVER_WORDS};
 use serde_json::{json, Value};
@@ -66,7 +66,7 @@ fn chunk_ids(id: &str, value: &Value, tokens: &HfTokenCounter) -> Result<BTreeSe
         ..ChunkerConfig::default()
     };
     let bytes = serde_json::to_vec(value)?;
-    match ingest(
+    match intake(
         Some(id.as_bytes()),
         Some(&bytes),
         &RecordLimits::default(),

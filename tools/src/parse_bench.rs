@@ -60,8 +60,9 @@ pub fn bench(config: &Config, dir: &Path, rounds: usize) -> Result<serde_json::V
     let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
     let tokens = model.token_counter()?;
     let mut by_format: BTreeMap<&'static str, Totals> = BTreeMap::new();
-    for path in freshet_sources::list_files(dir)? {
-        let Some(out) = freshet_sources::file_document(dir, &path, &Default::default()).ok() else {
+    for path in freshet_publishers::list_files(dir)? {
+        let Some(out) = freshet_publishers::file_document(dir, &path, &Default::default()).ok()
+        else {
             continue;
         };
         let Some(value) = out.value else { continue };

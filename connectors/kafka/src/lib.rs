@@ -13,7 +13,10 @@
 //! * [`DlqProducer`]: sends a failed record, unchanged, to the dead-letter topic with headers
 //!   describing the failure, and waits until it is durable.
 //! * [`DocumentProducer`]: publishes keyed documents (one at a time or many in flight). What
-//!   the documents are built from (files, JSONL) is `freshet-sources`' business.
+//!   the documents are built from (files, JSONL) is `freshet-publishers`' business.
+//! * [`Produce`]: what every publisher of documents produces through ([`DocumentRecord`]s,
+//!   answered with where each was [`Placed`]); [`TopicProducer`] is it over the
+//!   [`DocumentProducer`].
 //!
 //! All calls are blocking; none needs an async runtime. librdkafka's own log lines and client
 //! errors are forwarded to `tracing` (target `librdkafka`).
@@ -54,9 +57,11 @@ use serde::{Deserialize, Serialize};
 pub mod admin;
 mod client;
 mod consumer;
+mod produce;
 mod producer;
 
 pub use consumer::PartitionReader;
+pub use produce::{DocumentRecord, Op, Placed, Produce, TopicProducer};
 pub use producer::{DlqProducer, DocumentProducer, Failure};
 
 /// Re-exported so that callers can name librdkafka error codes without depending on rdkafka.

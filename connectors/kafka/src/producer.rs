@@ -100,8 +100,8 @@ impl Drop for Inner {
     }
 }
 
-/// One record to produce.
-struct Outgoing<'a> {
+/// One record to produce, borrowed: raw key, value and headers.
+struct RawRecord<'a> {
     key: Option<&'a [u8]>,
     value: Option<&'a [u8]>,
     headers: Option<OwnedHeaders>,
@@ -149,7 +149,7 @@ impl Inner {
     fn enqueue(
         &self,
         topic: &str,
-        rec: Outgoing<'_>,
+        rec: RawRecord<'_>,
         ticket: Ticket,
         rx: &mpsc::Receiver<(usize, Outcome)>,
         reports: &mut Vec<(usize, Outcome)>,
@@ -180,7 +180,7 @@ impl Inner {
         }
     }
 
-    fn produce_one(&self, topic: &str, rec: Outgoing<'_>) -> Result<(i32, i64)> {
+    fn produce_one(&self, topic: &str, rec: RawRecord<'_>) -> Result<(i32, i64)> {
         let mut batch = Batch::new(self, topic);
         batch.push(rec);
         let mut placed = batch.finish()?;
@@ -228,7 +228,7 @@ impl<'p> Batch<'p> {
     }
 
     /// Enqueues one record (librdkafka copies key, value and headers).
-    fn push(&mut self, rec: Outgoing<'_>) {
+    fn push(&mut self, rec: RawRecord<'_>) {
         let ticket = Ticket {
             index: self.placed.len(),
             tx: self.tx.clone(),
@@ -377,7 +377,7 @@ impl DocumentProducer {
         self.inner.run(|inner| {
             inner.produce_one(
                 topic,
-                Outgoing {
+                RawRecord {
                     key: Some(key),
                     value,
                     headers: None,
@@ -409,7 +409,7 @@ impl DocumentProducer {
         self.inner.run(|inner| {
             let mut batch = Batch::new(inner, topic);
             for (key, value) in records {
-                batch.push(Outgoing {
+                batch.push(RawRecord {
                     key: Some(&key),
                     value: value.as_deref(),
                     headers: None,
@@ -485,7 +485,7 @@ impl DlqProducer {
         let (partition, offset) = self.inner.run(|inner| {
             inner.produce_one(
                 &self.topic,
-                Outgoing {
+                RawRecord {
                     key: original.key.as_deref(),
                     value: original.value.as_deref(),
                     headers: Some(owned),

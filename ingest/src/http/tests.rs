@@ -8,21 +8,21 @@ use axum::http::Request;
 use tower::ServiceExt;
 
 use super::*;
-use crate::produce::ProduceError;
+use freshet_kafka::Produce;
 
 #[derive(Default)]
 struct Fake {
-    sent: Mutex<Vec<Outgoing>>,
+    sent: Mutex<Vec<DocumentRecord>>,
     down: bool,
 }
 
-impl Publisher for Fake {
+impl Produce for Fake {
     fn topic(&self) -> &str {
         "docs"
     }
-    fn send_all(&self, records: &[Outgoing]) -> Result<Vec<Placed>, ProduceError> {
+    fn produce(&self, records: &[DocumentRecord]) -> freshet_kafka::Result<Vec<Placed>> {
         if self.down {
-            return Err(ProduceError("broker down".into()));
+            return Err(freshet_kafka::Error::Fatal("broker down".into()));
         }
         let mut sent = self.sent.lock().unwrap();
         let mut out = Vec::new();
@@ -35,6 +35,9 @@ impl Publisher for Fake {
         }
         Ok(out)
     }
+}
+
+impl Publisher for Fake {
     fn ready(&self) -> Result<(), String> {
         if self.down {
             Err("broker down".into())

@@ -48,7 +48,7 @@ impl RecordFormat {
         limits: &RecordLimits,
     ) -> Option<String> {
         match self {
-            RecordFormat::Freshet => crate::ingest::named_document(key, value, limits),
+            RecordFormat::Freshet => crate::intake::named_document(key, value, limits),
             RecordFormat::Debezium(m) => debezium::named_document(m, key, value, limits),
         }
     }

@@ -34,7 +34,7 @@ use crate::stall::Stall;
 use crate::topics::Topic;
 
 /// Everything the workers start from.
-pub struct Prepared {
+pub struct StartState {
     pub tokens: HfTokenCounter,
     /// The topics read, each with its record format.
     pub topics: Vec<Topic>,
@@ -64,7 +64,7 @@ pub fn preflight(
     metrics: &Metrics,
     ready: &Readiness,
     stop: &Arc<AtomicBool>,
-) -> Result<Prepared> {
+) -> Result<StartState> {
     ready.step("loading the tokenizer and the embedding model");
     // The model is loaded here once to fail fast and to learn its id and dimension.
     let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
@@ -110,7 +110,7 @@ pub fn preflight(
     } else {
         None
     };
-    Ok(Prepared {
+    Ok(StartState {
         tokens,
         topics,
         partitions,

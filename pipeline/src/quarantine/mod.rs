@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use freshet_kafka::PartitionReader;
-use freshet_operators::ingest::ingest_as;
+use freshet_operators::intake::intake_as;
 use serde::{Deserialize, Serialize};
 
 pub use flight::Slot;
@@ -225,7 +225,7 @@ pub fn start(
             "preparing alone a record that was in flight when the pipeline died");
         trial.mark(&e.at);
         crate::faults::before_prepare(record.key.as_deref());
-        let _ = ingest_as(
+        let _ = intake_as(
             &topic.format,
             record.key.as_deref(),
             record.value.as_deref(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use freshet_kafka::{DlqProducer, Failure, KafkaConfig, PartitionReader, Record};
-use freshet_operators::ingest::Stage;
+use freshet_operators::intake::Stage;
 
 use super::plan::{Batch, Offsets, RecordRef, TopicPartition};
 use super::refusals::{Refusals, EMBED_FAILED};

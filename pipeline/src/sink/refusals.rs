@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use freshet_operators::ingest::Stage;
+use freshet_operators::intake::Stage;
 
 use super::plan::Batch;
 

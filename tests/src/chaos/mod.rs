@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use freshet_kafka::dlq_headers;
 use freshet_operators::chunk::{ChunkerConfig, HfTokenCounter};
-use freshet_operators::ingest::{ingest, Ingested};
+use freshet_operators::intake::{intake, Intake};
 use freshet_operators::limits::RecordLimits;
 use freshet_pipeline::faults::{KILLED_AT_MARK, KILL_AT_ENV, POINTS};
 use rand::rngs::StdRng;
@@ -479,7 +479,7 @@ fn check_dead_letters(case: &Case, log: &[(String, Option<Vec<u8>>)]) -> Result<
     let limits = RecordLimits::default();
     let mut want: BTreeMap<(Vec<u8>, Vec<u8>), Vec<&'static str>> = BTreeMap::new();
     for (key, value) in log {
-        if let Ingested::Rejected(r) = ingest(
+        if let Intake::Rejected(r) = intake(
             Some(key.as_bytes()),
             value.as_deref(),
             &limits,

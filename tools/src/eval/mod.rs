@@ -184,22 +184,17 @@ impl Progress {
 /// Publishes the corpus to the pipeline's topic; returns the topic and its high watermarks
 /// afterwards.
 fn publish(args: &Options, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i64>)> {
-    use freshet_kafka::{admin, DocumentProducer};
-    use freshet_sources::{publish_jsonl, Mapping};
+    use freshet_kafka::{admin, TopicProducer};
+    use freshet_publishers::{publish_jsonl, Mapping};
 
     let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
     let kafka = &config.kafka;
     if args.publish {
         admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
             .context("creating the document topic")?;
-        let producer = DocumentProducer::new(kafka).context("creating the producer")?;
-        let report = publish_jsonl(
-            &dataset.corpus_path,
-            &producer,
-            &kafka.topic,
-            &Mapping::default(),
-        )
-        .with_context(|| format!("publishing {}", dataset.corpus_path.display()))?;
+        let producer = TopicProducer::new(kafka, &kafka.topic).context("creating the producer")?;
+        let report = publish_jsonl(&dataset.corpus_path, &producer, &Mapping::default())
+            .with_context(|| format!("publishing {}", dataset.corpus_path.display()))?;
         eprintln!(
             "published {} documents to {} ({} skipped)",
             report.upserts,

@@ -1,9 +1,8 @@
 //! The watcher's [`Outlet`] on Kafka: records to the document topic with the idempotent,
 //! `acks=all` producer; refused files to the dead-letter topic with their path and reason.
 
-use freshet_kafka::{DlqProducer, DocumentProducer, Failure, Record};
+use freshet_kafka::{DlqProducer, DocumentRecord, Failure, Placed, Produce, Record, TopicProducer};
 
-use crate::publish::Outgoing;
 use crate::watch::sync::{DeadFile, Outlet};
 use crate::Result;
 
@@ -11,22 +10,21 @@ use crate::Result;
 pub const PATH_HEADER: &str = "freshet.source.path";
 
 pub struct KafkaOutlet {
-    pub producer: DocumentProducer,
+    pub producer: TopicProducer,
     pub dlq: DlqProducer,
-    pub topic: String,
+}
+
+impl Produce for KafkaOutlet {
+    fn topic(&self) -> &str {
+        self.producer.topic()
+    }
+
+    fn produce(&self, records: &[DocumentRecord]) -> freshet_kafka::Result<Vec<Placed>> {
+        self.producer.produce(records)
+    }
 }
 
 impl Outlet for KafkaOutlet {
-    fn publish(&mut self, records: &[Outgoing]) -> Result<Vec<(i32, i64)>> {
-        let placed = self.producer.send_placed(
-            &self.topic,
-            records
-                .iter()
-                .map(|o| (o.id.clone().into_bytes(), o.value.clone())),
-        )?;
-        Ok(placed)
-    }
-
     fn dead_letter(&mut self, file: &DeadFile) -> Result<()> {
         // Not a record of a topic: the source is the file (topic `file`, no partition/offset).
         let record = Record {

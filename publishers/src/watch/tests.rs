@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::publish::{Mapping, Outgoing};
+use freshet_kafka::{DocumentRecord, Op, Placed, Produce};
+
+use crate::publish::Mapping;
 use crate::Result;
 
 /// Records what it was given; fails while `down` is set.
@@ -17,7 +19,7 @@ use crate::Result;
 struct Memory {
     log: Arc<Mutex<Vec<(String, bool)>>>,
     /// Every record published, in order.
-    records: Arc<Mutex<Vec<Outgoing>>>,
+    records: Arc<Mutex<Vec<DocumentRecord>>>,
     dead: Arc<Mutex<Vec<DeadFile>>>,
     down: Arc<AtomicBool>,
     /// Next offset: records ever published.
@@ -25,28 +27,37 @@ struct Memory {
 }
 
 impl Memory {
-    /// (id, is_delete) published since the last call.
+    /// (id, whether a delete) published since the last call.
     fn take(&self) -> Vec<(String, bool)> {
         std::mem::take(&mut *self.log.lock().unwrap())
     }
 }
 
-impl Outlet for Memory {
-    fn publish(&mut self, records: &[Outgoing]) -> Result<Vec<(i32, i64)>> {
+impl Produce for Memory {
+    fn topic(&self) -> &str {
+        "t"
+    }
+
+    fn produce(&self, records: &[DocumentRecord]) -> freshet_kafka::Result<Vec<Placed>> {
         if self.down.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(crate::Error::Kafka(freshet_kafka::Error::Fatal(
-                "broker down".into(),
-            )));
+            return Err(freshet_kafka::Error::Fatal("broker down".into()));
         }
         let mut next = self.next.lock().unwrap();
         let start = *next;
         *next += records.len() as i64;
         let mut log = self.log.lock().unwrap();
-        log.extend(records.iter().map(|r| (r.id.clone(), r.is_delete)));
+        log.extend(records.iter().map(|r| (r.id.clone(), r.op == Op::Delete)));
         self.records.lock().unwrap().extend(records.iter().cloned());
-        Ok((0..records.len() as i64).map(|i| (0, start + i)).collect())
+        Ok((0..records.len() as i64)
+            .map(|i| Placed {
+                partition: 0,
+                offset: start + i,
+            })
+            .collect())
     }
+}
 
+impl Outlet for Memory {
     fn dead_letter(&mut self, file: &DeadFile) -> Result<()> {
         self.dead.lock().unwrap().push(file.clone());
         Ok(())

@@ -1,10 +1,10 @@
-//! `freshet`: the indexing pipeline binary.
+//! `freshet`: the command line of the indexing pipeline and the publishers.
 //!
 //! - `freshet run [--config freshet.toml] [--new-index | --adopt-collection]
 //!   [--allow-reconcile-deletes]`: consume the document topic and keep Milvus and tantivy in
 //!   sync with it (until SIGINT/SIGTERM, then drain and commit).
-//! - `freshet publish --jsonl FILE | --dir DIR`: a source connector that publishes documents to
-//!   the topic using the document contract.
+//! - `freshet publish --jsonl FILE | --dir DIR`: publishes documents to the topic using the
+//!   document contract.
 //! - `freshet watch DIR…`: folder sync, keeping the topic equal to the directories' files (until
 //!   SIGINT/SIGTERM).
 
@@ -15,11 +15,16 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use freshet_pipeline::config::Config;
 use freshet_pipeline::endpoint::{self, Readiness};
 use freshet_pipeline::metrics::Metrics;
 use freshet_pipeline::preflight::binding::BindFlags;
 use freshet_pipeline::preflight::StartFlags;
+
+mod config;
+mod publish;
+mod watch;
+
+use config::Config;
 
 #[derive(Parser)]
 #[command(
@@ -48,10 +53,10 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
         #[command(flatten)]
-        acl: freshet_pipeline::publish::AclArgs,
+        acl: publish::AclArgs,
     },
     /// Keep the document topic in sync with directories: scan, then follow file-system events.
-    Watch(freshet_pipeline::watch::WatchArgs),
+    Watch(watch::WatchArgs),
 }
 
 /// The choices a start can make that the configuration never makes (docs/faults.md, "Wrong
@@ -104,24 +109,22 @@ fn real_main() -> Result<()> {
             let stop = stop_flag()?;
             let metrics = Metrics::new();
             let ready = Readiness::new();
-            if !config.metrics.listen.is_empty() {
+            if !config.pipeline.metrics.listen.is_empty() {
                 let addr = endpoint::serve(
-                    &config.metrics.listen,
+                    &config.pipeline.metrics.listen,
                     metrics.registry.clone(),
                     ready.clone(),
                 )?;
                 tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
             }
-            freshet_pipeline::run::run(config, flags, stop.clone(), metrics, ready)?;
+            freshet_pipeline::run::run(config.pipeline, flags, stop.clone(), metrics, ready)?;
             if stop.load(Ordering::SeqCst) {
                 tracing::info!("stopped cleanly");
             }
             Ok(())
         }
-        Command::Publish { jsonl, dir, acl } => {
-            freshet_pipeline::publish::publish(&config, jsonl, dir, &acl)
-        }
-        Command::Watch(args) => freshet_pipeline::watch::run(&config, args, &*stop_flag()?),
+        Command::Publish { jsonl, dir, acl } => publish::publish(&config, jsonl, dir, &acl),
+        Command::Watch(args) => watch::run(&config, args, &*stop_flag()?),
     }
 }
 

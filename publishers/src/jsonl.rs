@@ -6,15 +6,15 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use freshet_kafka::DocumentProducer;
+use freshet_kafka::{DocumentRecord, Op, Produce};
 use freshet_operators::document::{ContentType, Document};
 use freshet_operators::json::canonical_json;
 use serde_json::{Map, Value};
 
-use crate::publish::{BadInput, JsonlFormat, Mapping, Outgoing, PublishReport, Publisher};
+use crate::publish::{upsert_record, BadInput, Batcher, JsonlFormat, Mapping, PublishReport};
 use crate::{Error, Result};
 
-/// Publishes every line of the JSONL file `path` to `topic`.
+/// Publishes every line of the JSONL file `path` through `producer`.
 ///
 /// A line is a document envelope (passed on as it is, keyed by its `id`) or a BEIR corpus line
 /// (`{"_id","title","text","metadata"}`), which becomes an upsert with content type
@@ -22,8 +22,7 @@ use crate::{Error, Result};
 /// ignored; a line that is neither is reported in [`PublishReport::bad`] and skipped.
 pub fn publish_jsonl(
     path: &Path,
-    producer: &DocumentProducer,
-    topic: &str,
+    producer: &dyn Produce,
     mapping: &Mapping,
 ) -> Result<PublishReport> {
     let io_err = |source| Error::Io {
@@ -41,7 +40,7 @@ pub fn publish_jsonl(
         .clone()
         .unwrap_or_else(|| format!("beir:{stem}"));
 
-    let mut publisher = Publisher::new(producer, topic, mapping.batch_size);
+    let mut publisher = Batcher::new(producer, mapping.batch_size);
     let mut bad = Vec::new();
     let mut buf = Vec::new();
     let mut line_no = 0usize;
@@ -85,7 +84,7 @@ pub fn publish_jsonl(
     let mut report = publisher.finish()?;
     report.bad = bad;
     tracing::info!(
-        path = %path.display(), topic, published = report.published,
+        path = %path.display(), topic = producer.topic(), published = report.published,
         bad = report.bad.len(), "published jsonl"
     );
     Ok(report)
@@ -97,7 +96,7 @@ pub fn map_jsonl_line(
     line: &str,
     mapping: &Mapping,
     beir_source: &str,
-) -> std::result::Result<Outgoing, String> {
+) -> std::result::Result<DocumentRecord, String> {
     let value: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
     let Value::Object(obj) = value else {
         return Err("not a JSON object".to_string());
@@ -124,10 +123,10 @@ pub fn map_jsonl_line(
 fn envelope_line(
     mut obj: Map<String, Value>,
     mapping: &Mapping,
-) -> std::result::Result<Outgoing, String> {
-    let is_delete = match obj.get("op") {
-        Some(Value::String(op)) if op == "upsert" => false,
-        Some(Value::String(op)) if op == "delete" => true,
+) -> std::result::Result<DocumentRecord, String> {
+    let op = match obj.get("op") {
+        Some(Value::String(op)) if op == "upsert" => Op::Upsert,
+        Some(Value::String(op)) if op == "delete" => Op::Delete,
         Some(other) => return Err(format!("unknown op {other}")),
         None => return Err("envelope without \"op\"".to_string()),
     };
@@ -142,16 +141,16 @@ fn envelope_line(
         Some(Value::Array(a)) => a.is_empty(),
         Some(_) => false,
     };
-    if !is_delete && unstated {
+    if op == Op::Upsert && unstated {
         if let Some(acl) = mapping.acl.for_id(&id).to_json() {
             obj.insert("acl".into(), acl);
         }
     }
     let value = serde_json::to_vec(&Value::Object(obj)).map_err(|e| e.to_string())?;
-    Ok(Outgoing {
+    Ok(DocumentRecord {
         id,
+        op,
         value: Some(value),
-        is_delete,
     })
 }
 
@@ -159,7 +158,7 @@ fn beir_line(
     mut obj: Map<String, Value>,
     mapping: &Mapping,
     source: &str,
-) -> std::result::Result<Outgoing, String> {
+) -> std::result::Result<DocumentRecord, String> {
     let id = match obj.remove("_id") {
         Some(Value::String(id)) if !id.is_empty() => id,
         Some(Value::Number(n)) => n.to_string(),
@@ -194,7 +193,7 @@ fn beir_line(
             .collect(),
         acl: Vec::new(),
     };
-    Ok(Outgoing::upsert(doc, mapping.acl.for_id(&id)))
+    Ok(upsert_record(doc, mapping.acl.for_id(&id)))
 }
 
 #[cfg(test)]
@@ -222,7 +221,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out.id, "d1");
-        assert!(!out.is_delete);
+        assert_eq!(out.op, Op::Upsert);
         assert_eq!(
             parse(&out.value),
             json!({"op":"upsert","id":"d1","title":"T \"q\"","text":"hello\nworld",
@@ -247,7 +246,7 @@ mod tests {
             serde_json::from_str::<Value>(up).unwrap()
         );
         let out = map_jsonl_line(r#"{"op":"delete","id":"a"}"#, &m, "").unwrap();
-        assert!(out.is_delete);
+        assert_eq!(out.op, Op::Delete);
         assert_eq!(parse(&out.value), json!({"op":"delete","id":"a"}));
     }
 

@@ -1,10 +1,10 @@
 //! How records are built and sent: what input maps to ([`Mapping`]), what a publish did
-//! ([`PublishReport`], the inputs skipped as [`BadInput`]), and the batching producer every
-//! source shares.
+//! ([`PublishReport`], the inputs skipped as [`BadInput`]), the record of a built document
+//! ([`upsert_record`]), and the batching every publish shares.
 
 use std::path::PathBuf;
 
-use freshet_kafka::DocumentProducer;
+use freshet_kafka::{DocumentRecord, Op, Produce};
 use freshet_operators::document::{Change, Document};
 use freshet_operators::envelope::{encode_stating, Acl};
 
@@ -84,51 +84,36 @@ impl std::fmt::Display for BadInput {
     }
 }
 
-/// A record ready to be produced: key = document id, value = envelope (or `None`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outgoing {
-    pub id: String,
-    pub value: Option<Vec<u8>>,
-    pub is_delete: bool,
+/// The record of an upsert of `doc` with the ACL `acl` (its principals, `"public"`, or none
+/// stated), keyed by its id.
+pub fn upsert_record(mut doc: Document, acl: &Acl) -> DocumentRecord {
+    doc.acl = match acl {
+        Acl::Principals(p) => p.clone(),
+        Acl::Public | Acl::Unstated => Vec::new(),
+    };
+    let value = encode_stating(&Change::Upsert(doc.clone()), *acl == Acl::Public);
+    DocumentRecord::upsert(doc.id, value)
 }
 
-impl Outgoing {
-    /// The record of an upsert of `doc` with the ACL `acl` (its principals, `"public"`, or
-    /// none stated), keyed by its id.
-    pub fn upsert(mut doc: Document, acl: &Acl) -> Outgoing {
-        doc.acl = match acl {
-            Acl::Principals(p) => p.clone(),
-            Acl::Public | Acl::Unstated => Vec::new(),
-        };
-        Outgoing {
-            id: doc.id.clone(),
-            value: Some(encode_stating(&Change::Upsert(doc), *acl == Acl::Public)),
-            is_delete: false,
-        }
-    }
-}
-
-/// Collects outgoing records and produces them in batches.
-pub(crate) struct Publisher<'a> {
-    producer: &'a DocumentProducer,
-    topic: &'a str,
+/// Collects records and produces them in batches.
+pub(crate) struct Batcher<'a> {
+    producer: &'a dyn Produce,
     batch_size: usize,
-    pending: Vec<Outgoing>,
+    pending: Vec<DocumentRecord>,
     report: PublishReport,
 }
 
-impl<'a> Publisher<'a> {
-    pub(crate) fn new(producer: &'a DocumentProducer, topic: &'a str, batch_size: usize) -> Self {
-        Publisher {
+impl<'a> Batcher<'a> {
+    pub(crate) fn new(producer: &'a dyn Produce, batch_size: usize) -> Self {
+        Batcher {
             producer,
-            topic,
             batch_size: batch_size.max(1),
             pending: Vec::new(),
             report: PublishReport::default(),
         }
     }
 
-    pub(crate) fn add(&mut self, out: Outgoing) -> Result<()> {
+    pub(crate) fn add(&mut self, out: DocumentRecord) -> Result<()> {
         self.pending.push(out);
         if self.pending.len() >= self.batch_size {
             self.flush()?;
@@ -141,12 +126,9 @@ impl<'a> Publisher<'a> {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.pending);
-        let deletes = batch.iter().filter(|o| o.is_delete).count();
+        let deletes = batch.iter().filter(|o| o.op == Op::Delete).count();
         let n = batch.len();
-        self.producer.send_many(
-            self.topic,
-            batch.into_iter().map(|o| (o.id.into_bytes(), o.value)),
-        )?;
+        self.producer.produce(&batch)?;
         self.report.published += n;
         self.report.deletes += deletes;
         self.report.upserts += n - deletes;

@@ -1,4 +1,4 @@
-//! How the file sources read a file: regular files only, never blocking on a FIFO or a device,
+//! How the publishers read a file: regular files only, never blocking on a FIFO or a device,
 //! at most a size limit, and only within the directories they were given (symlinks resolved)
 //! unless told otherwise.
 

@@ -4,11 +4,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use freshet_kafka::DocumentProducer;
-use freshet_operators::document::{ContentType, Document, Language};
-use freshet_operators::title::title_of;
+use freshet_kafka::{DocumentRecord, Produce};
+use freshet_operators::document::{ContentType, Language};
 
-use crate::publish::{BadInput, Mapping, Outgoing, PublishReport, Publisher};
+use crate::file_envelope::{file_envelope, FileFields};
+use crate::publish::{BadInput, Batcher, Mapping, PublishReport};
 use crate::read::{read_file, Unread};
 use crate::{Error, Result};
 
@@ -23,12 +23,7 @@ use crate::{Error, Result};
 /// [`read_file`] refuses (not a regular file, over [`Mapping::max_file_bytes`], a symlink out of
 /// `dir`) and a text file that cannot be read as UTF-8 are reported in [`PublishReport::bad`]
 /// and skipped.
-pub fn publish_dir(
-    dir: &Path,
-    producer: &DocumentProducer,
-    topic: &str,
-    mapping: &Mapping,
-) -> Result<PublishReport> {
+pub fn publish_dir(dir: &Path, producer: &dyn Produce, mapping: &Mapping) -> Result<PublishReport> {
     let files = list_files(dir)?;
     if mapping.acl.may_leave_unstated() {
         tracing::info!(
@@ -37,7 +32,7 @@ pub fn publish_dir(
              public, or refused as missing_acl where the pipeline sets [limits] require_acl"
         );
     }
-    let mut publisher = Publisher::new(producer, topic, mapping.batch_size);
+    let mut publisher = Batcher::new(producer, mapping.batch_size);
     let mut bad = Vec::new();
     for path in files {
         match file_document(dir, &path, mapping) {
@@ -55,7 +50,7 @@ pub fn publish_dir(
     let mut report = publisher.finish()?;
     report.bad = bad;
     tracing::info!(
-        dir = %dir.display(), topic, published = report.published,
+        dir = %dir.display(), topic = producer.topic(), published = report.published,
         bad = report.bad.len(), "published directory"
     );
     Ok(report)
@@ -114,7 +109,7 @@ pub fn file_document(
     root: &Path,
     path: &Path,
     mapping: &Mapping,
-) -> std::result::Result<Outgoing, String> {
+) -> std::result::Result<DocumentRecord, String> {
     content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
     let rel_id = relative_id(root, path)?;
     let roots = if mapping.follow_symlinks_outside_roots {
@@ -158,44 +153,30 @@ pub fn file_bytes_document(
     path: &Path,
     bytes: Vec<u8>,
     mapping: &Mapping,
-) -> std::result::Result<Outgoing, String> {
-    let rel_id = id.to_string();
+) -> std::result::Result<DocumentRecord, String> {
     let content_type =
         content_type_for(path).ok_or_else(|| "unsupported file extension".to_string())?;
     let content_type = ContentType::parse(content_type).unwrap_or_default();
-    let stem = path
+    let untitled = path
         .file_stem()
         .and_then(|s| s.to_str())
-        .unwrap_or(&rel_id)
+        .unwrap_or(id)
         .to_string();
-    let (text, title) = if content_type.is_binary() {
-        use base64::Engine as _;
-        (
-            base64::engine::general_purpose::STANDARD.encode(&bytes),
-            String::new(),
-        )
-    } else {
-        let text =
-            String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {}", e.utf8_error()))?;
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned();
-        let title = title_of(content_type, &text).unwrap_or(stem);
-        (text, title)
-    };
     let source = mapping
         .source
         .clone()
-        .unwrap_or_else(|| format!("file://{rel_id}"));
-    let path = freshet_operators::json::canonical_json(&rel_id.clone().into());
-    let doc = Document {
-        id: rel_id.clone(),
-        title,
-        text,
+        .unwrap_or_else(|| format!("file://{id}"));
+    let path = freshet_operators::json::canonical_json(&id.into());
+    let fields = FileFields {
+        id: id.to_string(),
         content_type,
+        title: None,
+        untitled,
         source,
         metadata: [("path".to_string(), path)].into(),
-        acl: Vec::new(),
+        acl: mapping.acl.for_id(id).clone(),
     };
-    Ok(Outgoing::upsert(doc, mapping.acl.for_id(&rel_id)))
+    file_envelope(fields, bytes).map_err(|e| format!("not UTF-8: {}", e.0))
 }
 
 #[cfg(test)]

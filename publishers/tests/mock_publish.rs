@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use freshet_kafka::{DocumentProducer, KafkaConfig, PartitionReader, Record};
-use freshet_sources::{publish_dir, publish_jsonl, Mapping};
+use freshet_kafka::{KafkaConfig, PartitionReader, Record, TopicProducer};
+use freshet_publishers::{publish_dir, publish_jsonl, Mapping};
 use rdkafka::mocking::MockCluster;
 
 fn config(cluster: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>) -> KafkaConfig {
@@ -38,8 +38,8 @@ fn publish_dir_on_mock() {
     std::fs::write(dir.path().join("a.md"), "# A\ntext").unwrap();
     std::fs::write(dir.path().join("b.htm"), "<title>B</title>").unwrap();
     std::fs::write(dir.path().join("c.txt"), [0xc3, 0x28]).unwrap();
-    let producer = DocumentProducer::new(&cfg).unwrap();
-    let report = publish_dir(dir.path(), &producer, "documents", &Mapping::default()).unwrap();
+    let producer = TopicProducer::new(&cfg, "documents").unwrap();
+    let report = publish_dir(dir.path(), &producer, &Mapping::default()).unwrap();
     assert_eq!(report.published, 2);
     assert_eq!(report.bad.len(), 1);
     assert!(report.bad[0].path.ends_with("c.txt"));
@@ -73,8 +73,8 @@ fn publish_small_beir_file_on_mock() {
         ),
     )
     .unwrap();
-    let producer = DocumentProducer::new(&cfg).unwrap();
-    let report = publish_jsonl(&path, &producer, &cfg.topic, &Mapping::default()).unwrap();
+    let producer = TopicProducer::new(&cfg, "documents").unwrap();
+    let report = publish_jsonl(&path, &producer, &Mapping::default()).unwrap();
     assert_eq!(report.published, 3);
     assert_eq!(report.upserts, 2);
     assert_eq!(report.deletes, 1);

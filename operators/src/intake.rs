@@ -7,7 +7,7 @@
 //!
 //! **An identical re-send costs nothing.** [`Versions`] remembers, per document, the hash of the
 //! latest version prepared (taken over the decoded document, before cleaning and chunking); a
-//! record that decodes to that same version again is [`Ingested::Unchanged`] and is neither
+//! record that decodes to that same version again is [`Intake::Unchanged`] and is neither
 //! cleaned nor chunked. This relies on what the contract already asks: a document's records
 //! share one partition (the key is the document id), so one reader sees all of its versions in
 //! order.
@@ -69,7 +69,7 @@ pub struct Rejection {
 
 /// What one record becomes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ingested {
+pub enum Intake {
     /// The document's chunks (possibly none: an empty document holds nothing).
     Upsert {
         id: String,
@@ -119,41 +119,41 @@ fn version_of(doc: &crate::document::Document) -> u128 {
     u128::from_str_radix(&hex[..32], 16).unwrap_or_default()
 }
 
-impl Ingested {
+impl Intake {
     /// The dataflow's update for this record: the document id and its new chunks (`None`
     /// deletes). A rejection that names a document deletes it; one that names none is nothing.
     pub fn update(self) -> Option<(String, Option<Vec<Chunk>>)> {
         match self {
-            Ingested::Upsert { id, chunks } => Some((id, Some(chunks))),
-            Ingested::Delete { id } => Some((id, None)),
-            Ingested::Unchanged { .. } | Ingested::Skipped => None,
-            Ingested::Rejected(r) => r.doc_id.map(|id| (id, None)),
+            Intake::Upsert { id, chunks } => Some((id, Some(chunks))),
+            Intake::Delete { id } => Some((id, None)),
+            Intake::Unchanged { .. } | Intake::Skipped => None,
+            Intake::Rejected(r) => r.doc_id.map(|id| (id, None)),
         }
     }
 }
 
 /// Decodes, checks and prepares one record of freshet's envelope (every record is prepared:
 /// no [`Versions`]).
-pub fn ingest(
+pub fn intake(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
     limits: &RecordLimits,
     chunking: &ChunkerConfig,
     tokens: &dyn TokenCounter,
-) -> Ingested {
-    ingest_as(&RecordFormat::Freshet, key, value, limits, chunking, tokens)
+) -> Intake {
+    intake_as(&RecordFormat::Freshet, key, value, limits, chunking, tokens)
 }
 
-/// [`ingest`] for a record of `format`.
-pub fn ingest_as(
+/// [`intake`] for a record of `format`.
+pub fn intake_as(
     format: &RecordFormat,
     key: Option<&[u8]>,
     value: Option<&[u8]>,
     limits: &RecordLimits,
     chunking: &ChunkerConfig,
     tokens: &dyn TokenCounter,
-) -> Ingested {
-    ingest_versioned(
+) -> Intake {
+    intake_versioned(
         format,
         key,
         value,
@@ -164,9 +164,9 @@ pub fn ingest_as(
     )
 }
 
-/// [`ingest_as`], recognising a document's latest version by its hash before cleaning and
+/// [`intake_as`], recognising a document's latest version by its hash before cleaning and
 /// chunking it, and keeping `versions` up to date.
-pub fn ingest_versioned(
+pub fn intake_versioned(
     format: &RecordFormat,
     key: Option<&[u8]>,
     value: Option<&[u8]>,
@@ -174,9 +174,9 @@ pub fn ingest_versioned(
     chunking: &ChunkerConfig,
     tokens: &dyn TokenCounter,
     versions: &mut Versions,
-) -> Ingested {
+) -> Intake {
     let rejected = |class: &'static str, stage: Stage, message: String| {
-        Ingested::Rejected(Rejection {
+        Intake::Rejected(Rejection {
             class,
             stage,
             message,
@@ -185,28 +185,28 @@ pub fn ingest_versioned(
     };
     let out = 'out: {
         let doc = match format.decode(key, value, limits) {
-            Ok(None) => break 'out Ingested::Skipped,
-            Ok(Some(Change::Delete { id })) => break 'out Ingested::Delete { id },
+            Ok(None) => break 'out Intake::Skipped,
+            Ok(Some(Change::Delete { id })) => break 'out Intake::Delete { id },
             Ok(Some(Change::Upsert(doc))) => doc,
             Err(e) => break 'out rejected(e.class(), Stage::Decode, e.to_string()),
         };
         let id = doc.id.clone();
         let version = version_of(&doc);
         if versions.latest.get(&id) == Some(&version) {
-            break 'out Ingested::Unchanged { id };
+            break 'out Intake::Unchanged { id };
         }
         let chunks = match prepare_within(doc, chunking, tokens, limits) {
             Ok(p) => p.chunks,
             Err(e) => break 'out rejected(e.class(), Stage::Prepare, e.to_string()),
         };
         versions.latest.insert(id.clone(), version);
-        Ingested::Upsert { id, chunks }
+        Intake::Upsert { id, chunks }
     };
     // A deleted or refused document is forgotten: its next version is prepared again.
     let gone = match &out {
-        Ingested::Delete { id } => Some(id),
-        Ingested::Rejected(r) => r.doc_id.as_ref(),
-        Ingested::Upsert { .. } | Ingested::Unchanged { .. } | Ingested::Skipped => None,
+        Intake::Delete { id } => Some(id),
+        Intake::Rejected(r) => r.doc_id.as_ref(),
+        Intake::Upsert { .. } | Intake::Unchanged { .. } | Intake::Skipped => None,
     };
     if let Some(id) = gone {
         versions.latest.remove(id);
@@ -248,8 +248,8 @@ mod tests {
     use super::*;
     use crate::chunk::tokens::tests::test_counter;
 
-    fn run(key: Option<&str>, value: Option<&str>, limits: &RecordLimits) -> Ingested {
-        ingest(
+    fn run(key: Option<&str>, value: Option<&str>, limits: &RecordLimits) -> Intake {
+        intake(
             key.map(str::as_bytes),
             value.map(str::as_bytes),
             limits,
@@ -258,9 +258,9 @@ mod tests {
         )
     }
 
-    fn rejection(i: Ingested) -> Rejection {
+    fn rejection(i: Intake) -> Rejection {
         match i {
-            Ingested::Rejected(r) => r,
+            Intake::Rejected(r) => r,
             other => panic!("expected a rejection, got {other:?}"),
         }
     }
@@ -269,16 +269,13 @@ mod tests {
     fn upserts_deletes_and_tombstones() {
         let l = RecordLimits::default();
         match run(Some("a"), Some(r#"{"text":"the cat sat"}"#), &l) {
-            Ingested::Upsert { id, chunks } => {
+            Intake::Upsert { id, chunks } => {
                 assert_eq!(id, "a");
                 assert_eq!(chunks.len(), 1);
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(
-            run(Some("a"), None, &l),
-            Ingested::Delete { id: "a".into() }
-        );
+        assert_eq!(run(Some("a"), None, &l), Intake::Delete { id: "a".into() });
         assert_eq!(
             run(None, Some(r#"{"op":"delete","id":"b"}"#), &l).update(),
             Some(("b".into(), None))
@@ -301,10 +298,7 @@ mod tests {
         assert_eq!((r.class, r.doc_id.as_deref()), ("invalid_field", Some("7")));
         let r = rejection(run(Some("k"), Some("{not json"), &l));
         assert_eq!(r.class, "malformed_json");
-        assert_eq!(
-            Ingested::Rejected(r).update(),
-            Some(("k".to_string(), None))
-        );
+        assert_eq!(Intake::Rejected(r).update(), Some(("k".to_string(), None)));
         // the key wins over a different value id
         let r = rejection(run(Some("k"), Some(r#"{"id":"v"}"#), &l));
         assert_eq!((r.class, r.doc_id.as_deref()), ("id_mismatch", Some("k")));
@@ -325,9 +319,9 @@ mod tests {
         ] {
             let r = rejection(run(key, value, &l));
             assert_eq!(r.doc_id, None, "{key:?} {value:?}");
-            assert_eq!(Ingested::Rejected(r).update(), None);
+            assert_eq!(Intake::Rejected(r).update(), None);
         }
-        let raw = ingest(
+        let raw = intake(
             Some(b"\xff"),
             Some(b"{}"),
             &l,
@@ -350,7 +344,7 @@ mod tests {
         };
         let text = "one two three four five six seven eight nine ten eleven twelve";
         let value = serde_json::json!({ "text": text }).to_string();
-        let i = ingest(
+        let i = intake(
             Some(b"d"),
             Some(value.as_bytes()),
             &l,
@@ -367,8 +361,8 @@ mod tests {
             ..l
         };
         assert!(matches!(
-            ingest(Some(b"d"), Some(value.as_bytes()), &fits, &chunking, &test_counter()),
-            Ingested::Upsert { chunks, .. } if chunks.len() > 1
+            intake(Some(b"d"), Some(value.as_bytes()), &fits, &chunking, &test_counter()),
+            Intake::Upsert { chunks, .. } if chunks.len() > 1
         ));
     }
 
@@ -384,7 +378,7 @@ mod tests {
         });
         let l = RecordLimits::default();
         let run = |key: &str, value: Option<&str>| {
-            ingest_as(
+            intake_as(
                 &format,
                 Some(key.as_bytes()),
                 value.map(str::as_bytes),
@@ -398,15 +392,15 @@ mod tests {
             Some(r#"{"op":"c","after":{"id":1,"body":"the cat"}}"#),
         );
         assert!(
-            matches!(up, Ingested::Upsert { ref id, .. } if id == "t:1"),
+            matches!(up, Intake::Upsert { ref id, .. } if id == "t:1"),
             "{up:?}"
         );
         assert_eq!(
             run(r#"{"id":1}"#, None),
-            Ingested::Delete { id: "t:1".into() }
+            Intake::Delete { id: "t:1".into() }
         );
-        assert_eq!(run("{}", Some(r#"{"op":"m"}"#)), Ingested::Skipped);
-        assert_eq!(Ingested::Skipped.update(), None);
+        assert_eq!(run("{}", Some(r#"{"op":"m"}"#)), Intake::Skipped);
+        assert_eq!(Intake::Skipped.update(), None);
         let r = rejection(run(r#"{"id":1}"#, Some(r#"{"op":"c","after":{"id":1}}"#)));
         assert_eq!(
             (r.class, r.stage, r.doc_id.as_deref()),
@@ -429,7 +423,7 @@ mod tests {
         let t = crate::chunk::CharCounter;
         let mut versions = Versions::default();
         let mut run = |key: &str, value: Option<&str>| {
-            ingest_versioned(
+            intake_versioned(
                 &RecordFormat::Freshet,
                 Some(key.as_bytes()),
                 value.map(str::as_bytes),
@@ -442,26 +436,26 @@ mod tests {
         let v1 = r#"{"title":"T","text":"first version"}"#;
         let v2 = r#"{"title":"T","text":"second version"}"#;
         let bad = r#"{"title":"T","text":"x","acl":[""]}"#;
-        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
-        assert_eq!(run("a", Some(v1)), Ingested::Unchanged { id: "a".into() });
+        assert!(matches!(run("a", Some(v1)), Intake::Upsert { .. }));
+        assert_eq!(run("a", Some(v1)), Intake::Unchanged { id: "a".into() });
         // unknown fields are metadata: a different one is a different version
         let v1_tagged = r#"{"title":"T","text":"first version","tag":"x"}"#;
-        assert!(matches!(run("a", Some(v1_tagged)), Ingested::Upsert { .. }));
-        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        assert!(matches!(run("a", Some(v1_tagged)), Intake::Upsert { .. }));
+        assert!(matches!(run("a", Some(v1)), Intake::Upsert { .. }));
         assert!(
-            matches!(run("b", Some(v1)), Ingested::Upsert { .. }),
+            matches!(run("b", Some(v1)), Intake::Upsert { .. }),
             "per document"
         );
-        assert!(matches!(run("a", Some(v2)), Ingested::Upsert { .. }));
-        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        assert!(matches!(run("a", Some(v2)), Intake::Upsert { .. }));
+        assert!(matches!(run("a", Some(v1)), Intake::Upsert { .. }));
         // a delete forgets the version
-        assert!(matches!(run("a", None), Ingested::Delete { .. }));
-        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
+        assert!(matches!(run("a", None), Intake::Delete { .. }));
+        assert!(matches!(run("a", Some(v1)), Intake::Upsert { .. }));
         // so does a rejection of the document
-        assert!(matches!(run("a", Some(bad)), Ingested::Rejected(_)));
-        assert!(matches!(run("a", Some(v1)), Ingested::Upsert { .. }));
-        assert_eq!(run("a", Some(v1)), Ingested::Unchanged { id: "a".into() });
-        assert_eq!(Ingested::Unchanged { id: "a".into() }.update(), None);
+        assert!(matches!(run("a", Some(bad)), Intake::Rejected(_)));
+        assert!(matches!(run("a", Some(v1)), Intake::Upsert { .. }));
+        assert_eq!(run("a", Some(v1)), Intake::Unchanged { id: "a".into() });
+        assert_eq!(Intake::Unchanged { id: "a".into() }.update(), None);
         assert_eq!(versions.len(), 2);
     }
 

@@ -1,4 +1,4 @@
-//! `freshet watch DIR…`: folder sync ([`freshet_sources::watch`]) publishing to the configured
+//! `freshet watch DIR…`: folder sync ([`freshet_publishers::watch`]) publishing to the configured
 //! document topic, refused files to the dead-letter topic, until SIGINT/SIGTERM; with
 //! `--metrics-listen`, `/metrics` (`freshet_watch_*`, `pipeline/METRICS.md`), `/healthz` and
 //! `/readyz` (ready once the start scan is published).
@@ -15,13 +15,14 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use anyhow::{Context, Result};
-use freshet_kafka::{admin, DlqProducer, DocumentProducer};
-use freshet_sources::watch::{
+use freshet_kafka::{admin, DlqProducer, TopicProducer};
+use freshet_publishers::watch::{
     watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
 };
 
+use freshet_pipeline::endpoint::{self, Readiness};
+
 use crate::config::Config;
-use crate::endpoint::{self, Readiness};
 
 /// The command line of `freshet watch`.
 #[derive(Clone, Debug, clap::Args)]
@@ -142,7 +143,7 @@ impl WatchMetrics {
 }
 
 pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
-    let kafka = &config.kafka;
+    let kafka = &config.pipeline.kafka;
     let filter = Filter::new(&args.include, &args.exclude, args.max_file_bytes)?;
     let mapping = crate::publish::mapping(config, &args.acl)?;
     let mut tree = Tree::new(&args.dirs, filter)?;
@@ -160,13 +161,16 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
             .join(format!("{}.redb", &key[..16]))
     });
     let state = State::open(&state_path, &identity)?;
-    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
-        .context("creating the document topic")?;
+    admin::ensure_topic(
+        kafka,
+        &kafka.topic,
+        config.pipeline.pipeline.topic_partitions,
+    )
+    .context("creating the document topic")?;
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
     let outlet = KafkaOutlet {
-        producer: DocumentProducer::new(kafka).context("creating the producer")?,
+        producer: TopicProducer::new(kafka, &kafka.topic).context("creating the producer")?,
         dlq: DlqProducer::new(kafka).context("creating the dead-letter producer")?,
-        topic: kafka.topic.clone(),
     };
     tracing::info!(
         dirs = %roots.join(", "), topic = %kafka.topic, state = %state_path.display(),

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::files::file_bytes_document;
-use crate::publish::{Mapping, Outgoing};
+use freshet_kafka::{DocumentRecord, Op, Produce};
+
+use crate::publish::Mapping;
 use crate::read::{read_file, Unread};
 use crate::watch::state::{Entry, State};
 use crate::watch::tree::Tree;
@@ -33,10 +35,9 @@ pub struct DeadFile {
     pub reason: String,
 }
 
-/// Where the watcher's records go.
-pub trait Outlet {
-    /// Produces `records` in order and waits for every acknowledgement; where each landed.
-    fn publish(&mut self, records: &[Outgoing]) -> Result<Vec<(i32, i64)>>;
+/// Where the watcher's records go: produced to the document topic ([`Produce`]), and refused
+/// files to the dead-letter topic.
+pub trait Outlet: Produce {
     /// Sends a refused file to the dead-letter topic and waits for the acknowledgement.
     fn dead_letter(&mut self, file: &DeadFile) -> Result<()>;
 }
@@ -76,7 +77,7 @@ enum Step {
     Unchanged,
     /// Same bytes, new times.
     Touch(Entry),
-    Upsert(Outgoing, Entry),
+    Upsert(DocumentRecord, Entry),
     /// Gone (or no longer a document).
     Gone,
     Dead(DeadFile, Entry),
@@ -85,7 +86,7 @@ enum Step {
 /// One id's change, waiting for its batch to be acknowledged.
 struct Pending {
     id: String,
-    record: Option<Outgoing>,
+    record: Option<DocumentRecord>,
     dead: Option<DeadFile>,
     entry: Option<Entry>,
 }
@@ -222,11 +223,7 @@ impl<O: Outlet> Syncer<O> {
         let known = self.state.get(&id);
         // A document that is in the indexes: a gone or refused file must take it out.
         let indexed = known.is_some_and(|k| !k.rejected);
-        let tombstone = |id: &String| Outgoing {
-            id: id.clone(),
-            value: None,
-            is_delete: true,
-        };
+        let tombstone = |id: &String| DocumentRecord::tombstone(id.clone());
         let pending = match step {
             Step::Unchanged => {
                 self.report.unchanged += 1;
@@ -297,17 +294,17 @@ impl<O: Outlet> Syncer<O> {
             );
             self.outlet.dead_letter(dead)?;
         }
-        let records: Vec<Outgoing> = batch.iter().filter_map(|p| p.record.clone()).collect();
+        let records: Vec<DocumentRecord> = batch.iter().filter_map(|p| p.record.clone()).collect();
         let placed = if records.is_empty() {
             Vec::new()
         } else {
-            self.outlet.publish(&records)?
+            self.outlet.produce(&records)?
         };
         let mut placed = placed.into_iter();
         for p in &mut batch {
             if let Some(r) = &p.record {
-                let at = placed.next();
-                if let (false, Some(entry)) = (r.is_delete, p.entry.as_mut()) {
+                let at = placed.next().map(|at| (at.partition, at.offset));
+                if let (Op::Upsert, Some(entry)) = (r.op, p.entry.as_mut()) {
                     entry.placed = at;
                 }
             }

@@ -1,12 +1,12 @@
-//! `freshet publish`: the file sources of `freshet-sources` (JSONL of envelopes or BEIR lines,
-//! or a directory of documents) publishing to the configured document topic, with the ACL of
+//! `freshet publish`: the file publishers of `freshet-publishers` (JSONL of envelopes or BEIR
+//! lines, or a directory of documents) publishing to the configured document topic, with the ACL of
 //! the `[[files.acl]]` rules and `--acl` / `--public`.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use freshet_kafka::{admin, DocumentProducer};
-use freshet_sources::{publish_dir, publish_jsonl, FileAcls, Mapping};
+use freshet_kafka::{admin, TopicProducer};
+use freshet_publishers::{publish_dir, publish_jsonl, FileAcls, Mapping};
 
 use crate::config::Config;
 
@@ -30,7 +30,7 @@ pub struct AclArgs {
 pub fn mapping(config: &Config, acl: &AclArgs) -> Result<Mapping> {
     let default = FileAcls::default_from_flags(&acl.principals, acl.public)?;
     let acls = FileAcls::new(&config.files.acl, default)?;
-    if config.limits.require_acl && acls.may_leave_unstated() {
+    if config.pipeline.limits.require_acl && acls.may_leave_unstated() {
         tracing::warn!(
             "[limits] require_acl is on, and documents that no [[files.acl]] rule matches get \
              no ACL (no --acl or --public): the pipeline refuses them as missing_acl"
@@ -38,7 +38,7 @@ pub fn mapping(config: &Config, acl: &AclArgs) -> Result<Mapping> {
     }
     Ok(Mapping {
         acl: acls,
-        max_file_bytes: config.limits.max_value_bytes as u64,
+        max_file_bytes: config.pipeline.limits.max_value_bytes as u64,
         follow_symlinks_outside_roots: config.files.follow_symlinks_outside_roots,
         ..Mapping::default()
     })
@@ -50,15 +50,19 @@ pub fn publish(
     dir: Option<PathBuf>,
     acl: &AclArgs,
 ) -> Result<()> {
-    let kafka = &config.kafka;
+    let kafka = &config.pipeline.kafka;
     let mapping = mapping(config, acl)?;
-    admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
-        .context("creating the document topic")?;
-    let producer = DocumentProducer::new(kafka).context("creating the producer")?;
+    admin::ensure_topic(
+        kafka,
+        &kafka.topic,
+        config.pipeline.pipeline.topic_partitions,
+    )
+    .context("creating the document topic")?;
+    let producer = TopicProducer::new(kafka, &kafka.topic).context("creating the producer")?;
     let report = match (jsonl, dir) {
-        (Some(path), None) => publish_jsonl(&path, &producer, &kafka.topic, &mapping)
+        (Some(path), None) => publish_jsonl(&path, &producer, &mapping)
             .with_context(|| format!("publishing {}", path.display()))?,
-        (None, Some(path)) => publish_dir(&path, &producer, &kafka.topic, &mapping)
+        (None, Some(path)) => publish_dir(&path, &producer, &mapping)
             .with_context(|| format!("publishing {}", path.display()))?,
         _ => bail!("give exactly one of --jsonl FILE or --dir DIR"),
     };
