@@ -1,17 +1,17 @@
 //! `freshet watch DIR…`: folder sync ([`freshet_publishers::watch`]) publishing to the configured
 //! document topic, refused files to the dead-letter topic, until SIGINT/SIGTERM; with
-//! `--metrics-listen`, `/metrics` (`freshet_watch_*`, `pipeline/METRICS.md`), `/healthz` and
+//! `--metrics-listen`, `/metrics` (`freshet_watch_*`, listed in `docs/watch.md`), `/healthz` and
 //! `/readyz` (ready once the start scan is published).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use freshet_service::metrics::{FloatGauge, Registrar, LATENCY};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use anyhow::{Context, Result};
@@ -63,50 +63,30 @@ struct WatchMetrics {
     files: Family<Vec<(String, String)>, Counter>,
     syncs: Family<Vec<(String, String)>, Counter>,
     sync_seconds: Histogram,
-    last_sync: Gauge<f64, AtomicU64>,
+    last_sync: FloatGauge,
 }
 
 impl WatchMetrics {
     fn new() -> Self {
-        let mut r = Registry::with_prefix("freshet_watch");
-        let records = Family::default();
-        r.register(
-            "records",
-            "Records published, by op (upsert, delete)",
-            records.clone(),
-        );
-        let dead_letters = Counter::default();
-        r.register(
-            "dead_letters",
-            "Files sent to the dead-letter topic",
-            dead_letters.clone(),
-        );
-        let files = Family::default();
-        r.register(
+        let mut r = Registrar::new("watch");
+        let records = r.counters("records", "Records published, by op (upsert, delete)");
+        let dead_letters = r.counter("dead_letters", "Files sent to the dead-letter topic");
+        let files = r.counters(
             "files_checked",
             "Files looked at by syncs, by result (unchanged, touched: same bytes, new times)",
-            files.clone(),
         );
-        let syncs = Family::default();
-        r.register(
-            "syncs",
-            "Syncs, by kind (scan: every root; events)",
-            syncs.clone(),
-        );
-        let sync_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
-        r.register(
+        let syncs = r.counters("syncs", "Syncs, by kind (scan: every root; events)");
+        let sync_seconds = r.histogram(
             "sync_seconds",
             "One sync: reading the changed files, producing, waiting for the acks, the state",
-            sync_seconds.clone(),
+            LATENCY,
         );
-        let last_sync = Gauge::<f64, AtomicU64>::default();
-        r.register(
+        let last_sync = r.float_gauge(
             "last_sync_timestamp_seconds",
             "When the last sync finished (Unix time)",
-            last_sync.clone(),
         );
         WatchMetrics {
-            registry: Arc::new(r),
+            registry: r.finish(),
             records,
             dead_letters,
             files,
@@ -210,4 +190,19 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     })?;
     tracing::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_md_lists_exactly_the_registered_metrics() {
+        let problems = freshet_service::metrics::spec::check(
+            include_str!("../../docs/watch.md"),
+            "freshet_watch_",
+            &WatchMetrics::new().registry,
+        );
+        assert!(problems.is_empty(), "docs/watch.md: {problems:#?}");
+    }
 }
