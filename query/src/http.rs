@@ -287,8 +287,8 @@ async fn pathway_statistics(State(engine): State<Arc<Engine>>, headers: HeaderMa
 }
 
 /// The filter of what these principals may see.
-pub(crate) fn visible_to(principals: Vec<String>) -> freshet_operators::filter::ChunkFilter {
-    freshet_operators::filter::ChunkFilter::none().principals(principals)
+pub(crate) fn visible_to(principals: Vec<String>) -> freshet_core::filter::ChunkFilter {
+    freshet_core::filter::ChunkFilter::none().principals(principals)
 }
 
 async fn healthz() -> Response {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use freshet_operators::chunk::HfTokenCounter;
+use freshet_core::chunk::HfTokenCounter;
 
 use crate::config::Config;
 use crate::indexes::{EmbedderPool, Indexes};
