@@ -1,6 +1,6 @@
 //! Token counting as the embedding model sees it: the [`TokenCounter`] the chunker budgets
 //! with and the query node packs with; with the `tokenizer` feature, the model's own tokenizer
-//! behind it ([`HfTokenCounter`], `hf.rs`).
+//! behind it (`HfTokenCounter`, `hf.rs`).
 
 #[cfg(feature = "tokenizer")]
 mod hf;
