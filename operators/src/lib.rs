@@ -3,34 +3,27 @@
 //!
 //! - [`cdc`]: how a topic's records are read ([`cdc::RecordFormat`]); Debezium change events
 //!   mapped to documents.
-//! - [`envelope`]: a Kafka record (key, value) decoded into a [`document::Change`], or a
-//!   classified [`envelope::DecodeError`] for the DLQ.
-//! - [`limits`]: the size limits of a record, checked before anything is written.
+//! - [`envelope`], [`document`], [`limits`], [`json`], [`filter`], [`embed`], [`clock`]: the
+//!   document contract, re-exported from `freshet-core` (its crate documentation says what
+//!   each holds).
 //! - [`intake`]: one record to an upsert, a delete or a rejection (class and stage) that deletes
 //!   the document it names.
-//! - [`document`]: the document model (contract).
 //! - [`clean`]: NFKC, control characters, whitespace; HTML to Markdown without boilerplate.
 //! - [`hash`]: the content hash of a document version.
-//! - [`chunk`]: the chunk record (contract) and token-counted recursive, Markdown and
-//!   parent-child chunking.
+//! - [`chunk`]: token-counted recursive, Markdown and parent-child chunking into the chunk
+//!   record (contract, `freshet-core`).
 //! - [`prepare`]: clean, hash and chunk one document.
 //! - [`dataflow`]: keyed document upserts to chunk deltas (timely + differential).
-//! - [`filter`]: the retrieval filter (documents, ACL principals, metadata, kinds).
-//! - [`embed`]: the embedding operator's traits (contract).
+
+// The document contract, from `freshet-core`, under the paths the code above it uses.
+pub use freshet_core::{clock, document, embed, envelope, filter, json, limits};
 
 pub mod cdc;
 pub mod chunk;
 pub mod clean;
-pub mod clock;
 pub mod dataflow;
-pub mod document;
-pub mod embed;
-pub mod envelope;
-pub mod filter;
 pub mod hash;
 pub mod intake;
-pub mod json;
-pub mod limits;
 pub mod parse;
 pub mod prepare;
 pub mod table;

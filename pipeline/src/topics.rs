@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceFormat {
-    /// freshet's document envelope (`operators/src/envelope.rs`).
+    /// freshet's document envelope (`core/src/envelope.rs`).
     #[default]
     Freshet,
     /// Debezium change events of one table (Kafka Connect's JSON converter).

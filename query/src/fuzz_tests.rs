@@ -7,7 +7,7 @@
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-use freshet_operators::chunk::ChunkKind;
+use freshet_core::chunk::ChunkKind;
 use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Map, Value};

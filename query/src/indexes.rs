@@ -8,10 +8,10 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
+use freshet_core::clock::now_ms;
+use freshet_core::embed::Embedder;
 use freshet_embedding::FastEmbedder;
 use freshet_milvus::{MilvusConfig, MilvusSink};
-use freshet_operators::clock::now_ms;
-use freshet_operators::embed::Embedder;
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
 
@@ -434,12 +434,12 @@ mod tests {
 
     #[test]
     fn reload_follows_commits_and_an_index_recreated_in_place() {
-        use freshet_operators::chunk::Chunk;
+        use freshet_core::chunk::Chunk;
         use freshet_tantivy::{ChunkFilter, ChunkIndexWriter, CommitPayload};
 
         let chunk = |id: &str, text: &str| Chunk {
             chunk_id: id.into(),
-            ..freshet_operators::testing::chunk(id, text)
+            ..freshet_core::testing::chunk(id, text)
         };
         let found = |ix: &Indexes| -> Vec<String> {
             let r = ix.snapshot().expect("a commit served");

@@ -3,7 +3,7 @@
 //! number, title, pages (`(p. 4–5)`, for a paged document such as a PDF) and source. Deterministic: the same passages, budget and order give
 //! byte-identical output.
 
-use freshet_operators::chunk::TokenCounter;
+use freshet_core::chunk::TokenCounter;
 use serde::{Deserialize, Serialize};
 
 /// Where the best passages go.
@@ -170,7 +170,7 @@ pub fn edges_first(n: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use freshet_operators::chunk::CharCounter;
+    use freshet_core::chunk::CharCounter;
 
     /// Counts whitespace-separated words (a stand-in tokenizer with exact additivity).
     struct Words;

@@ -7,7 +7,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 
 /// The text of consecutive chunks of one document (sorted by `char_start`), using their
 /// character spans: overlapping parts appear once; chunks separated by a gap (whitespace that
@@ -206,7 +206,7 @@ mod tests {
                     char_end: start + text.chars().count() as u32,
                     section: section.iter().map(|s| s.to_string()).collect(),
                     title: "T".into(),
-                    ..freshet_operators::testing::chunk("d", text)
+                    ..freshet_core::testing::chunk("d", text)
                 }
             })
             .collect()

@@ -1,8 +1,8 @@
 //! The `/v1/retrieve` request: JSON → a validated [`Plan`], with a 400-worthy message for every
 //! mistake. Pure; limits come from [`QueryConfig`].
 
-use freshet_operators::chunk::ChunkKind;
-use freshet_operators::filter::ChunkFilter;
+use freshet_core::chunk::ChunkKind;
+use freshet_core::filter::ChunkFilter;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 
 use crate::request::{Mode, Plan};
 use crate::retrieve::{Degraded, Engine, Loads, RetrieveError};

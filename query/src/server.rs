@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use freshet_operators::chunk::HfTokenCounter;
+use freshet_core::chunk::HfTokenCounter;
 use freshet_service::listen::{self, Shutdown};
 
 use crate::auth::Auth;

@@ -10,8 +10,8 @@
 use std::borrow::Borrow;
 use std::ops::Deref;
 
-use freshet_operators::chunk::Chunk;
-use freshet_operators::filter::ChunkFilter;
+use freshet_core::chunk::Chunk;
+use freshet_core::filter::ChunkFilter;
 
 use crate::metrics::Metrics;
 
@@ -105,14 +105,14 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use freshet_operators::chunk::ChunkKind;
+    use freshet_core::chunk::ChunkKind;
 
     fn chunk(kind: ChunkKind, acl: &[&str], lang: &str) -> Chunk {
         Chunk {
             kind,
             acl: acl.iter().map(|a| a.to_string()).collect(),
             metadata_json: format!(r#"{{"lang":"{lang}"}}"#),
-            ..freshet_operators::testing::chunk("d", "text")
+            ..freshet_core::testing::chunk("d", "text")
         }
     }
 

@@ -132,7 +132,7 @@ pub async fn index_wait(
 /// not loaded yet), its Kafka offsets and the caller's chunks in it. Blocking (a count).
 pub fn index_state_body(
     indexes: &Indexes,
-    filter: &freshet_operators::filter::ChunkFilter,
+    filter: &freshet_core::filter::ChunkFilter,
 ) -> Result<serde_json::Value, ApiError> {
     let unavailable = |m: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m);
     let snapshot = indexes
@@ -238,8 +238,8 @@ mod tests {
 
     #[test]
     fn the_index_state_is_of_the_commit_served_not_the_newest_on_disk() {
-        use freshet_operators::chunk::Chunk;
-        use freshet_operators::filter::ChunkFilter;
+        use freshet_core::chunk::Chunk;
+        use freshet_core::filter::ChunkFilter;
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index");
@@ -249,7 +249,7 @@ mod tests {
         let chunk = |id: &str, acl: &[&str]| Chunk {
             chunk_id: id.into(),
             acl: acl.iter().map(|a| a.to_string()).collect(),
-            ..freshet_operators::testing::chunk(id, "text")
+            ..freshet_core::testing::chunk(id, "text")
         };
         let commit = |w: &mut ChunkIndexWriter, next: i64, epoch: u64| {
             w.commit(&CommitPayload::new(

@@ -16,8 +16,8 @@
 
 use std::time::Instant;
 
+use freshet_core::embed::Embedder;
 use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingConfig, FastEmbedder};
-use freshet_operators::embed::Embedder;
 
 #[rustfmt::skip]
 const WORDS: &[&str] = &[
@@ -63,7 +63,7 @@ fn texts(n: usize, words: usize) -> Vec<String> {
 }
 
 fn cache_bench(entries: usize) -> Result<(), Box<dyn std::error::Error>> {
-    use freshet_operators::embed::{cache_key, VectorCache};
+    use freshet_core::embed::{cache_key, VectorCache};
     let dir = tempfile::tempdir()?;
     let mut cache = DiskCache::open(dir.path().join("vectors.cache"))?;
     let keys: Vec<[u8; 32]> = (0..entries)

@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use freshet_operators::embed::{EmbedError, VectorCache};
+use freshet_core::embed::{EmbedError, VectorCache};
 
 use crate::error::{Error, Result};
 
@@ -334,7 +334,7 @@ impl VectorCache for DiskCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use freshet_operators::embed::cache_key;
+    use freshet_core::embed::cache_key;
 
     fn vector(key: &[u8; 32], dim: usize) -> Vec<f32> {
         (0..dim)

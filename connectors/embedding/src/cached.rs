@@ -1,11 +1,11 @@
 //! The cache-aware embedding batch.
 //!
 //! Pure logic over [`Embedder`] and [`VectorCache`] (nothing here depends on fastembed or the disk format),
-//! so it can move into `freshet_operators::embed` without change.
+//! so it can move into `freshet_core::embed` without change.
 
 use std::collections::HashMap;
 
-use freshet_operators::embed::{cache_key, l2_normalize, EmbedError, Embedder, VectorCache};
+use freshet_core::embed::{cache_key, l2_normalize, EmbedError, Embedder, VectorCache};
 
 /// What one [`embed_with_cache`] call did.
 ///

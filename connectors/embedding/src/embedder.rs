@@ -8,8 +8,8 @@ use std::sync::{Mutex, PoisonError};
 use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
 };
-use freshet_operators::chunk::HfTokenCounter;
-use freshet_operators::embed::{l2_normalize, EmbedError, Embedder};
+use freshet_core::chunk::HfTokenCounter;
+use freshet_core::embed::{l2_normalize, EmbedError, Embedder};
 
 use crate::config::{EmbeddingConfig, ModelMeta, META_FILE};
 use crate::error::{panic_message, Error, Result};
@@ -217,7 +217,7 @@ impl FastEmbedder {
 
     /// The chunker's token counter for this model: its `tokenizer.json`, with the special
     /// tokens and the passage prefix that every embedded input carries counted as overhead
-    /// ([`freshet_operators::chunk::TokenCounter::input_overhead`]), so that chunk budgets hold the whole input.
+    /// ([`freshet_core::chunk::TokenCounter::input_overhead`]), so that chunk budgets hold the whole input.
     pub fn token_counter(&self) -> Result<HfTokenCounter> {
         let path = self.model_dir.join("tokenizer.json");
         let counter = HfTokenCounter::from_file(&path).map_err(|e| Error::Load {

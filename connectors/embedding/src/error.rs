@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use freshet_operators::embed::EmbedError;
+use freshet_core::embed::EmbedError;
 
 /// Errors of the embedding connector. Every variant says what to fix.
 #[derive(Debug, thiserror::Error)]

@@ -5,17 +5,17 @@
 //!   all-MiniLM-L6-v2, exported to ONNX by `deploy/export-model.sh`) through
 //!   [fastembed](https://crates.io/crates/fastembed) and a dynamically loaded ONNX Runtime
 //!   (`ORT_DYLIB_PATH`, `libonnxruntime.so.1.31.1` from the `onnxruntime` wheel). It implements
-//!   [`freshet_operators::embed::Embedder`] for the pipeline and [`FastEmbedder::embed_query`] for
+//!   [`freshet_core::embed::Embedder`] for the pipeline and [`FastEmbedder::embed_query`] for
 //!   the query side. Loading never panics: a missing or wrong runtime library, a missing model
 //!   directory or a broken model file come back as an [`Error`].
-//! - [`DiskCache`] is a crash-safe persistent [`freshet_operators::embed::VectorCache`]: an
+//! - [`DiskCache`] is a crash-safe persistent [`freshet_core::embed::VectorCache`]: an
 //!   append-only log with a checksum per record, one write + `fdatasync` per batch, a torn tail
 //!   dropped on open (Linux/Unix only).
 //! - [`FastReranker`] scores (query, passage) pairs with a user-supplied cross-encoder (the query
 //!   node's local rerank backend).
 //! - [`CachedEmbedder`] / [`embed_with_cache`] do the cache-aware batch: cache lookup, in-batch
 //!   deduplication, model calls for the misses only, normalisation, store. It is pure logic over the
-//!   two traits and may move into `freshet_operators::embed` unchanged.
+//!   two traits and may move into `freshet_core::embed` unchanged.
 //!
 //! The model directory layout (written by `deploy/export-model.sh`, see `model-export/`):
 //!

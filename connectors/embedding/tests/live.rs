@@ -12,8 +12,8 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
+use freshet_core::embed::Embedder;
 use freshet_embedding::{embed_with_cache, DiskCache, EmbeddingConfig, Error, FastEmbedder};
-use freshet_operators::embed::Embedder;
 
 mod support;
 use support::{dot, index, CheckSentence};

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
+use freshet_core::embed::Embedder;
 use freshet_embedding::{EmbeddingConfig, FastEmbedder};
-use freshet_operators::embed::Embedder;
 
 mod support;
 use support::{dot, floats, index, CheckSentence};

@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
+use freshet_core::embed::Embedder;
 use freshet_embedding::{embed_with_cache, DiskCache, EmbeddingConfig, FastEmbedder};
-use freshet_operators::embed::Embedder;
 
 mod support;
 use support::{dot, index};

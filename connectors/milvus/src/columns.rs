@@ -2,7 +2,7 @@
 //! metadata as the JSON object Milvus stores, a VarChar column read back, and a call bounded as
 //! a whole in time.
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 use milvus::v2::prelude::{FieldData, QueryResults};
 
 use crate::error::{Error, Result};
@@ -58,7 +58,7 @@ pub(crate) fn row_bytes(c: &Chunk, dim: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use freshet_operators::testing::chunk;
+    use freshet_core::testing::chunk;
 
     use super::*;
 

@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::schema::{F_ACL, F_ACL_PUBLIC, F_CHUNK_ID, F_DOC_ID, F_METADATA, F_SOURCE};
-use freshet_operators::chunk::ChunkKind;
+use freshet_core::chunk::ChunkKind;
 
 /// `s` as a double-quoted Milvus string literal.
 pub fn quote(s: &str) -> String {
@@ -47,7 +47,7 @@ pub fn in_list<S: AsRef<str>>(field: &str, items: &[S]) -> String {
     format!("{field} in {}", quote_list(items))
 }
 
-pub use freshet_operators::filter::ChunkFilter;
+pub use freshet_core::filter::ChunkFilter;
 
 /// The filter as a Milvus boolean expression (empty string: no filter).
 pub fn filter_expr(f: &ChunkFilter) -> Result<String> {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 use milvus::v2::prelude::{DeleteRequest, FieldData, FlushRequest, InsertRequest};
 
 use crate::columns::{metadata_value, row_bytes};

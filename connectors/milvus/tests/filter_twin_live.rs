@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use freshet_core::chunk::{Chunk, ChunkKind};
+use freshet_core::testing::{random_chunks, random_filter, Rng};
 use freshet_milvus::{ConsistencyLevel, MilvusConfig, MilvusSink};
-use freshet_operators::chunk::{Chunk, ChunkKind};
-use freshet_operators::testing::{random_chunks, random_filter, Rng};
 
 const DIM: usize = 8;
 

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use freshet_core::chunk::{Chunk, ChunkKind};
 use freshet_milvus::{ChunkFilter, Error, MilvusConfig, MilvusSink};
-use freshet_operators::chunk::{Chunk, ChunkKind};
 
 const DIM: usize = 384;
 
@@ -60,7 +60,7 @@ fn chunk(id: &str, doc: &str) -> Chunk {
     Chunk {
         chunk_id: id.to_owned(),
         source: "test://src".to_owned(),
-        ..freshet_operators::testing::chunk(doc, &format!("text of {id}"))
+        ..freshet_core::testing::chunk(doc, &format!("text of {id}"))
     }
 }
 

@@ -47,7 +47,7 @@ pub enum Error {
     #[error("commit payload: {0}")]
     Payload(String),
 
-    /// A stored document could not be turned back into a [`freshet_operators::chunk::Chunk`].
+    /// A stored document could not be turned back into a [`freshet_core::chunk::Chunk`].
     #[error("corrupt stored chunk{}: {reason}", chunk_id.as_deref().map(|id| format!(" {id}")).unwrap_or_default())]
     Corrupt {
         chunk_id: Option<String>,

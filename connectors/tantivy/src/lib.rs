@@ -1,7 +1,7 @@
 //! freshet tantivy connector: the full-text (BM25) side of the index, and the durable record of
 //! the pipeline's progress.
 //!
-//! - Every [`Chunk`](freshet_operators::chunk::Chunk) is stored with all of its fields, so the
+//! - Every [`Chunk`](freshet_core::chunk::Chunk) is stored with all of its fields, so the
 //!   pipeline can rebuild its state from [`ChunkIndexWriter::load_all`] after a restart.
 //! - Each commit carries a [`CommitPayload`] (Kafka offsets, epoch) in tantivy's commit payload:
 //!   the index contents and the offsets they reflect become durable atomically.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use freshet_operators::clock::now_ms;
+use freshet_core::clock::now_ms;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

@@ -25,7 +25,7 @@ use crate::schema::{
     analyze, analyze_zh, contains_cjk, ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER,
 };
 
-pub use freshet_operators::filter::ChunkFilter;
+pub use freshet_core::filter::ChunkFilter;
 
 /// The filter as MUST clauses (constant score 0, so they do not change BM25 scores).
 pub(crate) fn filter_clauses(f: &ChunkFilter, s: &ChunkSchema) -> Result<Vec<Box<dyn Query>>> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 use tantivy::collector::{Count, DocSetCollector, TopDocs};
 use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};

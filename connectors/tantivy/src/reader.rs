@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 use tantivy::directory::MmapDirectory;
 use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyError};
 

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 use cang_jie::jieba_rs::Jieba;
 use cang_jie::{CangJieTokenizer, TokenizerOption};
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 use tantivy::schema::document::{TantivyDocument, Value};
 use tantivy::schema::{
     Field, IndexRecordOption, JsonObjectOptions, NumericOptions, OwnedValue, Schema,

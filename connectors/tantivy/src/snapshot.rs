@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::ops::Bound;
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 use tantivy::collector::DocSetCollector;
 use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::IndexRecordOption;

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 use tantivy::directory::MmapDirectory;
 use tantivy::indexer::LogMergePolicy;
 use tantivy::{

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use freshet_operators::testing::{random_chunks, random_filter, Rng};
+use freshet_core::testing::{random_chunks, random_filter, Rng};
 use freshet_tantivy::{ChunkIndexReader, ChunkIndexWriter, CommitPayload};
 
 #[test]

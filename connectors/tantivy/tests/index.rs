@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 use freshet_tantivy::{
     analyze, analyze_zh, contains_cjk, ChunkFilter, ChunkIndexReader, ChunkIndexWriter,
     ChunkSchema, CommitPayload, Error, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD, SCHEMA_VERSION,
@@ -18,7 +18,7 @@ fn chunk(id: &str, doc: &str, index: u32, text: &str) -> Chunk {
         char_start: index * 100,
         char_end: index * 100 + text.chars().count() as u32,
         source: "test://source".to_owned(),
-        ..freshet_operators::testing::chunk(doc, text)
+        ..freshet_core::testing::chunk(doc, text)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 use freshet_tantivy::{ChunkFilter, ChunkIndexReader, ChunkIndexWriter, CommitPayload};
 
 const HEAP: usize = 50_000_000;
@@ -12,7 +12,7 @@ fn chunk(doc: &str, version: &str, index: u32, acl: &[&str]) -> Chunk {
         chunk_id: format!("{doc}-{version}-{index}"),
         index,
         acl: acl.iter().map(|a| a.to_string()).collect(),
-        ..freshet_operators::testing::chunk(doc, &format!("glacier melt {version} part {index}"))
+        ..freshet_core::testing::chunk(doc, &format!("glacier melt {version} part {index}"))
     }
 }
 

@@ -20,11 +20,9 @@
 //! - [`chunk_document`] here: a cleaned document to its [`Chunk`] records by [`ChunkerConfig`].
 
 mod blocks;
-pub mod change;
 pub(crate) mod code;
 pub mod config;
 pub(crate) mod fence;
-pub mod header;
 pub mod markdown;
 pub mod parent_child;
 pub mod recursive;
@@ -34,88 +32,11 @@ pub mod tokens;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
 use crate::document::{ContentType, Document};
-pub use change::ChunkChange;
 pub use config::{ChunkStrategy, ChunkerConfig, ConfigError};
+/// The chunk record and what an index stores of it: the contract, in `freshet-core`.
+pub use freshet_core::chunk::{change, chunk_id, header, Chunk, ChunkChange, ChunkKind};
 pub use tokens::{CharCounter, HfTokenCounter, TokenCounter, TokenizerLoadError};
-
-/// What a chunk is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum ChunkKind {
-    /// Embedded and searched (plain chunking, or the child of a parent-child split).
-    Leaf,
-    /// A parent in parent-child chunking: stored for retrieval, not embedded.
-    Parent,
-}
-
-impl ChunkKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ChunkKind::Leaf => "leaf",
-            ChunkKind::Parent => "parent",
-        }
-    }
-    pub fn parse(s: &str) -> Option<ChunkKind> {
-        match s {
-            "leaf" => Some(ChunkKind::Leaf),
-            "parent" => Some(ChunkKind::Parent),
-            _ => None,
-        }
-    }
-}
-
-/// One chunk record, as stored in both indexes.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Chunk {
-    /// 32 hex chars, see [`chunk_id`].
-    pub chunk_id: String,
-    pub doc_id: String,
-    pub kind: ChunkKind,
-    /// For a leaf produced by parent-child chunking: the parent's chunk id.
-    pub parent_id: Option<String>,
-    /// Position of this chunk among the document's chunks of the same kind (0-based).
-    pub index: u32,
-    /// Character span (Unicode scalar offsets) in the cleaned document text, end exclusive.
-    pub char_start: u32,
-    pub char_end: u32,
-    /// Heading path (outermost first) of the section this chunk lies in; empty if none.
-    pub section: Vec<String>,
-    pub text: String,
-    /// Tokens of `text` counted with the embedding model's tokenizer (no special tokens).
-    pub token_count: u32,
-    // Inherited from the document:
-    pub title: String,
-    pub source: String,
-    /// Canonical JSON object of the document metadata.
-    pub metadata_json: String,
-    pub acl: Vec<String>,
-    /// blake3 content hash (hex) of the document version this chunk came from. It stamps the
-    /// dataflow's records, so that every chunk of a new version differs from the old version's
-    /// record under the same id; neither index stores it (empty in a chunk read back from an
-    /// index), so a chunk whose stamp alone moved is not written again.
-    pub doc_hash: String,
-}
-
-/// Stable chunk identity: hex of the first 16 bytes of
-/// blake3(doc_id 0x00 kind 0x00 text 0x00 occurrence_le_u32).
-pub fn chunk_id(doc_id: &str, kind: ChunkKind, text: &str, occurrence: u32) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(doc_id.as_bytes());
-    h.update(&[0]);
-    h.update(kind.as_str().as_bytes());
-    h.update(&[0]);
-    h.update(text.as_bytes());
-    h.update(&[0]);
-    h.update(&occurrence.to_le_bytes());
-    let out = h.finalize();
-    let mut s = String::with_capacity(32);
-    for b in &out.as_bytes()[..16] {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
 
 /// A chunk chosen by a splitter: byte offsets into the text it was cut from, its verified token
 /// count and its heading path.
@@ -391,138 +312,7 @@ impl CharIndex {
 
 #[cfg(test)]
 pub(crate) mod test_words {
-    /// Words that the test tokenizer knows as whole tokens.
-    pub(crate) const WORDS: &[&str] = &[
-        "the",
-        "of",
-        "and",
-        "to",
-        "in",
-        "is",
-        "that",
-        "for",
-        "it",
-        "as",
-        "was",
-        "with",
-        "be",
-        "by",
-        "on",
-        "not",
-        "he",
-        "this",
-        "are",
-        "or",
-        "his",
-        "from",
-        "at",
-        "which",
-        "but",
-        "have",
-        "an",
-        "had",
-        "they",
-        "you",
-        "were",
-        "their",
-        "one",
-        "all",
-        "we",
-        "can",
-        "her",
-        "has",
-        "there",
-        "been",
-        "if",
-        "more",
-        "when",
-        "will",
-        "would",
-        "who",
-        "so",
-        "no",
-        "cell",
-        "cells",
-        "protein",
-        "gene",
-        "expression",
-        "patients",
-        "study",
-        "results",
-        "data",
-        "increased",
-        "levels",
-        "treatment",
-        "analysis",
-        "risk",
-        "associated",
-        "effect",
-        "human",
-        "disease",
-        "clinical",
-        "cancer",
-        "role",
-        "response",
-        "function",
-        "model",
-        "mice",
-        "activity",
-        "high",
-        "low",
-        "higher",
-        "lower",
-        "between",
-        "during",
-        "after",
-        "these",
-        "both",
-        "found",
-        "show",
-        "shows",
-        "showed",
-        "using",
-        "used",
-        "two",
-        "three",
-        "new",
-        "first",
-        "time",
-        "years",
-        "group",
-        "groups",
-        "type",
-        "factor",
-        "factors",
-        "cat",
-        "sat",
-        "dog",
-        "ran",
-        "bird",
-        "flew",
-        "end",
-        "quick",
-        "brown",
-        "fox",
-        "jumps",
-        "over",
-        "lazy",
-        "title",
-        "here",
-        "install",
-        "linux",
-        "mac",
-        "use",
-        "run",
-        "code",
-        "intro",
-        "text",
-        "section",
-        "paragraph",
-        "edited",
-        "changed",
-        "word",
-        "words",
-    ];
+    pub(crate) use freshet_core::testing::WORDS;
 }
 
 #[cfg(test)]

@@ -130,19 +130,8 @@ impl ParseLimits {
     }
 }
 
-/// The bytes of a `content_base64` (standard alphabet, padding optional).
-pub fn decode_base64(b64: &str) -> Result<Vec<u8>, String> {
-    use base64::engine::{general_purpose::GeneralPurpose, GeneralPurposeConfig};
-    use base64::Engine as _;
-    const LENIENT: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
-    LENIENT
-        .decode(b64)
-        .map_err(|e| format!("not valid base64: {e}"))
-}
+/// The bytes of a `content_base64` (the envelope's rule, `freshet-core`).
+pub use freshet_core::envelope::decode_base64;
 
 /// Parses `bytes` of a binary content type. `None` for a text content type (nothing to parse).
 pub fn parse(

@@ -1,7 +1,7 @@
 //! A candidate as the result it becomes: its passage's text and span, its pages, its chunk's
 //! fields. Results are made only from candidates, which hold only checked chunks.
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 
 use super::{Candidate, Hit};
 use crate::passage::merge_text;

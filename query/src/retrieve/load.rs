@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use freshet_operators::chunk::Chunk;
+use freshet_core::chunk::Chunk;
 use freshet_tantivy::Snapshot;
 
 use super::{Candidate, RetrieveError, Scores, Timer};
@@ -260,7 +260,7 @@ impl Loads {
                     }
             })
             .collect();
-        let windows: Vec<(String, freshet_operators::chunk::ChunkKind, u32, u32)> = cands
+        let windows: Vec<(String, freshet_core::chunk::ChunkKind, u32, u32)> = cands
             .iter()
             .zip(&wanted)
             .filter(|(_, w)| **w)

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use freshet_operators::chunk::HfTokenCounter;
+use freshet_core::chunk::HfTokenCounter;
 use freshet_tantivy::Snapshot;
 use serde::Serialize;
 
@@ -377,7 +377,7 @@ fn index_info(snapshot: &Snapshot) -> IndexInfo {
         age_ms: if committed_at_ms == 0 {
             0
         } else {
-            freshet_operators::clock::now_ms().saturating_sub(committed_at_ms)
+            freshet_core::clock::now_ms().saturating_sub(committed_at_ms)
         },
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use freshet_operators::chunk::{Chunk, ChunkKind};
+use freshet_core::chunk::{Chunk, ChunkKind};
 use freshet_tantivy::{ChunkIndexReader, ChunkIndexWriter, CommitPayload, Snapshot};
 use serde_json::json;
 
@@ -28,7 +28,7 @@ fn leaf(doc: &str, version: &str, i: u32, acl: &[&str], parent: Option<&str>) ->
         char_end: i * 100 + 50,
         parent_id: parent.map(str::to_owned),
         acl: acl.iter().map(|a| a.to_string()).collect(),
-        ..freshet_operators::testing::chunk(doc, &format!("glacier melt {version} part {i}"))
+        ..freshet_core::testing::chunk(doc, &format!("glacier melt {version} part {i}"))
     }
 }
 

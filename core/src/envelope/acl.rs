@@ -119,7 +119,7 @@ pub fn check_principal(p: &str) -> Result<(), String> {
 }
 
 /// `acl` as a record gives it (see the module docs).
-pub(crate) fn acl_field(value: Option<Value>) -> Result<Acl, DecodeError> {
+pub fn acl_field(value: Option<Value>) -> Result<Acl, DecodeError> {
     match value {
         None | Some(Value::Null) => Ok(Acl::Unstated),
         Some(Value::String(s)) if s == PUBLIC => Ok(Acl::Public),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a document's text is to be read by the cleaner and the chunker. The binary types (PDF,
 /// DOCX, EPUB) arrive as `content_base64` and are parsed to Markdown when prepared
-/// ([`crate::parse`]); until then the document's `text` holds that base64 as sent.
+/// (`freshet-operators`' `parse`); until then the document's `text` holds that base64 as sent.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
 )]

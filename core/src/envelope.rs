@@ -57,8 +57,22 @@ use crate::document::{Change, ContentType, Document};
 use crate::json::canonical_json;
 use crate::limits::{check_document, check_size, LimitError, RecordLimits};
 
-pub(crate) use acl::acl_field;
+pub use acl::acl_field;
 pub use acl::{Acl, PUBLIC};
+
+/// The bytes of a `content_base64` (standard alphabet, padding optional).
+pub fn decode_base64(b64: &str) -> Result<Vec<u8>, String> {
+    use base64::engine::{general_purpose::GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine as _;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    LENIENT
+        .decode(b64)
+        .map_err(|e| format!("not valid base64: {e}"))
+}
 
 /// Which part of the record an error is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +181,7 @@ pub fn decode(
 /// A record value as JSON: held to `max_value_bytes` (`too_large`), UTF-8 (a leading
 /// byte-order mark skipped), not empty, well-formed (`malformed_json`). Any JSON value; the
 /// caller says which it takes.
-pub(crate) fn parse_value(value: &[u8], limits: &RecordLimits) -> Result<Value, DecodeError> {
+pub fn parse_value(value: &[u8], limits: &RecordLimits) -> Result<Value, DecodeError> {
     if value.len() > limits.max_value_bytes {
         return Err(DecodeError::TooLarge {
             size: value.len(),
@@ -312,13 +326,13 @@ fn binary_content(
         )),
         (Some(b64), true) => {
             let b64: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-            crate::parse::decode_base64(&b64).map_err(invalid)?;
+            decode_base64(&b64).map_err(invalid)?;
             Ok(b64)
         }
     }
 }
 
-pub(crate) fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
+pub fn utf8(bytes: &[u8], part: RecordPart) -> Result<&str, DecodeError> {
     std::str::from_utf8(bytes).map_err(|e| DecodeError::InvalidUtf8 {
         part,
         offset: e.valid_up_to(),
@@ -336,14 +350,14 @@ fn string_field(
     }
 }
 
-pub(crate) fn wrong_type(field: &str, expected: &str, found: &Value) -> DecodeError {
+pub fn wrong_type(field: &str, expected: &str, found: &Value) -> DecodeError {
     DecodeError::InvalidField {
         field: field.to_owned(),
         reason: format!("expected {expected}, found {}", json_type(found)),
     }
 }
 
-pub(crate) fn json_type(v: &Value) -> &'static str {
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -354,7 +368,7 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
     }
 }
 
-pub(crate) fn truncate(s: &str, max_chars: usize) -> String {
+pub fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),

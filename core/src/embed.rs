@@ -48,7 +48,7 @@ pub trait Embedder {
     fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
-/// What the embedding operator ([`crate::dataflow::embed_deltas`]) asks of the model side:
+/// What the embedding operator (`freshet-operators`' `dataflow::embed_deltas`) asks of the model side:
 /// vectors for a batch of texts (through the cache), and whether the model works at all.
 pub trait BatchEmbed {
     /// One vector per text, in order.
