@@ -56,7 +56,8 @@ if [[ ${#shift_args[@]} -eq 0 ]]; then
     "$FRESHET_PYTHON" -m pytest -q "$root/model-export"
 fi
 
-cargo build --workspace --bins
+# The examples too: tests/tests/examples_e2e.rs runs them, also when only some tests are asked for.
+cargo build --workspace --bins --examples
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
 
 # Retrieval quality on SciFact through the real pipeline and query node (CI gate).
