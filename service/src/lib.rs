@@ -9,8 +9,9 @@
 //! - [`auth`]: who is calling: API keys and JWTs bound to the service's own rights, limits.
 //! - [`error`]: the JSON error answer ([`ApiError`]); [`body`]: request bodies within a limit.
 //! - [`routes`]: the JSON 404/405 fallbacks, `/healthz`, the `/metrics` answer.
-//! - [`metrics`]: registration under the naming spec (`docs/metrics.md`), the bucket sets, and
-//!   the check of a binary's `METRICS.md` against its registry.
+//! - [`metrics`]: `freshet-metrics` re-exported (registration under the naming spec of
+//!   `docs/metrics.md`, the bucket sets, the check of a binary's `METRICS.md`), so a service
+//!   names one crate.
 //!
 //! Each service keeps its own configuration section (read by `freshet-config`), routes and
 //! rights; this crate depends on none of the pipeline's crates.
@@ -19,9 +20,9 @@ pub mod auth;
 pub mod body;
 pub mod error;
 pub mod listen;
-pub mod metrics;
 pub mod process;
 pub mod routes;
 pub mod transport;
 
 pub use error::ApiError;
+pub use freshet_metrics as metrics;

@@ -118,7 +118,7 @@ pub fn check(markdown: &str, prefix: &str, registry: &Registry) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Registrar, LATENCY};
+    use crate::{Registrar, LATENCY};
 
     const DOC: &str = "\
 # Demo metrics
