@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{HistogramFamily, Registrar, PIPELINE_AGE};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -72,6 +73,8 @@ pub struct Metrics {
     pub stalled: Gauge,
     pub index_repairs: Family<Repair, Counter>,
     pub quarantined_records: Gauge,
+    /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
+    pub milvus: MilvusMetrics,
 }
 
 impl Metrics {
@@ -153,6 +156,7 @@ impl Metrics {
             "Records held at start for having been prepared in crash_loop_limit consecutive \
              crashes: each goes to the dead-letter topic (crash_loop) when it is read",
         );
+        let milvus = MilvusMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             documents,
@@ -173,6 +177,7 @@ impl Metrics {
             stalled,
             index_repairs,
             quarantined_records,
+            milvus,
         }
     }
 

@@ -381,7 +381,10 @@ impl Indexes {
                         Ok(()) => me.set_status(|s| s.milvus = None),
                         Err(e) => me.set_status(|s| s.milvus = Some(e)),
                     },
-                    None => match MilvusSink::connect(cfg.clone()).await {
+                    None => match MilvusSink::connect(cfg.clone())
+                        .await
+                        .map(|m| m.with_metrics(me.metrics.milvus.clone()))
+                    {
                         Ok(m) => match me.check(&m).await {
                             Ok(()) => {
                                 if let Ok(mut g) = me.milvus.write() {

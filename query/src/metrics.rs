@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -65,6 +66,8 @@ pub struct Metrics {
     pub retrievals_waiting: Gauge,
     pub overload_rejections: Family<ReasonLabels, Counter>,
     pub cancelled_work: Family<StageLabels, Counter>,
+    /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
+    pub milvus: MilvusMetrics,
 }
 
 impl Default for Metrics {
@@ -147,6 +150,7 @@ impl Metrics {
             "Units of blocking work not done because their request was cancelled or past its \
              deadline, by stage",
         );
+        let milvus = MilvusMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             requests,
@@ -165,6 +169,7 @@ impl Metrics {
             retrievals_waiting,
             overload_rejections,
             cancelled_work,
+            milvus,
         }
     }
 

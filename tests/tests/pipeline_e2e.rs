@@ -161,6 +161,11 @@ fn publish_edit_resend_delete_keep_both_indexes_exact() -> Result<()> {
         "freshet_pipeline_sink_write_seconds_count{sink=\"milvus\"}",
         "freshet_pipeline_sink_write_seconds_count{sink=\"tantivy\"}",
         "freshet_pipeline_embed_batch_seconds_count",
+        // The Milvus connector reports the calls of the pipeline's client: the preflight's
+        // collection check and the sink's inserts.
+        "freshet_pipeline_milvus_requests_total{op=\"has_collection\",outcome=\"ok\"}",
+        "freshet_pipeline_milvus_requests_total{op=\"insert\",outcome=\"ok\"}",
+        "freshet_pipeline_milvus_request_seconds_count{op=\"insert\"}",
     ] {
         assert!(case.metric(name)? >= 1.0, "{name}");
     }

@@ -322,6 +322,19 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         "the second request hits the cache:\n{m}\n{}",
         node.log_tail()
     );
+    // The Milvus connector reports the node's vector searches (both probes searched Milvus).
+    let milvus = |m: &str, series: &str| -> f64 {
+        let prefix = format!("freshet_query_milvus_{series} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    for series in [
+        "requests_total{op=\"search\",outcome=\"ok\"}",
+        "request_seconds_count{op=\"search\"}",
+    ] {
+        assert!(milvus(&m, series) >= 2.0, "{series}:\n{m}");
+    }
     let ids_scores = |v: &Value| -> Vec<(String, String)> {
         results(v)
             .iter()

@@ -9,6 +9,7 @@ use milvus::v2::prelude::AlterCollectionPropertiesRequest;
 
 use crate::columns::bounded;
 use crate::error::{Error, Result};
+use crate::metrics::Op;
 use crate::schema::FieldLimits;
 use crate::sink::MilvusSink;
 
@@ -81,16 +82,14 @@ impl MilvusSink {
 
     /// Records that the collection belongs to the index `index_id` (at `index_path`).
     pub async fn bind(&self, index_id: &str, index_path: &str) -> Result<()> {
-        self.client
-            .alter_collection_properties(
-                AlterCollectionPropertiesRequest::builder()
-                    .collection_name(self.coll())
-                    .properties(HashMap::from([
-                        (P_INDEX_ID.to_owned(), index_id.to_owned()),
-                        (P_INDEX_PATH.to_owned(), index_path.to_owned()),
-                    ]))
-                    .build()?,
-            )
+        let req = AlterCollectionPropertiesRequest::builder()
+            .collection_name(self.coll())
+            .properties(HashMap::from([
+                (P_INDEX_ID.to_owned(), index_id.to_owned()),
+                (P_INDEX_PATH.to_owned(), index_path.to_owned()),
+            ]))
+            .build()?;
+        self.rpc(Op::Alter, self.client.alter_collection_properties(req))
             .await?;
         let held = self.properties().await?.remove(P_INDEX_ID);
         if held.as_deref() != Some(index_id) {

@@ -12,6 +12,7 @@ use milvus::v2::response::collection::DescribeCollectionResponse;
 
 use crate::columns::bounded;
 use crate::error::{Error, Result};
+use crate::metrics::Op;
 use crate::schema::{
     self, FieldLimits, EXPECTED_FIELDS, F_CHUNK_ID, F_VECTOR, LAYOUT_VERSION, P_LAYOUT, P_MODEL_ID,
 };
@@ -48,10 +49,13 @@ impl MilvusSink {
                 .schema(schema::collection_schema_with(&self.cfg, limits))
                 .properties(properties)
                 .build()?;
-            if let Err(e) = self.client.create_collection(req).await {
+            if let Err(e) = self
+                .rpc(Op::Create, self.client.create_collection(req))
+                .await
+            {
                 // Lost a creation race with another process: verify what it created.
                 if !self.has_collection().await? {
-                    return Err(e.into());
+                    return Err(e);
                 }
             } else {
                 tracing::info!(collection = self.coll(), dim = self.cfg.dim, model = %self.cfg.model_id, "created milvus collection");
@@ -80,39 +84,31 @@ impl MilvusSink {
 
     /// Loads the collection into memory (a no-op if it is loaded).
     pub(crate) async fn load(&self) -> Result<()> {
-        self.client
-            .load_collection(
-                LoadCollectionRequest::builder()
-                    .collection_name(self.coll())
-                    .timeout_ms(self.timeout_ms())
-                    .build()?,
-            )
-            .await?;
+        let req = LoadCollectionRequest::builder()
+            .collection_name(self.coll())
+            .timeout_ms(self.timeout_ms())
+            .build()?;
+        self.rpc(Op::Load, self.client.load_collection(req)).await?;
         Ok(())
     }
 
     pub(crate) async fn has_collection(&self) -> Result<bool> {
+        let req = HasCollectionRequest::builder()
+            .collection_name(self.coll())
+            .build()?;
         Ok(self
-            .client
-            .has_collection(
-                HasCollectionRequest::builder()
-                    .collection_name(self.coll())
-                    .build()?,
-            )
+            .rpc(Op::HasCollection, self.client.has_collection(req))
             .await?
             .exists())
     }
 
     /// The collection's description (schema, properties).
     pub(crate) async fn describe(&self) -> Result<DescribeCollectionResponse> {
-        Ok(self
-            .client
-            .describe_collection(
-                DescribeCollectionRequest::builder()
-                    .collection_name(self.coll())
-                    .build()?,
-            )
-            .await?)
+        let req = DescribeCollectionRequest::builder()
+            .collection_name(self.coll())
+            .build()?;
+        self.rpc(Op::Describe, self.client.describe_collection(req))
+            .await
     }
 
     pub(crate) async fn verify_collection(&self) -> Result<()> {
@@ -188,14 +184,12 @@ impl MilvusSink {
     }
 
     pub(crate) async fn ensure_index(&self) -> Result<()> {
+        let req = DescribeIndexRequest::builder()
+            .collection_name(self.coll())
+            .field_name(F_VECTOR)
+            .build()?;
         let described = self
-            .client
-            .describe_index(
-                DescribeIndexRequest::builder()
-                    .collection_name(self.coll())
-                    .field_name(F_VECTOR)
-                    .build()?,
-            )
+            .rpc(Op::Describe, self.client.describe_index(req))
             .await;
         if let Ok(d) = &described {
             if !d.indexes().is_empty() {
@@ -204,15 +198,12 @@ impl MilvusSink {
         }
         // Not synchronous: the SDK's wait uses AllocTimestamp, which milvus-lite lacks, and an
         // index on a new collection has nothing to build anyway.
-        self.client
-            .create_index(
-                CreateIndexRequest::builder()
-                    .collection_name(self.coll())
-                    .index_param(schema::vector_index())
-                    .sync(false)
-                    .build()?,
-            )
-            .await?;
+        let req = CreateIndexRequest::builder()
+            .collection_name(self.coll())
+            .index_param(schema::vector_index())
+            .sync(false)
+            .build()?;
+        self.rpc(Op::Create, self.client.create_index(req)).await?;
         Ok(())
     }
 
@@ -226,17 +217,13 @@ impl MilvusSink {
             if !self.has_collection().await? {
                 return Ok(());
             }
-            let res = self
-                .client
-                .drop_collection(
-                    DropCollectionRequest::builder()
-                        .collection_name(self.coll())
-                        .build()?,
-                )
-                .await;
+            let req = DropCollectionRequest::builder()
+                .collection_name(self.coll())
+                .build()?;
+            let res = self.rpc(Op::Drop, self.client.drop_collection(req)).await;
             match res {
                 Ok(()) => return Ok(()),
-                Err(e) if attempt >= 2 => return Err(e.into()),
+                Err(e) if attempt >= 2 => return Err(e),
                 Err(e) => {
                     tracing::warn!(collection = self.coll(), error = %e, "drop_collection failed; retrying");
                     attempt += 1;

@@ -4,6 +4,7 @@ use milvus::v2::prelude::{CheckHealthRequest, GetServerVersionRequest};
 
 use crate::columns::bounded;
 use crate::error::Result;
+use crate::metrics::Op;
 use crate::sink::MilvusSink;
 
 /// What [`MilvusSink::health`] found.
@@ -21,17 +22,14 @@ impl MilvusSink {
     /// `timeout`).
     pub async fn health(&self) -> Result<ServerHealth> {
         bounded(self.cfg.timeout, async {
+            let req = GetServerVersionRequest::builder().build()?;
             let version = self
-                .client
-                .server_version(GetServerVersionRequest::builder().build()?)
+                .rpc(Op::Health, self.client.server_version(req))
                 .await?
                 .version()
                 .to_owned();
-            match self
-                .client
-                .check_health(CheckHealthRequest::builder().build()?)
-                .await
-            {
+            let req = CheckHealthRequest::builder().build()?;
+            match self.rpc(Op::Health, self.client.check_health(req)).await {
                 Ok(h) => Ok(ServerHealth {
                     healthy: h.is_healthy(),
                     version,

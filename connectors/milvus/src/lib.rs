@@ -17,6 +17,9 @@
 //! - id listing paginates by primary key with the `iterator` query flag (lite sorts by primary
 //!   key only then) and checks the total against `count(*)`.
 //!
+//! [`MilvusMetrics`], when the binary hands them to the sink
+//! ([`MilvusSink::with_metrics`]), count and time every call to the server.
+//!
 //! The SDK's client telemetry (on by default) is switched off in [`MilvusSink::connect`].
 
 mod binding;
@@ -26,6 +29,7 @@ mod config;
 mod error;
 pub mod expr;
 mod health;
+mod metrics;
 mod read;
 pub mod schema;
 mod sink;
@@ -36,6 +40,7 @@ pub use config::MilvusConfig;
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};
 pub use health::ServerHealth;
+pub use metrics::MilvusMetrics;
 pub use milvus::v2::prelude::ConsistencyLevel;
 pub use read::{DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};
 pub use sink::MilvusSink;

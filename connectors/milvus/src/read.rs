@@ -10,6 +10,7 @@ use milvus::v2::prelude::{
 use crate::columns::{bounded, varchar_column};
 use crate::error::{Error, Result};
 use crate::expr::{excludes_all_stored, filter_expr, ids_expr, quote, ChunkFilter};
+use crate::metrics::Op;
 use crate::schema::{F_CHUNK_ID, F_DOC_ID, F_VECTOR};
 use crate::sink::MilvusSink;
 
@@ -45,7 +46,12 @@ impl MilvusSink {
             // returns the smallest primary keys of a limited query either way.
             b = b.extra_params(HashMap::from([("iterator".to_owned(), "true".to_owned())]));
         }
-        Ok(self.client.query(b.build()?).await?.results().clone())
+        let req = b.build()?;
+        Ok(self
+            .rpc(Op::Query, self.client.query(req))
+            .await?
+            .results()
+            .clone())
     }
 
     /// Every chunk id in the collection (strongly consistent), paginated by primary key:
@@ -178,10 +184,14 @@ impl MilvusSink {
             .extra_params(HashMap::from([("ef".to_owned(), ef)]))
             .consistency_level(consistency)
             .build()?;
-        let resp = bounded(self.cfg.timeout, async {
-            Ok(self.client.search(request).await?)
-        })
-        .await?;
+        let resp = self
+            .rpc(
+                Op::Search,
+                bounded(self.cfg.timeout, async {
+                    Ok(self.client.search(request).await?)
+                }),
+            )
+            .await?;
         let mut out = Vec::with_capacity(k);
         // Read ids/scores directly: `rows()` fails on Milvus 2.3 responses (no primary-key /
         // score field names in them).

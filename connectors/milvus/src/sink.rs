@@ -8,6 +8,7 @@ use milvus::v2::prelude::{ClientV2, ConnectConfig, TelemetryConfig};
 use crate::columns::bounded;
 use crate::config::MilvusConfig;
 use crate::error::{Error, Result};
+use crate::metrics::{recorded, MilvusMetrics, Op};
 use crate::read::MAX_QUERY_WINDOW;
 
 /// Writes chunk vectors to one Milvus collection and searches them.
@@ -18,6 +19,7 @@ use crate::read::MAX_QUERY_WINDOW;
 pub struct MilvusSink {
     pub(crate) client: ClientV2,
     pub(crate) cfg: MilvusConfig,
+    metrics: Option<MilvusMetrics>,
 }
 
 impl std::fmt::Debug for MilvusSink {
@@ -63,7 +65,27 @@ impl MilvusSink {
             cc = cc.token(t.expose().to_owned());
         }
         let client = bounded(cfg.timeout, async { Ok(ClientV2::new(&cc).await?) }).await?;
-        Ok(MilvusSink { client, cfg })
+        Ok(MilvusSink {
+            client,
+            cfg,
+            metrics: None,
+        })
+    }
+
+    /// This sink, recording its calls to Milvus in `metrics`.
+    pub fn with_metrics(mut self, metrics: MilvusMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Runs `call` (one call to Milvus of kind `op`), recorded in the sink's metrics if it has
+    /// them.
+    pub(crate) async fn rpc<T, E: Into<Error>>(
+        &self,
+        op: Op,
+        call: impl std::future::Future<Output = std::result::Result<T, E>>,
+    ) -> Result<T> {
+        recorded(self.metrics.as_ref(), op, call).await
     }
 
     /// The configuration this sink was connected with.

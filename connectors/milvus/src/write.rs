@@ -8,6 +8,7 @@ use freshet_core::chunk::{Chunk, ChunkKind};
 use milvus::v2::prelude::{DeleteRequest, FieldData, FlushRequest, InsertRequest};
 
 use crate::columns::{metadata_value, row_bytes};
+use crate::metrics::Op;
 
 use crate::error::{Error, Result};
 use crate::expr::ids_expr;
@@ -260,35 +261,29 @@ impl MilvusSink {
                 },
             ])
             .build()?;
-        self.client.insert(insert).await?;
+        self.rpc(Op::Insert, self.client.insert(insert)).await?;
         Ok(())
     }
 
     /// Deletes chunks by id (missing ids are fine), `page_size` ids per request.
     pub async fn delete(&self, chunk_ids: &[String]) -> Result<()> {
         for part in chunk_ids.chunks(self.cfg.page_size) {
-            self.client
-                .delete(
-                    DeleteRequest::builder()
-                        .collection_name(self.coll())
-                        .filter(ids_expr(part))
-                        .build()?,
-                )
-                .await?;
+            let req = DeleteRequest::builder()
+                .collection_name(self.coll())
+                .filter(ids_expr(part))
+                .build()?;
+            self.rpc(Op::Delete, self.client.delete(req)).await?;
         }
         Ok(())
     }
 
     /// Seals and persists everything written so far (waits up to `timeout`).
     pub async fn flush(&self) -> Result<()> {
-        self.client
-            .flush(
-                FlushRequest::builder()
-                    .collection_names([self.coll()])
-                    .wait_flushed_ms(self.timeout_ms())
-                    .build()?,
-            )
-            .await?;
+        let req = FlushRequest::builder()
+            .collection_names([self.coll()])
+            .wait_flushed_ms(self.timeout_ms())
+            .build()?;
+        self.rpc(Op::Flush, self.client.flush(req)).await?;
         Ok(())
     }
 }

@@ -195,7 +195,9 @@ fn recover(
     let started = Instant::now();
     let (milvus, bound) = runtime
         .block_on(async {
-            let m = MilvusSink::connect(milvus_cfg).await?;
+            let m = MilvusSink::connect(milvus_cfg)
+                .await?
+                .with_metrics(metrics.milvus.clone());
             let b = m.binding().await?;
             Ok::<_, freshet_milvus::Error>((m, b))
         })
