@@ -15,7 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use anyhow::{Context, Result};
-use freshet_kafka::{admin, DlqProducer, TopicProducer};
+use freshet_kafka::{admin, DlqProducer, ProduceMetrics, TopicProducer};
 use freshet_publishers::watch::{
     watch, Filter, KafkaOutlet, State, SyncReport, Syncer, Tree, WatchSettings,
 };
@@ -64,6 +64,8 @@ struct WatchMetrics {
     syncs: Family<Vec<(String, String)>, Counter>,
     sync_seconds: Histogram,
     last_sync: FloatGauge,
+    /// The Kafka connector's produce calls (`kafka_produce_…`), handed to the producer.
+    kafka: ProduceMetrics,
 }
 
 impl WatchMetrics {
@@ -85,6 +87,7 @@ impl WatchMetrics {
             "last_sync_timestamp_seconds",
             "When the last sync finished (Unix time)",
         );
+        let kafka = ProduceMetrics::register(&mut r);
         WatchMetrics {
             registry: r.finish(),
             records,
@@ -93,6 +96,7 @@ impl WatchMetrics {
             syncs,
             sync_seconds,
             last_sync,
+            kafka,
         }
     }
 
@@ -148,8 +152,11 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     )
     .context("creating the document topic")?;
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
+    let metrics = WatchMetrics::new();
     let outlet = KafkaOutlet {
-        producer: TopicProducer::new(kafka, &kafka.topic).context("creating the producer")?,
+        producer: TopicProducer::new(kafka, &kafka.topic)
+            .context("creating the producer")?
+            .with_metrics(metrics.kafka.clone()),
         dlq: DlqProducer::new(kafka).context("creating the dead-letter producer")?,
     };
     tracing::info!(
@@ -161,7 +168,6 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         ..WatchSettings::default()
     };
-    let metrics = WatchMetrics::new();
     let ready = Readiness::new();
     ready.step("publishing what changed since the last run");
     if let Some(listen) = &args.metrics_listen {

@@ -48,7 +48,16 @@ impl App {
         publisher: Arc<dyn Publisher>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Arc<App>> {
-        let metrics = Metrics::new();
+        Self::with_metrics(config, publisher, Metrics::new(), env)
+    }
+
+    /// The service exporting `metrics` (the registry the publisher's own metrics are in).
+    pub fn with_metrics(
+        config: Config,
+        publisher: Arc<dyn Publisher>,
+        metrics: Metrics,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Arc<App>> {
         let auth = IngestAuth::new(&config.ingest, metrics.clone(), env)?;
         Ok(Arc::new(App {
             config,

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_kafka::ProduceMetrics;
 use freshet_service::metrics::{HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -40,6 +41,8 @@ pub struct Metrics {
     documents: Family<OpLabels, Counter>,
     produce_errors: Counter,
     auth_rejections: Family<RejectionLabels, Counter>,
+    /// The Kafka connector's produce calls (`kafka_produce_…`), handed to the producer.
+    pub kafka: ProduceMetrics,
 }
 
 impl Default for Metrics {
@@ -69,6 +72,7 @@ impl Metrics {
             "auth_rejections",
             "Requests refused by authentication, a write rule or a limit, by key name and reason",
         );
+        let kafka = ProduceMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             requests,
@@ -76,6 +80,7 @@ impl Metrics {
             documents,
             produce_errors,
             auth_rejections,
+            kafka,
         }
     }
 

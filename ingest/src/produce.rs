@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use freshet_kafka::{admin, DocumentRecord, KafkaConfig, Placed, Produce, TopicProducer};
+use freshet_kafka::{
+    admin, DocumentRecord, KafkaConfig, Placed, Produce, ProduceMetrics, TopicProducer,
+};
 
 /// Why records were not (all) acknowledged: the broker is unreachable, timed out or refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,9 +32,14 @@ pub struct KafkaPublisher {
 
 impl KafkaPublisher {
     /// A producer for `kafka.topic` (no broker round trip: librdkafka connects lazily).
-    pub fn new(kafka: KafkaConfig, ready_timeout: Duration) -> anyhow::Result<Self> {
+    /// Its produce calls are recorded in `metrics`.
+    pub fn new(
+        kafka: KafkaConfig,
+        ready_timeout: Duration,
+        metrics: ProduceMetrics,
+    ) -> anyhow::Result<Self> {
         Ok(KafkaPublisher {
-            producer: TopicProducer::new(&kafka, &kafka.topic)?,
+            producer: TopicProducer::new(&kafka, &kafka.topic)?.with_metrics(metrics),
             kafka,
             ready_timeout,
         })

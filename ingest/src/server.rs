@@ -9,17 +9,22 @@ use freshet_service::listen::{self, Shutdown};
 
 use crate::config::Config;
 use crate::http::App;
+use crate::metrics::Metrics;
 use crate::produce::KafkaPublisher;
 
 /// The service with the real producer (no broker round trip yet: `/readyz` tells whether the
 /// broker answers).
 pub fn app(config: Config) -> Result<Arc<App>> {
+    let metrics = Metrics::new();
     let publisher = KafkaPublisher::new(
         config.producer_kafka(),
         Duration::from_millis(config.ingest.ready_timeout_ms),
+        metrics.kafka.clone(),
     )
     .context("creating the Kafka producer")?;
-    let app = App::new(config, Arc::new(publisher))?;
+    let app = App::with_metrics(config, Arc::new(publisher), metrics, &|v| {
+        std::env::var(v).ok()
+    })?;
     app.auth.log_startup();
     Ok(app)
 }

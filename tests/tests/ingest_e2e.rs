@@ -151,6 +151,9 @@ fn every_refusal_is_a_json_error_and_keys_guard_the_writes() -> Result<()> {
         r#"freshet_ingest_auth_rejections_total{key="none",reason="unauthorized"} 3"#,
         r#"freshet_ingest_requests_total{route="/v1/documents:batch",status="200"} 1"#,
         r#"freshet_ingest_documents_total{op="upsert"} 3"#,
+        // The Kafka connector reports the service's produce calls (a series of a labelled
+        // counter exists once counted).
+        r#"freshet_ingest_kafka_produce_calls_total{outcome="ok"} "#,
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }

@@ -68,6 +68,8 @@ fn watched_directory_changes_reach_both_indexes_exactly() -> Result<()> {
         "freshet_watch_records_total{op=\"upsert\"} 7",
         "freshet_watch_dead_letters_total 1",
         "freshet_watch_syncs_total{kind=\"scan\"} 1",
+        // The Kafka connector's count of the records the broker acknowledged to the watcher.
+        "freshet_watch_kafka_produced_records_total 7",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }

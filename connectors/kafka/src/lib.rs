@@ -57,10 +57,12 @@ use serde::{Deserialize, Serialize};
 pub mod admin;
 mod client;
 mod consumer;
+mod metrics;
 mod produce;
 mod producer;
 
 pub use consumer::PartitionReader;
+pub use metrics::ProduceMetrics;
 pub use produce::{DocumentRecord, Op, Placed, Produce, TopicProducer};
 pub use producer::{DlqProducer, DocumentProducer, Failure};
 

@@ -4,8 +4,9 @@
 //! the ingest service share. [`TopicProducer`] is the real one, over the [`DocumentProducer`].
 
 use std::fmt;
+use std::time::Instant;
 
-use crate::{DocumentProducer, Error, KafkaConfig, Result};
+use crate::{DocumentProducer, Error, KafkaConfig, ProduceMetrics, Result};
 
 /// Upsert or delete: what one record asks of the pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,7 @@ pub trait Produce {
 pub struct TopicProducer {
     producer: DocumentProducer,
     topic: String,
+    metrics: Option<ProduceMetrics>,
 }
 
 impl TopicProducer {
@@ -92,16 +94,17 @@ impl TopicProducer {
         Ok(TopicProducer {
             producer: DocumentProducer::new(cfg)?,
             topic: topic.to_owned(),
+            metrics: None,
         })
     }
-}
 
-impl Produce for TopicProducer {
-    fn topic(&self) -> &str {
-        &self.topic
+    /// This producer, recording its produce calls in `metrics`.
+    pub fn with_metrics(mut self, metrics: ProduceMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
-    fn produce(&self, records: &[DocumentRecord]) -> Result<Vec<Placed>> {
+    fn produce_unrecorded(&self, records: &[DocumentRecord]) -> Result<Vec<Placed>> {
         let placed = self
             .producer
             .send_placed(&self.topic, records.iter().map(DocumentRecord::key_value))?;
@@ -119,6 +122,21 @@ impl Produce for TopicProducer {
     }
 }
 
+impl Produce for TopicProducer {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn produce(&self, records: &[DocumentRecord]) -> Result<Vec<Placed>> {
+        let start = Instant::now();
+        let res = self.produce_unrecorded(records);
+        if let Some(m) = &self.metrics {
+            m.record(&res, start.elapsed());
+        }
+        res
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +149,32 @@ mod tests {
         let gone = DocumentRecord::tombstone("a");
         assert_eq!(gone.op.to_string(), "delete");
         assert_eq!(gone.key_value(), (b"a".to_vec(), None));
+    }
+
+    /// A producer whose broker never answers: its call fails once the message timeout passes,
+    /// and counts as an error; a producer without metrics records nothing.
+    #[test]
+    fn a_failed_produce_counts_as_an_error() {
+        let mut cfg = KafkaConfig {
+            // Nothing listens on port 1.
+            brokers: "127.0.0.1:1".into(),
+            ..KafkaConfig::default()
+        };
+        cfg.client_properties
+            .insert("message.timeout.ms".into(), "300".into());
+        let mut r = freshet_metrics::Registrar::new("demo");
+        let m = ProduceMetrics::register(&mut r);
+        let registry = r.finish();
+        let p = TopicProducer::new(&cfg, "docs").unwrap().with_metrics(m);
+        let res = p.produce(&[DocumentRecord::upsert("a", b"{}".to_vec())]);
+        assert!(matches!(res, Err(Error::Delivery { .. })), "{res:?}");
+        let text = freshet_metrics::encode(&registry);
+        for line in [
+            r#"freshet_demo_kafka_produce_calls_total{outcome="error"} 1"#,
+            "freshet_demo_kafka_produced_records_total 0",
+            "freshet_demo_kafka_produce_seconds_count 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
     }
 }
