@@ -16,7 +16,8 @@
 //!   the documents are built from (files, JSONL) is `freshet-publishers`' business.
 //! * [`Produce`]: what every publisher of documents produces through ([`DocumentRecord`]s,
 //!   answered with where each was [`Placed`]); [`TopicProducer`] is it over the
-//!   [`DocumentProducer`].
+//!   [`DocumentProducer`], counting and timing its calls in the [`ProduceMetrics`] the binary
+//!   registers and hands it ([`TopicProducer::with_metrics`]).
 //!
 //! All calls are blocking; none needs an async runtime. librdkafka's own log lines and client
 //! errors are forwarded to `tracing` (target `librdkafka`).
