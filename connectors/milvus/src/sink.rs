@@ -79,13 +79,14 @@ impl MilvusSink {
     }
 
     /// Runs `call` (one call to Milvus of kind `op`), recorded in the sink's metrics if it has
-    /// them.
-    pub(crate) async fn rpc<T, E: Into<Error>>(
-        &self,
+    /// them. The call is boxed: an SDK call's future is large, and held inline in the nested
+    /// futures of a collection check it overflows a runtime thread's stack in debug builds.
+    pub(crate) fn rpc<'a, T: 'a, E: Into<Error> + 'a>(
+        &'a self,
         op: Op,
-        call: impl std::future::Future<Output = std::result::Result<T, E>>,
-    ) -> Result<T> {
-        recorded(self.metrics.as_ref(), op, call).await
+        call: impl std::future::Future<Output = std::result::Result<T, E>> + 'a,
+    ) -> impl std::future::Future<Output = Result<T>> + 'a {
+        recorded(self.metrics.as_ref(), op, Box::pin(call))
     }
 
     /// The configuration this sink was connected with.
