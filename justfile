@@ -55,6 +55,4 @@ bench NAME *ARGS:
 
 # builds and checks the workspace with the oldest compiler Cargo.toml declares (`rust-version`)
 msrv:
-    v=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml); \
-    rustup toolchain install "$v" --profile minimal; \
-    CARGO_TARGET_DIR=target/msrv cargo "+$v" check --workspace --all-targets --features freshet-tests/live
+    bash .ci/msrv
