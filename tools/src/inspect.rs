@@ -12,7 +12,7 @@ use freshet_milvus::MilvusSink;
 use freshet_operators::embed::Embedder;
 use freshet_tantivy::{ChunkFilter, ChunkIndexReader};
 
-use freshet_pipeline::config::Config;
+use crate::config::Config;
 
 /// `freshet-tools status`.
 #[derive(clap::Args)]
@@ -114,9 +114,9 @@ pub fn status(config: &Config) -> Result<Status> {
     let mut topics = Vec::new();
     for t in config.topics()? {
         topics.push(TopicStatus {
-            high: high_watermarks_of(&config.kafka, &t.name, "status")?,
-            durable: durable_offsets(&config.tantivy.path, &t.name),
-            topic: t.name,
+            high: high_watermarks_of(&config.kafka, &t, "status")?,
+            durable: durable_offsets(&config.tantivy.path, &t),
+            topic: t,
         });
     }
     let path = &config.tantivy.path;

@@ -12,8 +12,10 @@
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
-//! services.
+//! services: the sections [`config`] names, or the pipeline's whole configuration for the two
+//! benchmarks that run it in process.
 
+mod config;
 mod eval;
 mod inspect;
 mod load_bench;

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::config::Config;
 use anyhow::{Context, Result};
 use freshet_embedding::FastEmbedder;
 use freshet_operators::document::Change;
 use freshet_operators::embed::embed_input;
 use freshet_operators::parse::{decode_base64, parse, ParseLimits};
 use freshet_operators::prepare::prepare_full;
-use freshet_pipeline::config::Config;
 use serde_json::json;
 
 #[derive(Default)]

@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::config::Config as StackConfig;
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_kafka::DocumentProducer;
-use freshet_pipeline::config::Config as PipelineConfig;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -354,7 +354,7 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
     if args.documents == 0 || args.documents > 100 {
         bail!("--documents must be between 1 and 100 (one poll must see all of them)");
     }
-    let config = PipelineConfig::load(config)?;
+    let config = StackConfig::load(config)?;
     let producer = Arc::new(DocumentProducer::new(&config.kafka)?);
     let client = client(4)?;
     let total = (args.rate * args.seconds).round() as usize;

@@ -15,7 +15,7 @@ use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::embed::{embed_input, Embedder};
 use freshet_tantivy::{ChunkIndexReader, ChunkIndexWriter, CommitPayload};
 
-use freshet_pipeline::config::Config;
+use crate::config::Config;
 
 /// `freshet-tools bench-replicate`.
 #[derive(clap::Args)]

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
+use crate::config::Config;
 use crate::inspect::high_watermarks;
-use freshet_pipeline::config::Config;
 
 /// `freshet-tools bench-watch`.
 #[derive(Clone, Debug, clap::Args)]

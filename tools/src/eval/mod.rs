@@ -22,8 +22,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::config::Config as StackConfig;
 use beir::Dataset;
-use freshet_pipeline::config::Config as PipelineConfig;
 use metrics::{doc_ranking, Scores};
 
 /// Options of one evaluation run (from [`EvalArgs`]).
@@ -187,7 +187,7 @@ fn publish(args: &Options, dataset: &Dataset) -> Result<(String, BTreeMap<i32, i
     use freshet_kafka::{admin, TopicProducer};
     use freshet_publishers::{publish_jsonl, Mapping};
 
-    let config = PipelineConfig::load(args.pipeline_config.as_deref())?;
+    let config = StackConfig::load(args.pipeline_config.as_deref())?;
     let kafka = &config.kafka;
     if args.publish {
         admin::ensure_topic(kafka, &kafka.topic, config.pipeline.topic_partitions)
