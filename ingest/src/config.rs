@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use freshet_config::Sections;
+use freshet_core::limits::RecordLimits;
 use freshet_kafka::KafkaConfig;
-use freshet_operators::limits::RecordLimits;
 use freshet_service::auth::{JwtConfig, Limits};
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 //! Request bodies → the records to produce, checked with the pipeline's own decoder
-//! ([`freshet_operators::envelope::decode`] and the `[limits]`), so that whatever the pipeline
+//! ([`freshet_core::envelope::decode`] and the `[limits]`), so that whatever the pipeline
 //! would dead-letter is refused here with the decoder's class and message instead.
 //!
 //! - A JSON envelope (`PUT` with `application/json`): the body is produced as sent, keyed by the
@@ -14,11 +14,11 @@
 //!   tombstone. Every line is checked before anything is produced.
 //! - A delete: a tombstone (null value) keyed by the id.
 
+use freshet_core::document::{Change, ContentType};
+use freshet_core::envelope::{decode, Acl, DecodeError};
+use freshet_core::json::canonical_json;
+use freshet_core::limits::RecordLimits;
 use freshet_kafka::DocumentRecord;
-use freshet_operators::document::{Change, ContentType};
-use freshet_operators::envelope::{decode, Acl, DecodeError};
-use freshet_operators::json::canonical_json;
-use freshet_operators::limits::RecordLimits;
 use freshet_publishers::{file_envelope, FileFields};
 use serde_json::{Map, Value};
 
