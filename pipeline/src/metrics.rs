@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_kafka::ProduceMetrics;
 use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{HistogramFamily, Registrar, PIPELINE_AGE};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -75,6 +76,8 @@ pub struct Metrics {
     pub quarantined_records: Gauge,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
+    /// The Kafka connector's dead-letter calls (`kafka_dead_letter_…`).
+    pub dead_letters: ProduceMetrics,
 }
 
 impl Metrics {
@@ -157,6 +160,7 @@ impl Metrics {
              crashes: each goes to the dead-letter topic (crash_loop) when it is read",
         );
         let milvus = MilvusMetrics::register(&mut r);
+        let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
         Metrics {
             registry: r.finish(),
             documents,
@@ -178,6 +182,7 @@ impl Metrics {
             index_repairs,
             quarantined_records,
             milvus,
+            dead_letters,
         }
     }
 

@@ -403,6 +403,22 @@ fn each_limit_at_and_over() -> Result<()> {
     ensure!(count("field_too_large", "decode") == 7.0, "{metrics:?}");
     ensure!(count("too_many_chunks", "prepare") == 1.0);
     ensure!(count("too_many_acl_entries", "decode") == 1.0);
+    // The connector timed each dead letter until the broker acknowledged it.
+    let acked = metrics
+        .get("freshet_pipeline_kafka_dead_letter_records_total")
+        .copied();
+    ensure!(
+        acked == Some(dlq.len() as f64),
+        "dead letters acknowledged: {acked:?}"
+    );
+    let timed = metrics
+        .get("freshet_pipeline_kafka_dead_letter_seconds_count")
+        .copied()
+        .unwrap_or(0.0);
+    ensure!(
+        timed >= dlq.len() as f64,
+        "dead-letter calls timed: {timed}"
+    );
 
     // The good records after each refused one are searchable by both routes.
     let node = case.start_query(&[])?;

@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::{Error, Result};
+use crate::Error;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
@@ -53,11 +53,33 @@ impl ProduceMetrics {
         }
     }
 
-    /// Records one produce call that took `took` and ended in `res` (acknowledged records).
-    pub(crate) fn record<T>(&self, res: &Result<Vec<T>>, took: Duration) {
+    /// Registers the connector's dead-letter metrics with `r`, the same three under
+    /// `kafka_dead_letter_…`: one call per dead letter ([`DlqProducer::send`](crate::DlqProducer::send)),
+    /// each awaited until the broker acknowledged it.
+    pub fn register_dead_letters(r: &mut Registrar) -> ProduceMetrics {
+        ProduceMetrics {
+            calls: r.counters(
+                "kafka_dead_letter_calls",
+                "Dead letters produced and awaited, by outcome (ok, error, timeout)",
+            ),
+            records: r.counter(
+                "kafka_dead_letter_records",
+                "Dead letters the broker acknowledged",
+            ),
+            seconds: r.histogram(
+                "kafka_dead_letter_seconds",
+                "One dead letter until the broker acknowledged it",
+                LATENCY,
+            ),
+        }
+    }
+
+    /// Records one produce call that took `took` and ended in `res` (the number of records
+    /// acknowledged, or why not).
+    pub(crate) fn record(&self, res: std::result::Result<usize, &Error>, took: Duration) {
         let outcome = match res {
-            Ok(placed) => {
-                self.records.inc_by(placed.len() as u64);
+            Ok(acknowledged) => {
+                self.records.inc_by(acknowledged as u64);
                 "ok"
             }
             Err(Error::Timeout { .. }) => "timeout",

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
@@ -15,7 +15,7 @@ use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
 use crate::client::{client_config, log_client_error, log_line};
-use crate::{dlq_headers, Error, KafkaConfig, Record, Result};
+use crate::{dlq_headers, Error, KafkaConfig, ProduceMetrics, Record, Result};
 
 /// Producer settings shared by both producers; all can be overridden by
 /// [`KafkaConfig::client_properties`].
@@ -439,6 +439,7 @@ pub struct Failure<'a> {
 pub struct DlqProducer {
     inner: Renewing,
     topic: String,
+    metrics: Option<ProduceMetrics>,
 }
 
 impl std::fmt::Debug for DlqProducer {
@@ -457,7 +458,15 @@ impl DlqProducer {
         Ok(DlqProducer {
             inner: Renewing::new(cfg, "creating dlq producer")?,
             topic: cfg.dlq_topic.clone(),
+            metrics: None,
         })
+    }
+
+    /// This producer, recording each dead letter's call in `metrics`
+    /// ([`ProduceMetrics::register_dead_letters`]).
+    pub fn with_metrics(mut self, metrics: ProduceMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The dead-letter topic.
@@ -482,7 +491,8 @@ impl DlqProducer {
                 value: v.as_deref(),
             });
         }
-        let (partition, offset) = self.inner.run(|inner| {
+        let start = Instant::now();
+        let res = self.inner.run(|inner| {
             inner.produce_one(
                 &self.topic,
                 RawRecord {
@@ -491,7 +501,11 @@ impl DlqProducer {
                     headers: Some(owned),
                 },
             )
-        })?;
+        });
+        if let Some(m) = &self.metrics {
+            m.record(res.as_ref().map(|_| 1), start.elapsed());
+        }
+        let (partition, offset) = res?;
         tracing::debug!(
             dlq = %self.topic, partition, offset,
             source_topic = %original.topic, source_partition = original.partition,

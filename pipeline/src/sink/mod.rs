@@ -108,7 +108,9 @@ impl Sinks {
         stall: Stall,
         metrics: &Metrics,
     ) -> Result<Sinks> {
-        let producer = DlqProducer::new(kafka).context("creating the DLQ producer")?;
+        let producer = DlqProducer::new(kafka)
+            .context("creating the DLQ producer")?
+            .with_metrics(metrics.dead_letters.clone());
         let Indexes {
             tantivy,
             milvus,
