@@ -250,19 +250,22 @@ ORT_DYLIB_PATH=$(find "$FRESHET_VENV"/lib/python3*/site-packages/onnxruntime/cap
 [[ -n "$ORT_DYLIB_PATH" ]] || die "$ORT_LIB_NAME not found under $FRESHET_VENV/lib/python3*/site-packages/onnxruntime/capi (is onnxruntime==1.31.1 installed?)"
 
 # --- (4) embedding models ------------------------------------------------------------
-# export_model NAME: run deploy/export-model.sh --model NAME unless FRESHET_HOME/models/NAME exists.
+# export_model NAME: run deploy/export-model.sh --model NAME. An export that is present is kept
+# when it is current (same weights, same exporter version: a hash check, no validation run) and
+# redone when the exporter changed what it writes.
 export_model() {
-    local name=$1 dir="$FRESHET_HOME/models/$1"
+    local name=$1 dir="$FRESHET_HOME/models/$1" quick=()
     if [[ -f "$dir/model.onnx" ]]; then
-        log "model present: $dir/model.onnx"
-        return 0
+        quick=(--no-check)
+        log "model present: $dir/model.onnx (re-exported if the exporter changed)"
+    else
+        log "exporting embedding model $name via deploy/export-model.sh"
     fi
-    log "exporting embedding model $name via deploy/export-model.sh"
     FRESHET_PYTHON="$FRESHET_VENV/bin/python" FRESHET_MODEL_DIR="$dir" \
-        bash "$FRESHET_DEPLOY_DIR/export-model.sh" --model "$name" ||
+        bash "$FRESHET_DEPLOY_DIR/export-model.sh" --model "$name" "${quick[@]}" ||
         die "deploy/export-model.sh --model $name failed (model dir: $dir)"
     [[ -f "$dir/model.onnx" ]] || die "export-model.sh finished but $dir/model.onnx does not exist"
-    did "exported model to $dir"
+    did "model current in $dir"
 }
 if ((DO_MODEL)); then
     export_model all-MiniLM-L6-v2

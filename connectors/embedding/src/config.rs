@@ -43,6 +43,12 @@ pub struct EmbeddingConfig {
     pub query_prefix: Option<String>,
     /// ONNX Runtime intra-op threads. Default: all cores.
     pub threads: Option<usize>,
+    /// The languages the model's vectors mean something for (ISO 639-1 or 639-3 codes), for
+    /// a model whose `freshet-model.json` does not declare them or declares them wrongly.
+    /// Default: the `languages` of `freshet-model.json`. The query node leaves the vector
+    /// route out of a query in a language outside them; the pipeline warns when much of the
+    /// corpus is (`crate::language`).
+    pub languages: Option<Vec<String>>,
 }
 
 impl Default for EmbeddingConfig {
@@ -58,6 +64,7 @@ impl Default for EmbeddingConfig {
             passage_prefix: None,
             query_prefix: None,
             threads: None,
+            languages: None,
         }
     }
 }
@@ -71,8 +78,12 @@ impl EmbeddingConfig {
         }
     }
 
-    /// Checks the values that have no natural meaning when zero.
+    /// Checks the values that have no natural meaning when zero, and the language codes.
     pub fn validate(&self) -> Result<()> {
+        if let Some(l) = &self.languages {
+            crate::language::Languages::new(l)
+                .map_err(|e| Error::Config(format!("embedding.languages: {e}")))?;
+        }
         if self.batch_size == 0 {
             return Err(Error::Config("batch_size must be at least 1".into()));
         }
@@ -175,6 +186,11 @@ pub struct ModelMeta {
     /// vector space as the float export of the same weights, computed approximately.
     #[serde(default)]
     pub quantization: Option<String>,
+    /// The languages the model was trained for (ISO 639 codes): `["en"]` for all-MiniLM-L6-v2,
+    /// XLM-R's hundred for multilingual-e5-small. Absent: unknown, and every route runs for
+    /// every query (with a warning at start).
+    #[serde(default)]
+    pub languages: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -208,6 +224,10 @@ impl ModelMeta {
             .is_some_and(|q| q.trim().is_empty())
         {
             return Err(bad(format!("{META_FILE}: quantization is empty")));
+        }
+        if let Some(l) = &meta.languages {
+            crate::language::Languages::new(l)
+                .map_err(|e| bad(format!("{META_FILE}: languages: {e}")))?;
         }
         if !matches!(meta.pooling.as_str(), "mean" | "cls") {
             return Err(bad(format!(
@@ -301,7 +321,23 @@ mod tests {
         .unwrap();
         let m = ModelMeta::read(dir.path()).unwrap();
         assert_eq!((m.dim, m.normalize), (4, true));
-        assert_eq!(m.quantization, None);
+        assert_eq!((m.quantization, m.languages), (None, None));
+        std::fs::write(
+            dir.path().join(META_FILE),
+            r#"{"model_id": "m", "dim": 4, "pooling": "mean", "languages": ["en", "english"]}"#,
+        )
+        .unwrap();
+        let e = ModelMeta::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("\"english\" is not an ISO 639"), "{e}");
+        let bad = EmbeddingConfig {
+            languages: Some(vec!["zz".into()]),
+            ..Default::default()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("embedding.languages"));
         std::fs::write(
             dir.path().join(META_FILE),
             r#"{"model_id": "m", "dim": 4, "pooling": "mean", "quantization": "int8"}"#,

@@ -13,6 +13,7 @@ use freshet_core::embed::{l2_normalize, EmbedError, Embedder};
 
 use crate::config::{EmbeddingConfig, ModelMeta, META_FILE};
 use crate::error::{panic_message, Error, Result};
+use crate::language::Languages;
 
 /// Oldest ONNX Runtime minor version accepted (1.x): what `ort` 2.0.0-rc.15 with fastembed's
 /// `api-24` requires. freshet deploys 1.31.1.
@@ -36,6 +37,7 @@ pub(crate) const ONNX_MODEL_FILES: [&str; 5] = [
 pub struct FastEmbedder {
     model: TextEmbedding,
     meta: ModelMeta,
+    languages: Option<Languages>,
     model_id: String,
     cache_id: String,
     model_dir: PathBuf,
@@ -114,7 +116,18 @@ impl FastEmbedder {
             .clone()
             .unwrap_or_else(|| derived_model_id(&meta, max_length, &passage_prefix));
         let cache_id = derived_cache_id(&model_id, &meta);
+        let languages = match config.languages.as_ref().or(meta.languages.as_ref()) {
+            Some(codes) => Some(Languages::new(codes).map_err(Error::Config)?),
+            None => {
+                tracing::warn!(dir = %dir.display(),
+                    "the model declares no languages (freshet-model.json `languages`, or \
+                     [embedding] languages): every route runs for every query, whatever its \
+                     language");
+                None
+            }
+        };
         let mut me = FastEmbedder {
+            languages,
             model,
             meta,
             model_id,
@@ -196,6 +209,11 @@ impl FastEmbedder {
     }
 
     /// `freshet-model.json` of the loaded model.
+    /// The languages the model covers, as declared; `None` when undeclared.
+    pub fn languages(&self) -> Option<&Languages> {
+        self.languages.as_ref()
+    }
+
     pub fn meta(&self) -> &ModelMeta {
         &self.meta
     }

@@ -32,6 +32,7 @@ mod cached;
 mod config;
 mod embedder;
 mod error;
+pub mod language;
 mod rerank;
 
 pub use cache::DiskCache;

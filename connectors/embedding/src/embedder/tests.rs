@@ -90,6 +90,7 @@ fn derived_id_names_the_settings() {
         passage_prefix: None,
         query_prefix: None,
         quantization: None,
+        languages: Some(vec!["en".into()]),
     };
     assert_eq!(
         derived_model_id(&meta, 256, ""),
