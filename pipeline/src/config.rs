@@ -75,6 +75,10 @@ pub struct PipelineConfig {
     /// dead-letter topic (`crash_loop`) instead of being prepared again (docs/faults.md,
     /// "Crash loops"). At least 2; 0 never quarantines.
     pub crash_loop_limit: u32,
+    /// Warn (log, `/readyz` note, `corpus_uncovered_share`) while more than this share of the
+    /// indexed chunks is in languages the embedding model does not declare ([`crate::census`]).
+    /// 0 never warns.
+    pub uncovered_language_warn_share: f64,
 }
 
 impl Default for PipelineConfig {
@@ -94,6 +98,7 @@ impl Default for PipelineConfig {
             reconcile_max_delete_share: 0.01,
             topic_partitions: 4,
             crash_loop_limit: 3,
+            uncovered_language_warn_share: 0.05,
         }
     }
 }
@@ -139,6 +144,12 @@ impl Config {
             bail!(
                 "pipeline.reconcile_max_delete_share must be between 0 and 1, got {}",
                 p.reconcile_max_delete_share
+            );
+        }
+        if !(0.0..=1.0).contains(&p.uncovered_language_warn_share) {
+            bail!(
+                "pipeline.uncovered_language_warn_share must be between 0 and 1, got {}",
+                p.uncovered_language_warn_share
             );
         }
         if p.batch_max_records == 0 {

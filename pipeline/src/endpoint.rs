@@ -40,6 +40,8 @@ enum Phase {
 struct Current {
     phase: Phase,
     since: Instant,
+    /// What an operator should know although the pipeline runs (`/readyz` `notes`), by topic.
+    notes: std::collections::BTreeMap<&'static str, String>,
 }
 
 /// The pipeline's readiness, shared by the run and the endpoint; cheap to clone.
@@ -57,6 +59,7 @@ impl Readiness {
         Readiness(Arc::new(Mutex::new(Current {
             phase: Phase::Starting("starting".into()),
             since: Instant::now(),
+            notes: Default::default(),
         })))
     }
 
@@ -137,6 +140,25 @@ impl Readiness {
         self.set(Phase::Failed(why.into()));
     }
 
+    /// Sets (or, with `None`, clears) the note on `topic` that `/readyz` shows, ready or not
+    /// (e.g. much of the corpus outside the embedding model's languages: `crate::census`).
+    pub fn note(&self, topic: &'static str, note: Option<String>) {
+        if let Ok(mut s) = self.0.lock() {
+            match note {
+                Some(n) => s.notes.insert(topic, n),
+                None => s.notes.remove(topic),
+            };
+        }
+    }
+
+    /// The notes, by topic.
+    pub fn notes(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|s| s.notes.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// `Ok` when ready, else what the pipeline is waiting for (and for how long).
     pub fn check(&self) -> std::result::Result<(), String> {
         let Ok(s) = self.0.lock() else {
@@ -202,13 +224,18 @@ async fn metrics_text(State(s): State<Shared>) -> Response {
 }
 
 async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
-    match s.ready.check() {
-        Ok(()) => (StatusCode::OK, Json(json!({"ready": true}))),
+    let (status, mut body) = match s.ready.check() {
+        Ok(()) => (StatusCode::OK, json!({"ready": true})),
         Err(waiting_for) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "waiting_for": waiting_for})),
+            json!({"ready": false, "waiting_for": waiting_for}),
         ),
+    };
+    let notes = s.ready.notes();
+    if !notes.is_empty() {
+        body["notes"] = json!(notes);
     }
+    (status, Json(body))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use freshet_kafka::ProduceMetrics;
 use freshet_milvus::MilvusMetrics;
-use freshet_service::metrics::{HistogramFamily, Registrar, PIPELINE_AGE};
+use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, PIPELINE_AGE};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -53,6 +53,11 @@ pub struct Partition {
 }
 
 /// Every metric the pipeline exports. Cheap to clone (handles are shared).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LanguageLabel {
+    pub language: &'static str,
+}
+
 #[derive(Clone)]
 pub struct Metrics {
     pub registry: Arc<Registry>,
@@ -74,6 +79,9 @@ pub struct Metrics {
     pub stalled: Gauge,
     pub index_repairs: Family<Repair, Counter>,
     pub quarantined_records: Gauge,
+    /// Leaf chunks the index holds by detected language ([`crate::census`]).
+    pub corpus_chunks: Family<LanguageLabel, Gauge>,
+    pub corpus_uncovered_share: FloatGauge,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
     /// The Kafka connector's dead-letter calls (`kafka_dead_letter_…`).
@@ -159,6 +167,15 @@ impl Metrics {
             "Records held at start for having been prepared in crash_loop_limit consecutive \
              crashes: each goes to the dead-letter topic (crash_loop) when it is read",
         );
+        let corpus_chunks = r.gauges(
+            "corpus_chunks",
+            "Leaf chunks the index holds, by detected language (ISO 639-1, und when it cannot \
+             be told)",
+        );
+        let corpus_uncovered_share = r.float_gauge(
+            "corpus_uncovered_share",
+            "Share of the leaf chunks in languages the embedding model does not declare",
+        );
         let milvus = MilvusMetrics::register(&mut r);
         let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
         Metrics {
@@ -181,6 +198,8 @@ impl Metrics {
             stalled,
             index_repairs,
             quarantined_records,
+            corpus_chunks,
+            corpus_uncovered_share,
             milvus,
             dead_letters,
         }

@@ -15,6 +15,7 @@ use freshet_tantivy::TantivyConfig;
 
 use crate::auth::settings::{JwtConfig, KeyConfig, Limits, Secret};
 use crate::fusion::FusionMethod;
+use crate::language::LanguageRouting;
 
 /// Everything the query node reads ([`sections`]; `freshet-config` drops the other binaries'
 /// sections and refuses unknown ones).
@@ -126,6 +127,10 @@ pub struct QueryConfig {
     pub rrf_k: f32,
     pub bm25_weight: f32,
     pub vector_weight: f32,
+    /// `auto`: a hybrid retrieval runs BM25 alone for a query in a language the embedding model
+    /// does not cover (its vectors of such text are noise; `crate::language`). `all`: every
+    /// route always runs.
+    pub language_routing: LanguageRouting,
     /// Reranking: backend, model/endpoint, how many fused candidates it rescores by default.
     pub rerank_backend: RerankBackend,
     pub rerank_model_dir: PathBuf,
@@ -204,6 +209,7 @@ impl Default for QueryConfig {
             rrf_k: 60.0,
             bm25_weight: 0.5,
             vector_weight: 0.5,
+            language_routing: LanguageRouting::Auto,
             rerank_backend: RerankBackend::None,
             rerank_model_dir: PathBuf::new(),
             rerank_url: String::new(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use freshet_core::clock::now_ms;
 use freshet_core::embed::Embedder;
+use freshet_embedding::language::Languages;
 use freshet_embedding::FastEmbedder;
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
@@ -35,6 +36,8 @@ pub struct EmbedderPool {
     available: Condvar,
     dim: usize,
     model_id: String,
+    /// The languages the model declares it covers (`None`: undeclared).
+    languages: Option<Languages>,
     cache: Mutex<QueryVectorCache>,
     metrics: Metrics,
 }
@@ -83,11 +86,13 @@ impl EmbedderPool {
         }
         let dim = free[0].dim();
         let model_id = free[0].model_id().to_owned();
+        let languages = free[0].languages().cloned();
         Ok(EmbedderPool {
             free: Mutex::new(free),
             available: Condvar::new(),
             dim,
             model_id,
+            languages,
             cache: Mutex::new(QueryVectorCache::new(cfg.query.query_cache_entries)),
             metrics,
         })
@@ -143,6 +148,9 @@ impl EmbedderPool {
     }
     pub fn model_id(&self) -> &str {
         &self.model_id
+    }
+    pub fn languages(&self) -> Option<&Languages> {
+        self.languages.as_ref()
     }
 }
 

@@ -15,6 +15,7 @@ pub mod config;
 pub mod fusion;
 pub mod http;
 pub mod indexes;
+pub mod language;
 pub mod metrics;
 pub mod node;
 pub mod openapi;

@@ -35,6 +35,12 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeftOutLabels {
+    pub route: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub mode: String,
 }
@@ -60,6 +66,7 @@ pub struct Metrics {
     pub index_visible_delay: Histogram,
     pub ready: Gauge,
     pub query_embeddings: Family<OutcomeLabels, Counter>,
+    pub routes_left_out: Family<LeftOutLabels, Counter>,
     pub auth_rejections: Family<RejectionLabels, Counter>,
     pub chunks_dropped: Family<ReasonLabels, Counter>,
     pub retrievals_running: Gauge,
@@ -124,6 +131,11 @@ impl Metrics {
             "query_embeddings",
             "Query vectors by outcome: embedded by the model, or cache_hit",
         );
+        let routes_left_out = r.counters(
+            "routes_left_out",
+            "Hybrid retrievals that left a route out on purpose, by route and reason (language: \
+             the query is in a language the embedding model does not cover)",
+        );
         let auth_rejections = r.counters(
             "auth_rejections",
             "Requests refused by credential name and reason (unauthorized, forbidden, \
@@ -163,6 +175,7 @@ impl Metrics {
             index_visible_delay,
             ready,
             query_embeddings,
+            routes_left_out,
             auth_rejections,
             chunks_dropped,
             retrievals_running,
@@ -221,6 +234,12 @@ impl Metrics {
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.into(),
             })
+            .inc();
+    }
+
+    pub fn route_left_out(&self, route: &'static str, reason: &'static str) {
+        self.routes_left_out
+            .get_or_create(&LeftOutLabels { route, reason })
             .inc();
     }
 

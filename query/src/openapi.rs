@@ -134,7 +134,9 @@ fn components() -> Value {
                         "budget_tokens": {"type": "integer", "minimum": 1},
                         "order": {"type": "string", "enum": ["relevance_first", "edges_first"]}
                     }, "description": "Pack whole results into a cited context within a token budget (model tokenizer)."},
-                    "allow_partial": {"type": "boolean", "description": "Hybrid only: if the vector route is unavailable (Milvus down), answer from BM25 alone and list it under `degraded` instead of a 503. Default: the server's `allow_partial` (true)."}
+                    "allow_partial": {"type": "boolean", "description": "Hybrid only: if the vector route is unavailable (Milvus down), answer from BM25 alone and list it under `degraded` instead of a 503. Default: the server's `allow_partial` (true)."},
+                    "language": {"type": "string", "description": "The query's language as an ISO 639-1 or 639-3 code (e.g. \"zh\"), when the caller knows it; default: detected from the query (script for Chinese, Japanese, Korean; whatlang for the rest)."},
+                    "language_routing": {"type": "string", "enum": ["auto", "all"], "description": "auto: a hybrid retrieval runs BM25 alone for a query in a language the embedding model does not cover, and lists the vector route under `left_out`; all: both routes always run. Default: the server's `language_routing` (auto)."}
                 }
             },
             "Hit": {
@@ -178,6 +180,14 @@ fn components() -> Value {
                         "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
                     }},
                     "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why.", "items": {"type": "object", "properties": {
+                        "route": {"type": "string", "enum": ["vector"]}, "reason": {"type": "string"}
+                    }}},
+                    "language": {"type": "object", "description": "The query's language and whether the embedding model understands it.", "properties": {
+                        "language": {"type": ["string", "null"], "description": "ISO 639-1 code (639-3 where there is none); null when it cannot be told."},
+                        "detected_by": {"type": ["string", "null"], "enum": ["request", "script", "statistics", null]},
+                        "model_covers": {"type": ["boolean", "null"], "description": "null when the model declares no languages or the query has no letters."}
+                    }},
+                    "left_out": {"type": "array", "description": "Present only when a hybrid retrieval left a route out on purpose (the query's language is not the model's): the route and why.", "items": {"type": "object", "properties": {
                         "route": {"type": "string", "enum": ["vector"]}, "reason": {"type": "string"}
                     }}}
                 }
@@ -287,13 +297,15 @@ mod tests {
                     json!({"query": "q", name: false})
                 }
                 "pack" => json!({"query": "q", name: {"budget_tokens": 10}}),
+                "language" => json!({"query": "q", name: "zh"}),
+                "language_routing" => json!({"query": "q", name: "all"}),
                 _ => json!({"query": "q", name: 5}),
             };
             crate::request::parse(body.to_string().as_bytes())
                 .unwrap_or_else(|e| panic!("documented field {name} rejected: {}", e.0));
         }
         assert!(crate::request::parse(br#"{"query":"q","undocumented":1}"#).is_err());
-        assert_eq!(props.len(), 13);
+        assert_eq!(props.len(), 15);
     }
 
     #[test]

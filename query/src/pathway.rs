@@ -54,6 +54,8 @@ pub async fn plan(
         pack: None,
         // The server's setting: Pathway's answer (a bare list) has no room to say "degraded".
         allow_partial: None,
+        language: None,
+        language_routing: None,
     };
     let mut plan = native.plan(&engine.config.query, engine.reranker.is_some())?;
     if let Some(glob) = req

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::config::QueryConfig;
 use crate::fusion::{FusionMethod, FusionParams};
+use crate::language::LanguageRouting;
 use crate::pack::PackOrder;
+use freshet_embedding::language::normalise;
 
 /// Which routes run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +53,9 @@ pub struct RetrieveRequest {
     pub parents: Option<bool>,
     pub pack: Option<PackRequest>,
     pub allow_partial: Option<bool>,
+    /// The query's language (ISO 639 code), when the caller knows it better than detection.
+    pub language: Option<String>,
+    pub language_routing: Option<LanguageRouting>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,6 +121,11 @@ pub struct Plan {
     pub pack: Option<(usize, PackOrder)>,
     /// Hybrid: answer from BM25 alone (marked degraded) if the vector route is unavailable.
     pub allow_partial: bool,
+    /// The language the caller stated (normalised ISO 639 code).
+    pub language: Option<String>,
+    /// Whether a hybrid retrieval leaves out a route the model does not understand the query
+    /// for ([`crate::language`]).
+    pub language_routing: LanguageRouting,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -205,6 +215,14 @@ impl RetrieveRequest {
         // Only leaves are searched; parents are context returned for their children.
         filter.kinds = Some(vec![ChunkKind::Leaf]);
         let pack = pack_plan(self.pack, cfg)?;
+        let language = match self.language.as_deref() {
+            None => None,
+            Some(code) => Some(normalise(code).ok_or_else(|| {
+                BadRequest(format!(
+                    "language {code:?} is not an ISO 639-1 or 639-3 code (e.g. \"en\", \"zh\")"
+                ))
+            })?),
+        };
         Ok(Plan {
             query,
             k,
@@ -218,6 +236,8 @@ impl RetrieveRequest {
             parents,
             pack,
             allow_partial: self.allow_partial.unwrap_or(cfg.allow_partial),
+            language,
+            language_routing: self.language_routing.unwrap_or(cfg.language_routing),
         })
     }
 }
@@ -472,6 +492,21 @@ mod tests {
         assert!(!p.unwrap().allow_partial);
         let p = parse(br#"{"query":"q","allow_partial":true}"#).unwrap();
         assert!(p.plan(&strict, false).unwrap().allow_partial);
+    }
+
+    #[test]
+    fn a_stated_language_is_an_iso_code() {
+        let p = plan(json!({"query": "q", "language": "ZHO", "language_routing": "all"})).unwrap();
+        assert_eq!(p.language.as_deref(), Some("zh"));
+        assert_eq!(p.language_routing, LanguageRouting::All);
+        let p = plan(json!({"query": "q"})).unwrap();
+        assert_eq!(
+            (p.language, p.language_routing),
+            (None, LanguageRouting::Auto)
+        );
+        let e = plan(json!({"query": "q", "language": "chinese"})).unwrap_err();
+        assert!(e.0.contains("ISO 639"), "{e:?}");
+        assert!(plan(json!({"query": "q", "language_routing": "never"})).is_err());
     }
 
     #[test]

@@ -24,11 +24,13 @@ pub(crate) struct RouteHits {
 }
 
 impl Engine {
-    /// Runs the routes `plan.mode` asks for, in parallel.
+    /// Runs the routes `plan.mode` asks for, in parallel; the vector route only if
+    /// `run_vector` (it is left out of a query the model does not understand).
     pub(crate) async fn search_routes(
         &self,
         plan: &Plan,
         loads: &Loads,
+        run_vector: bool,
     ) -> Result<RouteHits, RetrieveError> {
         let bm25 = async {
             if !plan.mode.uses_bm25() {
@@ -53,7 +55,7 @@ impl Engine {
             Ok::<_, RetrieveError>((hits, s.elapsed().as_secs_f64()))
         };
         let vector = async {
-            if !plan.mode.uses_vector() {
+            if !plan.mode.uses_vector() || !run_vector {
                 return Ok((Vec::new(), 0.0, 0.0));
             }
             let milvus = self

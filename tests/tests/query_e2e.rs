@@ -55,6 +55,19 @@ fn publish_update_delete_through_every_route() -> Result<()> {
     }
     case.wait_indexed(WAIT)?;
     node.wait_ready(Duration::from_secs(60))?;
+    // The pipeline counts the corpus by language: one chunk in four is Chinese, which the
+    // English-only model does not cover.
+    let m = case.metrics()?;
+    assert_eq!(
+        m.get("freshet_pipeline_corpus_chunks{language=\"zh\"}"),
+        Some(&1.0),
+        "{m:?}"
+    );
+    assert_eq!(
+        m.get("freshet_pipeline_corpus_uncovered_share"),
+        Some(&0.25),
+        "{m:?}"
+    );
 
     let lava = "volcanic eruption with lava and magma";
     for mode in MODES {
@@ -78,7 +91,38 @@ fn publish_update_delete_through_every_route() -> Result<()> {
     // Chinese text is searched with the Chinese analyzer (jieba words, not character runs).
     let ids = node.doc_ids(&json!({"query": "春节吃饺子", "mode": "bm25", "k": 3}))?;
     assert_eq!(ids, ["dumpling"]);
+    // The same query in hybrid mode, with the English-only model (its freshet-model.json says
+    // so): the vector route is left out, and the response says why.
+    let v = node.retrieve(&json!({"query": "春节吃饺子", "k": 3}))?;
+    assert_eq!(
+        v["language"],
+        json!({"language": "zh", "detected_by": "script", "model_covers": false}),
+        "{v}"
+    );
+    assert_eq!(v["left_out"][0]["route"], "vector", "{v}");
+    assert!(v["timings_ms"].get("embed").is_none(), "{v}");
+    assert_eq!(results(&v)[0]["doc_id"], "dumpling");
+    assert!(
+        results(&v).iter().all(|h| h["scores"]["vector"].is_null()),
+        "{v}"
+    );
+    // Asked for both routes, it runs both.
+    let v = node.retrieve(&json!({"query": "春节吃饺子", "k": 3, "language_routing": "all"}))?;
+    assert!(v.get("left_out").is_none(), "{v}");
+    assert!(
+        results(&v).iter().any(|h| !h["scores"]["vector"].is_null()),
+        "{v}"
+    );
+    let metrics = node.get("/metrics")?.body;
+    assert!(
+        metrics.contains(
+            "freshet_query_routes_left_out_total{route=\"vector\",reason=\"language\"} 1"
+        ),
+        "{metrics}"
+    );
     let v = node.retrieve(&json!({"query": lava, "k": 3}))?;
+    assert_eq!(v["language"]["model_covers"], true, "{v}");
+    assert!(v.get("left_out").is_none(), "{v}");
     let top = &results(&v)[0];
     assert_eq!(top["rank"], 1);
     assert_eq!(top["scores"]["bm25"]["rank"], 1, "{top}");

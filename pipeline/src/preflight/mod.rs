@@ -24,6 +24,7 @@ use freshet_tantivy::{ChunkIndexWriter, CommitPayload};
 use binding::{CollectionStep, GroupProgress, IndexState};
 use reconcile::DeleteBound;
 
+use crate::census::LanguageCensus;
 use crate::config::Config;
 use crate::embedder::{ModelRef, SharedCache};
 use crate::endpoint::Readiness;
@@ -316,6 +317,16 @@ fn recover(
         runtime,
     };
     let topics = topics.iter().map(|t| t.name.clone()).collect();
+    let mut census = LanguageCensus::new(
+        model.languages().cloned(),
+        config.pipeline.uncovered_language_warn_share,
+        metrics.clone(),
+        ready.clone(),
+    );
+    for (doc, chunks) in &by_doc {
+        census.set(doc, chunks);
+    }
+    census.publish();
     let sinks = Sinks::new(
         &config.kafka,
         topics,
@@ -324,7 +335,8 @@ fn recover(
         start_offsets.clone(),
         stall,
         metrics,
-    )?;
+    )?
+    .with_census(census);
     Ok(Recovered {
         sinks,
         start_offsets,

@@ -87,6 +87,10 @@ impl Sinks {
         let m = &self.metrics;
         Metrics::outcome(&m.chunks, "upsert", upserts.len() as u64);
         Metrics::outcome(&m.chunks, "delete", deletes.len() as u64);
+        for (doc, chunks) in &commit.expected {
+            self.census.set(doc, chunks.iter().copied());
+        }
+        self.census.publish();
         m.commits.inc();
         m.durable_epoch.set(batch.last_epoch as i64);
         // A refused document is lost to the indexes until its next version or delete is written.

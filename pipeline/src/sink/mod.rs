@@ -39,6 +39,8 @@ use freshet_operators::dataflow::SinkRecord;
 use freshet_tantivy::ChunkIndexWriter;
 use serde::{Deserialize, Serialize};
 
+use crate::census::LanguageCensus;
+use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::stall::Stall;
 use dead_letters::DeadLetters;
@@ -92,10 +94,19 @@ pub struct Sinks {
     /// still holds: their next version is written whole (see [`plan`]). Empty after a restart,
     /// whose state comes from the indexes.
     lost: BTreeSet<String>,
+    /// The index's chunks by language ([`crate::census`]).
+    census: LanguageCensus,
     metrics: Metrics,
 }
 
 impl Sinks {
+    /// These sinks, keeping `census` (built from the index at start) up to date with each
+    /// commit; without one, chunks are counted from the first commit on and never warned about.
+    pub fn with_census(mut self, census: LanguageCensus) -> Sinks {
+        self.census = census;
+        self
+    }
+
     /// The sinks of process 0: the `indexes` opened and reconciled, the dead letters written
     /// since the last commit (`dead_letters`, [`crate::dlq::already_sent`]), the durable
     /// `offsets` of the last commit, and `stall`, the retry policy of every write.
@@ -136,6 +147,7 @@ impl Sinks {
             topics,
             offsets,
             lost: BTreeSet::new(),
+            census: LanguageCensus::new(None, 0.0, metrics.clone(), Readiness::new()),
             metrics: metrics.clone(),
         })
     }

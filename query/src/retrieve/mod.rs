@@ -24,10 +24,11 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::fusion::StageScore;
 use crate::indexes::{EmbedderPool, Indexes};
+use crate::language::QueryLanguage;
 use crate::metrics::Metrics;
 use crate::overload::{Job, Limiter, Refused};
 use crate::pack::{pack_until, Citation, PackInput};
-use crate::request::Plan;
+use crate::request::{Mode, Plan};
 use crate::rerank::Reranker;
 use crate::visible::{Gate, Visible};
 
@@ -122,6 +123,12 @@ pub struct Response {
     /// the answer is complete.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub degraded: Vec<Degraded>,
+    /// The query's language and whether the embedding model understands it.
+    pub language: QueryLanguage,
+    /// Routes a hybrid retrieval left out on purpose (a query in a language the model does not
+    /// cover, `[query] language_routing`); absent when every route ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<Degraded>,
 }
 
 /// A route a partial answer was made without, and why.
@@ -234,7 +241,29 @@ impl Engine {
             job: job.clone(),
         };
 
-        let routes = self.search_routes(&plan, &loads).await?;
+        let language = crate::language::assess(
+            &plan.query,
+            plan.language.as_deref(),
+            self.embedders.languages(),
+        );
+        let mut left_out = Vec::new();
+        let run_vector = plan.mode != Mode::Hybrid
+            || crate::language::runs_vector(plan.language_routing, &language);
+        if !run_vector {
+            self.metrics.route_left_out("vector", "language");
+            left_out.push(Degraded {
+                route: "vector",
+                reason: format!(
+                    "the embedding model covers {}; the query is in {}: BM25 alone answers it",
+                    self.embedders
+                        .languages()
+                        .map(|l| l.describe())
+                        .unwrap_or_default(),
+                    language.language.as_deref().unwrap_or("another language"),
+                ),
+            });
+        }
+        let routes = self.search_routes(&plan, &loads, run_vector).await?;
         for (stage, secs) in routes.seconds {
             if secs > 0.0 {
                 self.metrics.stage(stage, secs);
@@ -329,6 +358,8 @@ impl Engine {
             timings_ms: t.timings,
             index: index_info(&loads.snapshot),
             degraded,
+            language,
+            left_out,
         })
     }
 
