@@ -118,7 +118,8 @@ pub struct QueryConfig {
     /// BM25 parameters of the text route (Anserini's defaults: k1 0.9, b 0.4).
     pub bm25_k1: f32,
     pub bm25_b: f32,
-    /// Default fusion: `weighted` (min-max normalised route scores, 0.5 / 0.5) or `rrf`, with
+    /// Default fusion: `weighted` (min-max normalised route scores, 0.5 / 0.5), `dbsf`, `tmm`
+    /// (`crate::fusion::FusionMethod`) or `rrf`, with
     /// its parameters. Weighted is the default: on SciFact it scored nDCG@10 0.733 against 0.721
     /// for RRF k = 60 (docs/benchmarks.md, "Retrieval quality"), in line with Bruch et al. (2023, "An
     /// Analysis of Fusion Functions for Hybrid Retrieval"), where a convex combination of

@@ -1,6 +1,9 @@
-//! Fusing the BM25 and vector rankings into one: Reciprocal Rank Fusion and weighted score
-//! fusion with per-route min-max normalisation. Pure; results are deduplicated by chunk id and
-//! ordered deterministically (score, then best route rank, then chunk id).
+//! Fusing the BM25 and vector rankings into one: Reciprocal Rank Fusion, and weighted score
+//! fusion with each route's scores normalised over its own list: by min-max, by their
+//! distribution (DBSF: mean ± 3 standard deviations, as Qdrant ships it), or from the route's
+//! theoretical minimum to the list's maximum (TMM, Bruch et al. 2023). Pure; results are
+//! deduplicated by chunk id and ordered deterministically (score, then best route rank, then
+//! chunk id).
 
 use std::collections::HashMap;
 
@@ -15,7 +18,20 @@ pub enum FusionMethod {
     /// `w_bm25 · norm(bm25) + w_vector · norm(vector)`, each route min-max normalised over its
     /// own result list (a single result, or all-equal scores, normalise to 1).
     Weighted,
+    /// Distribution-based score fusion: as `weighted`, with each route normalised by
+    /// `(s - (μ - 3σ)) / 6σ` over its own list, clipped to [0, 1]: a list's mean lands in the
+    /// middle, and only a hit far above the rest reaches 1.
+    Dbsf,
+    /// Theoretical min-max: as `weighted`, with each route normalised from its theoretical
+    /// minimum (BM25 0, cosine -1) to its list's maximum. A route whose scores hardly differ
+    /// (an English model's cosines for a Chinese query) becomes a near-constant that leaves
+    /// the other route's order alone, where min-max would stretch it over [0, 1].
+    Tmm,
 }
+
+/// The least score a route can give: BM25 0, cosine similarity -1 ([`FusionMethod::Tmm`]).
+const BM25_MIN: f32 = 0.0;
+const COSINE_MIN: f32 = -1.0;
 
 /// A chunk's rank (1-based) and score in one stage.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -70,12 +86,38 @@ fn min_max(list: &[(String, f32)]) -> (f32, f32) {
         })
 }
 
+/// DBSF's bounds of one route's list: mean ∓ 3 standard deviations (population).
+fn three_sigma(list: &[(String, f32)]) -> (f32, f32) {
+    if list.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = list.len() as f64;
+    let mean = list.iter().map(|(_, s)| f64::from(*s)).sum::<f64>() / n;
+    let var = list
+        .iter()
+        .map(|(_, s)| (f64::from(*s) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    let sd = var.sqrt();
+    ((mean - 3.0 * sd) as f32, (mean + 3.0 * sd) as f32)
+}
+
+/// The bounds a route whose least possible score is `floor` is normalised by under `method`
+/// (unused for RRF).
+fn bounds(list: &[(String, f32)], method: FusionMethod, floor: f32) -> (f32, f32) {
+    match method {
+        FusionMethod::Dbsf => three_sigma(list),
+        FusionMethod::Tmm => (floor, min_max(list).1),
+        FusionMethod::Rrf | FusionMethod::Weighted => min_max(list),
+    }
+}
+
 /// Fuses two ranked lists (each best first, `(chunk id, route score)`).
 pub fn fuse(bm25: &[(String, f32)], vector: &[(String, f32)], p: FusionParams) -> Vec<Fused> {
     let rb = ranked(bm25);
     let rv = ranked(vector);
-    let (bmin, bmax) = min_max(bm25);
-    let (vmin, vmax) = min_max(vector);
+    let (bmin, bmax) = bounds(bm25, p.method, BM25_MIN);
+    let (vmin, vmax) = bounds(vector, p.method, COSINE_MIN);
     let mut ids: Vec<&str> = Vec::with_capacity(rb.len() + rv.len());
     for (id, _) in bm25.iter().chain(vector) {
         ids.push(id);
@@ -93,11 +135,13 @@ pub fn fuse(bm25: &[(String, f32)], vector: &[(String, f32)], p: FusionParams) -
                     .flatten()
                     .map(|s| 1.0 / (p.rrf_k + s.rank as f32))
                     .sum(),
-                FusionMethod::Weighted => {
-                    b.map(|s| p.bm25_weight * normalise(s.score, bmin, bmax))
+                FusionMethod::Weighted | FusionMethod::Dbsf | FusionMethod::Tmm => {
+                    b.map(|s| p.bm25_weight * normalise(s.score, bmin, bmax).clamp(0.0, 1.0))
                         .unwrap_or(0.0)
-                        + v.map(|s| p.vector_weight * normalise(s.score, vmin, vmax))
-                            .unwrap_or(0.0)
+                        + v.map(|s| {
+                            p.vector_weight * normalise(s.score, vmin, vmax).clamp(0.0, 1.0)
+                        })
+                        .unwrap_or(0.0)
                 }
             };
             Fused {
@@ -232,6 +276,59 @@ mod tests {
         // One-element route normalises to 1.
         let f = fuse(&list(&[("a", 3.0)]), &[], p);
         assert!((f[0].fused.score - 0.3).abs() < 1e-6);
+    }
+
+    #[test]
+    fn dbsf_normalises_by_three_sigma_and_clips() {
+        let p = FusionParams {
+            method: FusionMethod::Dbsf,
+            rrf_k: 60.0,
+            bm25_weight: 0.5,
+            vector_weight: 0.5,
+        };
+        // BM25 scores 2, 4, 6: mean 4, σ = sqrt(8/3); bounds 4 ∓ 3σ.
+        let b = list(&[("a", 6.0), ("b", 4.0), ("c", 2.0)]);
+        let sd = (8.0f32 / 3.0).sqrt();
+        let f = fuse(&b, &[], p);
+        let score =
+            |f: &[Fused], id: &str| f.iter().find(|x| x.chunk_id == id).unwrap().fused.score;
+        assert!(
+            (score(&f, "b") - 0.25).abs() < 1e-6,
+            "the mean maps to the middle"
+        );
+        let want_a = 0.5 * (6.0 - (4.0 - 3.0 * sd)) / (6.0 * sd);
+        assert!((score(&f, "a") - want_a).abs() < 1e-6);
+        assert!(fuse(&b, &[], p)
+            .iter()
+            .all(|x| (0.0..=0.5).contains(&x.fused.score)));
+    }
+
+    #[test]
+    fn tmm_lets_a_flat_route_leave_the_other_order_alone() {
+        let p = |method| FusionParams {
+            method,
+            rrf_k: 60.0,
+            bm25_weight: 0.5,
+            vector_weight: 0.5,
+        };
+        let b = list(&[("a", 6.0), ("b", 5.9), ("c", 2.0)]);
+        // Noise: cosines that hardly differ, not in BM25's order.
+        let v = list(&[("b", 0.120), ("c", 0.119), ("a", 0.118)]);
+        let ids = |f: Vec<Fused>| f.into_iter().map(|x| x.chunk_id).collect::<Vec<_>>();
+        assert_eq!(ids(fuse(&b, &v, p(FusionMethod::Tmm))), ["a", "b", "c"]);
+        // Min-max stretches the noise over [0, 1], and it decides the top.
+        assert_eq!(ids(fuse(&b, &v, p(FusionMethod::Weighted)))[0], "b");
+        // Hand-computed: a = 0.5·6/6 + 0.5·(0.118+1)/(0.120+1).
+        let f = fuse(&b, &v, p(FusionMethod::Tmm));
+        let want = 0.5 + 0.5 * (1.118 / 1.12);
+        assert!(
+            (f[0].fused.score - want).abs() < 1e-6,
+            "{}",
+            f[0].fused.score
+        );
+        // A route that does tell hits apart still moves the order.
+        let v = list(&[("c", 0.9), ("b", -0.5), ("a", -0.9)]);
+        assert_eq!(ids(fuse(&b, &v, p(FusionMethod::Tmm)))[0], "c");
     }
 
     #[test]

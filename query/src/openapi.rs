@@ -118,7 +118,7 @@ fn components() -> Value {
                     "bm25_top_k": {"type": "integer", "minimum": 1, "description": "BM25 candidates (default query.route_top_k = 50)."},
                     "vector_top_k": {"type": "integer", "minimum": 1, "description": "Vector candidates (default 50)."},
                     "fusion": {"type": "object", "additionalProperties": false, "properties": {
-                        "method": {"type": "string", "enum": ["rrf", "weighted"]},
+                        "method": {"type": "string", "enum": ["rrf", "weighted", "dbsf", "tmm"], "description": "rrf: reciprocal ranks; weighted: per-route min-max normalised scores; dbsf: per-route mean ± 3σ; tmm: per-route theoretical minimum (BM25 0, cosine -1) to the list maximum. Weights apply to the last three."},
                         "rrf_k": {"type": "number", "default": 60},
                         "bm25_weight": {"type": "number"},
                         "vector_weight": {"type": "number"}
