@@ -7,7 +7,8 @@
 //!   lowercase, drop long tokens, English stop words, Porter2 stemmer. It analyses `body`: the
 //!   title, section path and text of every chunk as one field (`text` and `title` themselves are
 //!   stored only).
-//! - [`ZH_ANALYZER_NAME`] (`freshet_zh`, [`freshet_zh_analyzer`]): jieba word segmentation in
+//! - [`ZH_ANALYZER_NAME`] (`freshet_zh`, [`freshet_zh_analyzer`]): traditional characters folded
+//!   into simplified ones (fast2s, from OpenCC's tables), then jieba word segmentation in
 //!   search mode (via `cang-jie`), lowercase, drop long tokens, drop whitespace/punctuation
 //!   tokens. It analyses `text_zh` and `title_zh`, which are filled only when the chunk's text
 //!   (or title) contains CJK ideographs or kana ([`contains_cjk`]); other chunks leave them empty,
@@ -45,7 +46,9 @@ use crate::error::{Error, Result};
 ///    `text` and `title` are stored only; no `section_text`.
 /// 4: no `doc_hash`: a chunk's version stamp is not stored, so that a new version of a
 ///    document rewrites only the chunks whose stored record changed.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: [`freshet_zh_analyzer`] folds traditional characters into simplified ones before
+///    segmenting, so that 宮 and 宫 are one term.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Name under which [`freshet_en_analyzer`] is registered in every index.
 pub const ANALYZER_NAME: &str = "freshet_en";
@@ -88,7 +91,12 @@ pub fn analyze(text: &str) -> Vec<String> {
     distinct_terms(freshet_en_analyzer(), text)
 }
 
-/// Chinese analyzer: jieba segmentation in search mode without HMM (dictionary words, plus the
+/// Chinese analyzer: traditional characters folded into simplified ones, character for
+/// character (`fast2s`, built from OpenCC's tables, with OpenCC's context rules for the few
+/// ambiguous characters), so that a simplified query finds a traditional text and the other
+/// way round (宮 / 宫, 樓 / 楼); then jieba segmentation in search mode without HMM (jieba's
+/// dictionary is simplified: folding first also segments traditional text into words, not
+/// single characters). Segmentation: dictionary words, plus the
 /// 2- and 3-character dictionary words inside longer ones, so `自然语言处理` is indexed as
 /// `自然语言`, `处理`, `自然`, `语言`, ...; characters of out-of-vocabulary words stay single
 /// tokens, which segments the same way in a query and in a document), lowercase, drop tokens of
@@ -163,23 +171,28 @@ fn jieba() -> &'static Arc<Jieba> {
     })
 }
 
-/// cang-jie's tokenizer, created (and the dictionary loaded) on the first text it sees, so that
-/// registering [`freshet_zh_analyzer`] on an index costs nothing until CJK text shows up.
+/// cang-jie's tokenizer over the text folded to simplified characters, created (and the
+/// dictionary loaded) on the first text it sees, so that registering [`freshet_zh_analyzer`]
+/// on an index costs nothing until CJK text shows up.
 #[derive(Clone, Default)]
 struct LazyJiebaTokenizer {
     inner: Option<CangJieTokenizer>,
+    /// The text being tokenised, folded (the token stream borrows it).
+    folded: String,
 }
 
 impl Tokenizer for LazyJiebaTokenizer {
     type TokenStream<'a> = <CangJieTokenizer as Tokenizer>::TokenStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        self.inner
+        let LazyJiebaTokenizer { inner, folded } = self;
+        *folded = fast2s::convert(text);
+        inner
             .get_or_insert_with(|| CangJieTokenizer {
                 worker: Arc::clone(jieba()),
                 option: TokenizerOption::ForSearch { hmm: false },
             })
-            .token_stream(text)
+            .token_stream(folded.as_str())
     }
 }
 

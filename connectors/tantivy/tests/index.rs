@@ -715,6 +715,14 @@ fn zh_analyzer_segments_words() {
     assert_eq!(analyze_zh("BERT 模型"), ["bert", "模型"]);
     assert_eq!(analyze_zh("BERT模型，训练。"), ["bert", "模型", "训练"]);
     assert!(analyze_zh("。，  ！？（）\t\n").is_empty());
+    // Traditional and simplified characters are one term, and traditional text is segmented
+    // into words as simplified text is.
+    assert_eq!(
+        analyze_zh("欲窮千里目，更上一層樓"),
+        analyze_zh("欲穷千里目，更上一层楼")
+    );
+    assert!(analyze_zh("頭髮和發展").iter().any(|t| t == "头发"));
+    assert!(analyze_zh("頭髮和發展").iter().any(|t| t == "发展"));
     assert!(analyze_zh("").is_empty());
     assert!(contains_cjk("BERT 模型"));
     assert!(contains_cjk("タワー"));
@@ -781,6 +789,9 @@ fn chinese_english_and_mixed_chunks() {
 
     // A Chinese word only in the title is found through title_zh.
     assert_eq!(ids(&search("机器翻译")), ["zh_title"]);
+    // Traditional text is found by a simplified query and the other way round.
+    assert_eq!(ids(&search("機器翻譯")), ["zh_title"]);
+    assert_eq!(ids(&search("北京大學")), ["zh"]);
 
     // Filters still apply to Chinese queries.
     assert!(r
