@@ -66,11 +66,14 @@ pub fn doc_ranking<'a>(hit_doc_ids: impl IntoIterator<Item = &'a str>) -> Vec<St
         .collect()
 }
 
-/// The four reported figures of one query.
+/// The five reported figures of one query.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Scores {
     #[serde(rename = "ndcg@10")]
     pub ndcg10: f64,
+    /// Whether the answer is among the first five (a context of five passages holds it).
+    #[serde(rename = "recall@5")]
+    pub recall5: f64,
     #[serde(rename = "recall@10")]
     pub recall10: f64,
     #[serde(rename = "recall@100")]
@@ -84,6 +87,7 @@ impl Scores {
     pub fn of(top: &[String], deep: &[String], qrels: &Judgements) -> Scores {
         Scores {
             ndcg10: ndcg_at(top, qrels, 10),
+            recall5: recall_at(top, qrels, 5),
             recall10: recall_at(top, qrels, 10),
             recall100: recall_at(deep, qrels, 100),
             mrr10: mrr_at(top, qrels, 10),
@@ -96,6 +100,7 @@ impl Scores {
         let sum = |f: fn(&Scores) -> f64| all.iter().map(f).sum::<f64>() / n;
         Scores {
             ndcg10: sum(|s| s.ndcg10),
+            recall5: sum(|s| s.recall5),
             recall10: sum(|s| s.recall10),
             recall100: sum(|s| s.recall100),
             mrr10: sum(|s| s.mrr10),
@@ -153,6 +158,7 @@ mod tests {
         let m = Scores::mean(&[
             Scores {
                 ndcg10: 1.0,
+                recall5: 1.0,
                 recall10: 1.0,
                 recall100: 1.0,
                 mrr10: 1.0,

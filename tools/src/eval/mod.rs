@@ -3,7 +3,7 @@
 //! holds every record of the topic (`GET /v1/index`: the node's own commit, wherever the
 //! pipeline keeps it; an index that has not caught up is never reported on), runs
 //! every query through the query node's HTTP API in each configuration, and reports nDCG@10,
-//! Recall@10, Recall@100 and MRR@10 per configuration (table and JSON). With a baseline it is
+//! Recall@5, Recall@10, Recall@100 and MRR@10 per configuration (table and JSON). With a baseline it is
 //! the CI quality gate.
 
 mod args;
@@ -438,14 +438,15 @@ fn print_table(r: &Report) {
         r.dataset, r.split, r.documents, r.queries
     );
     println!(
-        "{:<18} {:>8} {:>10} {:>11} {:>8} {:>8} {:>8}",
-        "config", "nDCG@10", "Recall@10", "Recall@100", "MRR@10", "p50 ms", "p99 ms"
+        "{:<18} {:>8} {:>9} {:>10} {:>11} {:>8} {:>8} {:>8}",
+        "config", "nDCG@10", "Recall@5", "Recall@10", "Recall@100", "MRR@10", "p50 ms", "p99 ms"
     );
     for (name, c) in &r.configs {
         println!(
-            "{:<18} {:>8.4} {:>10.4} {:>11.4} {:>8.4} {:>8.1} {:>8.1}",
+            "{:<18} {:>8.4} {:>9.4} {:>10.4} {:>11.4} {:>8.4} {:>8.1} {:>8.1}",
             name,
             c.scores.ndcg10,
+            c.scores.recall5,
             c.scores.recall10,
             c.scores.recall100,
             c.scores.mrr10,
