@@ -36,7 +36,7 @@ test *ARGS:
 ci:
     bash .ci/run
 
-# the SciFact retrieval gate against running services (deploy/test.sh runs it too)
+# the retrieval gate (SciFact, zh-poetry) against running services (deploy/test.sh runs it too)
 eval *ARGS:
     deploy/eval-gate.sh {{ARGS}}
 

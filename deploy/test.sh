@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, starts a fresh broker and Milvus (data under
 # $FRESHET_HOME/test-run), builds, runs every unit and integration test, stops the services.
-#   deploy/test.sh                 all tests (the model export's pytest suite and the SciFact gate too)
+#   deploy/test.sh                 all tests (the model export's pytest suite and the retrieval gate too)
 #   deploy/test.sh -- <cargo test args>   e.g. deploy/test.sh -- --test pipeline_e2e
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -60,7 +60,7 @@ fi
 cargo build --workspace --bins --examples
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
 
-# Retrieval quality on SciFact through the real pipeline and query node (CI gate).
+# Retrieval quality on SciFact and zh-poetry through the real pipeline and query node (CI gate).
 if [[ "${FRESHET_SKIP_EVAL:-0}" != 1 && ${#shift_args[@]} -eq 0 ]]; then
     "$here/eval-gate.sh"
 fi
