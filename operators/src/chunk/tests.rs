@@ -567,5 +567,6 @@ fn a_longer_header_leaves_less_room_for_text() {
     assert!(chunks.iter().any(|c| c.token_count > 48));
 }
 
+mod cjk;
 mod locality;
 mod tables;
