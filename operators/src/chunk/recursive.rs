@@ -228,7 +228,7 @@ impl Run<'_, '_> {
             start: a,
             end: b,
             tokens,
-            section: Vec::new(),
+            ..Piece::default()
         });
         self.prev = Some((a, b));
         self.prefix = None;

@@ -321,6 +321,13 @@ fn config_validation() {
     let cases: Vec<(ChunkerConfig, &str)> = vec![
         (
             ChunkerConfig {
+                drop_matter: vec!["cover".into(), "copyright".into()],
+                ..ok.clone()
+            },
+            "drop_matter: unknown kind \"copyright\"",
+        ),
+        (
+            ChunkerConfig {
                 max_tokens: 0,
                 ..ok.clone()
             },

@@ -299,7 +299,7 @@ proptest! {
             .iter()
             .map(|c| {
                 let start = t.text.char_indices().nth(c.char_start as usize).map_or(t.text.len(), |x| x.0);
-                Piece { start, end: start + c.text.len(), tokens: c.token_count as usize, section: vec![] }
+                Piece { start, end: start + c.text.len(), tokens: c.token_count as usize, ..Piece::default() }
             })
             .collect();
         check_sentences(&t, &pieces, budget, "plain FAQ", 0..t.text.len());
