@@ -72,7 +72,8 @@ fn html_broken_and_deep_markup() {
 
 #[test]
 fn block_quotations_as_markdown_quotes_when_asked() {
-    let page = "<p>before</p><blockquote><p>one</p><blockquote><p>two</p></blockquote></blockquote>\
+    let page =
+        "<p>before</p><blockquote><p>one</p><blockquote><p>two</p></blockquote></blockquote>\
                 <p>after</p>";
     let doc = scraper::Html::parse_document(page);
     let quoted = render(

@@ -28,8 +28,6 @@ type Place = (String, String);
 struct Link {
     file: String,
     node: NodeId,
-    /// Its own id (what an EPUB 2 note links back to).
-    id: Option<String>,
     /// Marked as a note reference.
     typed: bool,
     target: Place,
@@ -37,11 +35,28 @@ struct Link {
 }
 
 /// A note: the element that goes once it is spliced, its text in runs (each with the place
-/// the link it lies in points to), and whether it is marked as a note.
+/// the link it lies in points to), whether it is marked as a note, and the files it links
+/// back to.
 struct Note {
     node: NodeId,
     typed: bool,
     runs: Vec<(String, Option<Place>)>,
+    backs: HashSet<String>,
+}
+
+impl Note {
+    fn new(node: NodeId, typed: bool, runs: Vec<(String, Option<Place>)>) -> Note {
+        let backs = runs
+            .iter()
+            .filter_map(|(_, t)| t.as_ref().map(|(f, _)| f.clone()))
+            .collect();
+        Note {
+            node,
+            typed,
+            runs,
+            backs,
+        }
+    }
 }
 
 /// What the first reading found.
@@ -134,7 +149,6 @@ impl Scan {
             self.links.push(Link {
                 file: file.to_owned(),
                 node: n.id(),
-                id: el.attr("id").map(str::to_owned),
                 typed: epub_types(el).any(|t| t == "noteref")
                     || roles(el).any(|r| r == "doc-noteref"),
                 target,
@@ -154,8 +168,21 @@ impl Scan {
         if matches!(el.name(), "body" | "html" | "head") {
             return None;
         }
-        let marked = epub_types(el).any(is_note_type)
-            || roles(el).any(|r| matches!(r, "doc-footnote" | "doc-endnote"));
+        let marked_el = |e: &scraper::node::Element| {
+            epub_types(e).any(is_note_type)
+                || roles(e).any(|r| matches!(r, "doc-footnote" | "doc-endnote"))
+        };
+        let marked = marked_el(el);
+        // An id inside a marked note without one of its own (`<aside epub:type="footnote">
+        // <p id="n1">`): the note is the marked element.
+        if !marked {
+            if let Some(p) = n
+                .parent()
+                .filter(|p| element(*p).is_some_and(|pe| marked_el(pe) && pe.attr("id").is_none()))
+            {
+                return Some(Note::new(p.id(), true, runs(file, p)));
+            }
+        }
         let in_section = n.parent().is_some_and(|p| {
             element(p).is_some_and(|pe| {
                 is_notes_section(pe)
@@ -164,27 +191,49 @@ impl Scan {
             })
         });
         if marked || in_section {
-            return Some(Note {
-                node: n.id(),
-                typed: true,
-                runs: runs(file, n),
-            });
+            return Some(Note::new(n.id(), true, runs(file, n)));
         }
-        // EPUB 2: a paragraph or list item (or an anchor in one) opening with a link.
+        // EPUB 2: a paragraph or list item (or the anchor, span or sup opening one) whose text
+        // opens with a link into the book.
         let block = if NOTE_BLOCKS.contains(&el.name()) {
-            Some(n)
+            n
         } else {
-            n.ancestors()
-                .find(|a| element(*a).is_some_and(|e| NOTE_BLOCKS.contains(&e.name())))
-        }?;
+            let parent = n
+                .parent()
+                .filter(|p| element(*p).is_some_and(|e| NOTE_BLOCKS.contains(&e.name())))?;
+            let first = parent.children().find(|c| {
+                c.value().is_element() || c.value().as_text().is_some_and(|t| !t.trim().is_empty())
+            })?;
+            if !matches!(el.name(), "a" | "span" | "sup") || first.id() != n.id() {
+                return None;
+            }
+            parent
+        };
+        // The first text must lie in a link with a place (checked before the whole is read).
+        let first_text = block
+            .descendants()
+            .find(|d| d.value().as_text().is_some_and(|t| !t.trim().is_empty()))?;
+        let in_link = first_text
+            .ancestors()
+            .take_while(|a| a.id() != block.id())
+            .any(|a| {
+                element(a).is_some_and(|e| {
+                    e.name() == "a"
+                        && e.attr("href")
+                            .is_some_and(|h| link_target(file, h).is_some())
+                })
+            })
+            || element(block).is_some_and(|e| {
+                e.name() == "a"
+                    && e.attr("href")
+                        .is_some_and(|h| link_target(file, h).is_some())
+            });
+        if !in_link {
+            return None;
+        }
         let runs = runs(file, block);
-        let first = runs.iter().find(|r| !r.0.trim().is_empty())?;
         let size: usize = runs.iter().map(|r| r.0.len()).sum();
-        (first.1.is_some() && size <= 16 * 1024).then_some(Note {
-            node: block.id(),
-            typed: false,
-            runs,
-        })
+        (size <= 16 * 1024).then(|| Note::new(block.id(), false, runs))
     }
 
     /// Which links are note references, and the text each gets. The spliced text is held to
@@ -200,10 +249,7 @@ impl Scan {
             let Some(note) = self.notes.get(&l.target) else {
                 continue;
             };
-            let links_back = note.runs.iter().any(|(_, t)| {
-                t.as_ref()
-                    .is_some_and(|(f, id)| *f == l.file && l.id.as_deref().is_none_or(|i| i == id))
-            });
+            let links_back = note.backs.contains(&l.file);
             if !l.inside_note && (l.typed || note.typed || links_back) {
                 refs_of.entry(&l.target).or_default().push(l);
             }

@@ -373,3 +373,28 @@ fn notes_are_held_to_the_text_limit() {
         .expect("binary")
         .is_ok());
 }
+
+/// A one-page EPUB 3 book (English) with `body` as its page's body.
+fn one_page(body: &str) -> Vec<u8> {
+    let opf = r#"<package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata/>
+<manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest>
+<spine><itemref idref="c"/></spine></package>"#;
+    let page = xhtml("c", body);
+    epub(&[("OEBPS/content.opf", opf), ("OEBPS/c.xhtml", &page)])
+}
+
+#[test]
+fn a_note_marked_around_its_id_and_a_landmark_section() {
+    let md = parsed(&one_page(
+        r##"<body><p>Ice moves<a href="#n1">*</a> slowly.</p>
+<aside epub:type="footnote"><p id="n1">A glacier creeps a metre a day.</p></aside>
+<section epub:type="colophon"><p>Set in Garamond.</p></section></body>"##,
+    ))
+    .markdown;
+    assert!(
+        md.contains("Ice moves [Note: A glacier creeps a metre a day.] slowly."),
+        "{md}"
+    );
+    assert_eq!(count(&md, "glacier"), 1, "{md}");
+    assert!(!md.contains("Garamond"), "{md}");
+}
