@@ -9,7 +9,7 @@
 //! limit is [`ParseError::TooLarge`]; any malformed input is a [`ParseError`], never a panic.
 
 mod docx;
-mod epub;
+pub(crate) mod epub;
 mod pdf;
 mod xml;
 mod zip;

@@ -283,7 +283,7 @@ fn percent_decode(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod unit {
