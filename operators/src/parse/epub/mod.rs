@@ -172,7 +172,7 @@ fn drop_matter(doc: &mut Html, path: &str, matter: &Matter, drop: &[&str]) -> bo
         return true;
     }
     let mut parts = Vec::new();
-    for n in doc.tree.nodes() {
+    for n in doc.tree.root().descendants() {
         let Some(el) = n.value().as_element() else {
             continue;
         };

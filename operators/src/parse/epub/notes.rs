@@ -106,11 +106,12 @@ fn link_target(file: &str, href: &str) -> Option<Place> {
 }
 
 impl Scan {
-    /// Reads one file of the spine (its dropped matter already gone). The notes' text is held
-    /// to `max_text` bytes in all.
+    /// Reads one file of the spine (its dropped matter already gone: only what is still in the
+    /// page is read, so a reference in dropped matter refers to nothing). The notes' text is
+    /// held to `max_text` bytes in all.
     pub fn file(&mut self, file: &str, doc: &Html, max_text: usize) -> Result<(), Fault> {
         let mut notes_here: HashSet<NodeId> = HashSet::new();
-        for n in doc.tree.nodes() {
+        for n in doc.tree.root().descendants() {
             match n.value() {
                 Node::Text(t) => {
                     for c in t.chars().filter(|c| c.is_alphanumeric()) {
@@ -137,7 +138,7 @@ impl Scan {
                 _ => {}
             }
         }
-        for n in doc.tree.nodes() {
+        for n in doc.tree.root().descendants() {
             let Some(el) = element(n).filter(|e| e.name() == "a") else {
                 continue;
             };
@@ -388,7 +389,8 @@ impl Splices {
             // Notes sections left with nothing but headings go too.
             let empty: Vec<NodeId> = doc
                 .tree
-                .nodes()
+                .root()
+                .descendants()
                 .filter(|n| element(*n).is_some_and(is_notes_section))
                 .filter(|n| {
                     n.descendants().all(|d| {

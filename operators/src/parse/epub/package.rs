@@ -166,7 +166,7 @@ impl Matter {
             .push("toc");
         let doc = scraper::Html::parse_document(xhtml);
         let dir = dir_of(nav_path);
-        for n in doc.tree.nodes() {
+        for n in doc.tree.root().descendants() {
             let Some(el) = n.value().as_element() else {
                 continue;
             };

@@ -91,7 +91,7 @@ pub(crate) fn chinese_book() -> Vec<u8> {
 <p>三角洲在海边展开<a epub:type="noteref" role="doc-noteref" href="notes.xhtml#en1" id="r2">2</a>。</p>
 <p>坏的引用<a epub:type="noteref" href="notes.xhtml#">3</a>，缺失的<a epub:type="noteref" href="notes.xhtml#nothing">4</a>，书外的<a epub:type="noteref" href="http://example.com/notes.xhtml#en1">5</a>，越界的<a epub:type="noteref" href="../../../../etc/passwd#en1">6</a>，乱码的<a epub:type="noteref" href="%zz#%%">7</a>。</p>
 </section>
-<section epub:type="index"><h2>索引</h2><p>冰川，一</p></section></body>"##,
+<section epub:type="index"><h2>索引</h2><p>冰川，一<a epub:type="noteref" href="ch1.xhtml#fn9">9</a></p></section></body>"##,
     );
     let notes = xhtml(
         "注释",
@@ -202,7 +202,7 @@ fn chinese_notes_are_spliced_at_their_references_once() {
     );
     assert_eq!(count(&md, "三角洲由泥沙沉积而成"), 1, "{md}");
     assert!(!md.contains("# 注释") && !md.contains('↩'), "{md}");
-    // A note nothing refers to stays where it is.
+    // A note nothing refers to stays where it is (a reference in dropped matter is none).
     assert!(md.contains("一条无人引用的注释。"), "{md}");
     // Broken, missing, outside and malformed references are left as they are.
     assert!(
