@@ -7,7 +7,7 @@ use crate::clean::clean;
 use crate::document::Document;
 use crate::hash::doc_hash;
 use crate::limits::{LimitError, RecordLimits};
-use crate::parse::{decode_base64, parse, ParseError, ParseLimits};
+use crate::parse::{decode_base64, parse_with, ParseError, ParseLimits, ParseOptions};
 
 /// Why a document could not be prepared. [`PrepareError::class`] is stable (a DLQ header).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -85,7 +85,10 @@ pub fn prepare_within(
 ) -> Result<PreparedDocument, PrepareError> {
     cfg.validate()?;
     let parse_limits = ParseLimits::with_text_limit(limits.max_text_bytes);
-    let (mut doc, pages) = parsed(doc, &parse_limits)?;
+    let options = ParseOptions {
+        drop_matter: cfg.drop_matter.clone(),
+    };
+    let (mut doc, pages) = parsed(doc, &parse_limits, &options)?;
     // A paged document is cleaned page by page, so that every chunk knows its pages (its
     // joined text is not cleaned a second time).
     if !pages.is_empty() {
@@ -148,6 +151,7 @@ pub fn clean_pages(pages: &[String]) -> (String, Vec<(u32, u32)>) {
 pub fn parsed(
     mut doc: Document,
     limits: &ParseLimits,
+    options: &ParseOptions,
 ) -> Result<(Document, Vec<String>), ParseError> {
     if !doc.content_type.is_binary() {
         return Ok((doc, Vec::new()));
@@ -157,7 +161,7 @@ pub fn parsed(
         reason,
     };
     let bytes = decode_base64(&doc.text).map_err(unparseable)?;
-    let Some(result) = parse(doc.content_type, &bytes, limits) else {
+    let Some(result) = parse_with(doc.content_type, &bytes, limits, options) else {
         return Ok((doc, Vec::new()));
     };
     let p = result?;

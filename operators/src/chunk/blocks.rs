@@ -1,7 +1,8 @@
 //! Blocks that chunk by their own units instead of by paragraphs: Markdown tables (by rows, the
 //! header row repeated in every chunk's section path) and FAQ pages written as `Q:`/`A:` lines
-//! (one question and its answer per chunk). The Markdown splitter cuts a section's body into
-//! [`Segment`]s; everything that is neither stays ordinary text.
+//! (one question and its answer per chunk), and, where asked for (books), block quotations
+//! (`> ` lines), chunked on their own. The Markdown splitter cuts a section's body into
+//! [`Segment`]s; everything else stays ordinary text.
 
 use std::ops::Range;
 
@@ -19,12 +20,14 @@ pub(crate) enum Segment {
     },
     /// One question with its answer, up to the next question.
     Pair(Range<usize>),
+    /// A block quotation: consecutive `>` lines.
+    Quote(Range<usize>),
 }
 
 impl Segment {
     pub(crate) fn range(&self) -> Range<usize> {
         match self {
-            Segment::Text(r) | Segment::Pair(r) => r.clone(),
+            Segment::Text(r) | Segment::Pair(r) | Segment::Quote(r) => r.clone(),
             Segment::Table {
                 header,
                 delimiter,
@@ -91,10 +94,16 @@ fn marker(line: &str, words: &[&str]) -> bool {
     })
 }
 
-/// Cuts `range` of `text` into segments: tables, and — when it holds at least two questions
-/// each followed by an answer — question/answer pairs; the rest is text. Segments are in order
-/// and cover the non-blank part of `range`.
-pub(crate) fn segments(text: &str, range: Range<usize>) -> Vec<Segment> {
+/// A block quotation line: `>` after at most three spaces.
+fn is_quote(line: &str) -> bool {
+    let rest = line.trim_start_matches(' ');
+    line.len() - rest.len() <= 3 && rest.starts_with('>')
+}
+
+/// Cuts `range` of `text` into segments: tables, block quotations (with `quotes`), and — when
+/// it holds at least two questions each followed by an answer — question/answer pairs; the rest
+/// is text. Segments are in order and cover the non-blank part of `range`.
+pub(crate) fn segments(text: &str, range: Range<usize>, quotes: bool) -> Vec<Segment> {
     let lines = lines(text, range.clone());
     let line = |i: usize| &text[lines[i].0.clone()];
     let mut out = Vec::new();
@@ -127,6 +136,17 @@ pub(crate) fn segments(text: &str, range: Range<usize>) -> Vec<Segment> {
                 out.push(Segment::Pair(lines[q].0.start..end));
             }
             return trimmed(text, out);
+        }
+        if quotes && lines[i].1 && is_quote(line(i)) {
+            let mut j = i + 1;
+            while j < lines.len() && lines[j].1 && is_quote(line(j)) {
+                j += 1;
+            }
+            push_text(&mut out, text_start, lines[i].0.start);
+            out.push(Segment::Quote(lines[i].0.start..lines[j - 1].0.end));
+            text_start = lines.get(j).map_or(range.end, |l| l.0.start);
+            i = j;
+            continue;
         }
         let table = lines[i].1
             && is_row(line(i))
@@ -167,6 +187,10 @@ fn trimmed(text: &str, segments: Vec<Segment>) -> Vec<Segment> {
                 let (a, b) = super::separators::trim(text, r.start, r.end);
                 (a < b).then_some(Segment::Pair(a..b))
             }
+            Segment::Quote(r) => {
+                let (a, b) = super::separators::trim(text, r.start, r.end);
+                (a < b).then_some(Segment::Quote(a..b))
+            }
             table => Some(table),
         })
         .collect()
@@ -188,11 +212,12 @@ mod tests {
     use super::*;
 
     fn kinds(text: &str) -> Vec<String> {
-        segments(text, 0..text.len())
+        segments(text, 0..text.len(), true)
             .iter()
             .map(|s| match s {
                 Segment::Text(r) => format!("text:{}", &text[r.clone()]),
                 Segment::Pair(r) => format!("pair:{}", &text[r.clone()]),
+                Segment::Quote(r) => format!("quote:{}", &text[r.clone()]),
                 Segment::Table { rows, .. } => format!("table:{}", rows.len()),
             })
             .collect()
@@ -226,5 +251,21 @@ mod tests {
         assert_eq!(kinds(unanswered), [format!("text:{unanswered}")]);
         assert!(is_question("Question. Where?") && is_answer("- answer: here"));
         assert!(!is_question("Quantity: 3"));
+    }
+
+    #[test]
+    fn block_quotations_where_asked_for() {
+        let t = "before\n\n> quoted\n> more\n>\n> after a break\n\nafter";
+        assert_eq!(
+            kinds(t),
+            [
+                "text:before",
+                "quote:> quoted\n> more\n>\n> after a break",
+                "text:after"
+            ]
+        );
+        assert_eq!(segments(t, 0..t.len(), false), [Segment::Text(0..t.len())]);
+        let fenced = "```\n> not a quote\n```";
+        assert_eq!(kinds(fenced), [format!("text:{fenced}")]);
     }
 }

@@ -460,6 +460,7 @@ impl Walk<'_, '_> {
             end: range.end,
             tokens,
             section: path.to_vec(),
+            quote: false,
         });
     }
 

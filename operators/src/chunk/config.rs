@@ -55,6 +55,11 @@ pub struct ChunkerConfig {
     pub per_content_type: BTreeMap<ContentType, ChunkStrategy>,
     /// Make a document that yields no chunk an error (`no_chunks`) instead of zero chunks.
     pub error_on_empty: bool,
+    /// Kinds of a book's (EPUB's) front and back matter left out of its text, by their EPUB
+    /// names ([`crate::parse::MATTER_KINDS`]: `cover`, `titlepage`, `toc`, `copyright-page`,
+    /// `dedication`, `index`, `colophon`, …), as the book's landmarks, guide or `epub:type`
+    /// name them.
+    pub drop_matter: Vec<String>,
 }
 
 impl Default for ChunkerConfig {
@@ -87,6 +92,10 @@ impl Default for ChunkerConfig {
                 (ContentType::Code(Language::Java), ChunkStrategy::Syntax),
             ]),
             error_on_empty: false,
+            drop_matter: crate::parse::DEFAULT_DROP_MATTER
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -146,6 +155,16 @@ impl ChunkerConfig {
             "child_overlap_tokens",
             self.child_overlap_tokens,
         )?;
+        if let Some(k) = self
+            .drop_matter
+            .iter()
+            .find(|k| !crate::parse::MATTER_KINDS.contains(&k.as_str()))
+        {
+            return Err(ConfigError(format!(
+                "drop_matter: unknown kind {k:?} (expected some of {})",
+                crate::parse::MATTER_KINDS.join(", ")
+            )));
+        }
         if self.parent_max_tokens == 0 {
             return Err(ConfigError("parent_max_tokens must be at least 1".into()));
         }

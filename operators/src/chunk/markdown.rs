@@ -15,7 +15,8 @@
 //! - a table that does not fit is split by rows, whole rows per chunk, and every chunk of it has
 //!   the header row as the last element of its section path (so it is embedded and searched
 //!   with each); FAQ sections (two or more `Q:` lines each answered by an `A:` line) give one
-//!   chunk per question and answer (`chunk/blocks.rs`).
+//!   chunk per question and answer (`chunk/blocks.rs`); in a book (EPUB), a block quotation
+//!   (`> ` lines) is chunked on its own and its chunks are marked `quote`.
 //!
 //! Text before the first heading is a section with an empty path.
 
@@ -37,17 +38,25 @@ pub fn split_markdown(
     tokens: &dyn TokenCounter,
 ) -> Vec<Piece> {
     let engine = Engine::new(text, tokens, true);
-    split_markdown_range(&engine, 0..text.len(), &|_| max_tokens, overlap_tokens)
+    split_markdown_range(
+        &engine,
+        0..text.len(),
+        &|_| max_tokens,
+        overlap_tokens,
+        false,
+    )
 }
 
 /// [`split_markdown`] over `range` of the engine's text, with a token budget per section:
 /// `budget(path)` for the section with heading path `path` (the chunker reserves each
-/// section's embedding header). The overlap is at most half of each section's budget.
+/// section's embedding header). The overlap is at most half of each section's budget. With
+/// `quotes`, a block quotation (`> ` lines) chunks on its own, its pieces marked `quote`.
 pub(crate) fn split_markdown_range(
     engine: &Engine<'_>,
     range: Range<usize>,
     budget: &dyn Fn(&[String]) -> usize,
     overlap_tokens: usize,
+    quotes: bool,
 ) -> Vec<Piece> {
     let text = engine.text;
     let secs = sections(text, range);
@@ -62,7 +71,7 @@ pub(crate) fn split_markdown_range(
         let max_tokens = budget(&s.path).max(1);
         let overlap_tokens = overlap_tokens.min(max_tokens / 2);
         if ba < bb {
-            let segments = blocks::segments(text, ba..bb);
+            let segments = blocks::segments(text, ba..bb, quotes);
             if segments.iter().any(|g| !matches!(g, Segment::Text(_))) {
                 let heading = s.heading.map(|h| pending.take().unwrap_or(h.start)..h.end);
                 let sec = SectionSplit {
@@ -134,6 +143,13 @@ impl SectionSplit<'_, '_> {
                     let pieces = e.split(r, max, overlap, prefix.take());
                     out.extend(self.tag(pieces, self.path));
                 }
+                Segment::Quote(r) => {
+                    let mut pieces = self.tag(e.split(r, max, overlap, prefix.take()), self.path);
+                    for p in &mut pieces {
+                        p.quote = true;
+                    }
+                    out.extend(pieces);
+                }
                 Segment::Table {
                     header,
                     delimiter,
@@ -170,7 +186,7 @@ fn piece(start: usize, end: usize, tokens: usize) -> Piece {
         start,
         end,
         tokens,
-        section: Vec::new(),
+        ..Piece::default()
     }
 }
 

@@ -29,6 +29,8 @@ pub mod recursive;
 mod separators;
 pub mod tokens;
 
+pub(crate) use separators::is_cjk;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,13 +41,16 @@ pub use freshet_core::chunk::{change, chunk_id, header, Chunk, ChunkChange, Chun
 pub use tokens::{CharCounter, HfTokenCounter, TokenCounter, TokenizerLoadError};
 
 /// A chunk chosen by a splitter: byte offsets into the text it was cut from, its verified token
-/// count and its heading path.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// count, its heading path, and whether it is (part of) a block quotation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Piece {
     pub start: usize,
     pub end: usize,
     pub tokens: usize,
     pub section: Vec<String>,
+    /// Cut from a block quotation that chunks on its own (a book's `<blockquote>`); its chunk's
+    /// metadata has `"quote": true`.
+    pub quote: bool,
 }
 
 /// Canonical JSON object of document metadata whose values are JSON texts (a value that is not
@@ -120,6 +125,8 @@ pub fn chunk_document_within(
         return Ok(Vec::new());
     }
     let (parent_child, markdown) = cfg.resolve(doc.content_type);
+    // A book's block quotations (`> ` lines of its parsed Markdown) chunk on their own.
+    let quotes = doc.content_type == ContentType::Epub;
     let engine = recursive::Engine::new(text, tokens, markdown).with_max_pieces(max_chunks);
     let too_many = TooManyChunks { limit: max_chunks };
     // Leaves are embedded with their header: each budget holds the whole embedded input. The
@@ -153,6 +160,7 @@ pub fn chunk_document_within(
         let pps = parent_child::split_parent_child_with(
             &engine,
             markdown,
+            quotes,
             parent_max,
             &leaf_budget(child_max),
             child_overlap,
@@ -182,11 +190,17 @@ pub fn chunk_document_within(
         let pieces = if let Some(pieces) = syntax {
             pieces
         } else if markdown {
-            markdown::split_markdown_range(&engine, 0..text.len(), &budget, cfg.overlap_tokens)
+            markdown::split_markdown_range(
+                &engine,
+                0..text.len(),
+                &budget,
+                cfg.overlap_tokens,
+                quotes,
+            )
         } else {
             let max = budget(&[]);
             let overlap = cfg.overlap_tokens.min(max / 2);
-            let segments = blocks::segments(text, 0..text.len());
+            let segments = blocks::segments(text, 0..text.len(), false);
             if segments
                 .iter()
                 .any(|s| matches!(s, blocks::Segment::Pair(_)))
@@ -241,9 +255,11 @@ impl<'d> Builder<'d> {
         let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let char_start = to_u32(self.chars.char_offset(&self.doc.text, p.start));
         let char_end = to_u32(self.chars.char_offset(&self.doc.text, p.end));
-        let metadata_json = match page_span(self.pages, char_start, char_end) {
-            Some((first, last)) => with_pages(&self.metadata_json, first, last),
-            None => self.metadata_json.clone(),
+        let pages = page_span(self.pages, char_start, char_end);
+        let metadata_json = if pages.is_none() && !p.quote {
+            self.metadata_json.clone()
+        } else {
+            with_keys(&self.metadata_json, pages, p.quote)
         };
         self.out.push(Chunk {
             chunk_id: id.clone(),
@@ -275,12 +291,18 @@ fn page_span(pages: &[(u32, u32)], start: u32, end: u32) -> Option<(u32, u32)> {
     (!pages.is_empty()).then(|| (page_at(start), page_at(end.saturating_sub(1).max(start))))
 }
 
-/// The metadata object with `page_start` and `page_end` added (the document's own keys win).
-fn with_pages(metadata_json: &str, first: u32, last: u32) -> String {
+/// The metadata object with `page_start` and `page_end` added for a paged document, and
+/// `quote: true` for a block quotation (the document's own keys win).
+fn with_keys(metadata_json: &str, pages: Option<(u32, u32)>, quote: bool) -> String {
     let mut map: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(metadata_json).unwrap_or_default();
-    map.entry("page_start").or_insert(first.into());
-    map.entry("page_end").or_insert(last.into());
+    if let Some((first, last)) = pages {
+        map.entry("page_start").or_insert(first.into());
+        map.entry("page_end").or_insert(last.into());
+    }
+    if quote {
+        map.entry("quote").or_insert(true.into());
+    }
     crate::json::canonical_json(&serde_json::Value::Object(map))
 }
 

@@ -31,6 +31,7 @@ pub fn split_parent_child(
     split_parent_child_with(
         &engine,
         markdown,
+        false,
         parent_max_tokens,
         &|_| child_max_tokens,
         child_overlap_tokens,
@@ -38,16 +39,24 @@ pub fn split_parent_child(
 }
 
 /// [`split_parent_child`] with the children's token budget given per parent section path
-/// (the chunker reserves each child's embedding header; children are what is embedded).
+/// (the chunker reserves each child's embedding header; children are what is embedded). With
+/// `quotes`, a block quotation is a child of its own (its parent is still the whole section).
 pub(crate) fn split_parent_child_with(
     engine: &Engine<'_>,
     markdown: bool,
+    quotes: bool,
     parent_max_tokens: usize,
     child_budget: &dyn Fn(&[String]) -> usize,
     child_overlap_tokens: usize,
 ) -> Vec<ParentPiece> {
     let parents = if markdown {
-        split_markdown_range(engine, 0..engine.text.len(), &|_| parent_max_tokens, 0)
+        split_markdown_range(
+            engine,
+            0..engine.text.len(),
+            &|_| parent_max_tokens,
+            0,
+            false,
+        )
     } else {
         engine.split(0..engine.text.len(), parent_max_tokens, 0, None)
     };
@@ -58,7 +67,7 @@ pub(crate) fn split_parent_child_with(
             let child_max = child_budget(&parent.section).max(1);
             let overlap = child_overlap_tokens.min(child_max / 2);
             let mut children = if markdown {
-                split_markdown_range(engine, range, &|_| child_max, overlap)
+                split_markdown_range(engine, range, &|_| child_max, overlap, quotes)
             } else {
                 engine.split(range, child_max, overlap, None)
             };

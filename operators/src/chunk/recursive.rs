@@ -2,9 +2,14 @@
 //!
 //! A range of text is split at the coarsest separator that makes its pieces fit: paragraphs
 //! (blank lines; in Markdown mode a fenced code block is one paragraph), lines, sentences
-//! (`.`, `!`, `?` followed by whitespace or the end; `。！？` anywhere, and `!`/`?` before a CJK
-//! character), words (whitespace; inside a run of CJK characters every character is a word),
-//! grapheme clusters, and characters as the last resort.
+//! (`.`, `!`, `?` followed by whitespace or the end; `。！？` anywhere; `!`, `?`, `…` between
+//! CJK text; closing quotes and brackets stay with their sentence), clauses (`；：，、`, and
+//! `;`, `:`, `,` before whitespace), words (whitespace; inside a run of CJK characters every
+//! character is a word, with its punctuation), grapheme clusters, and characters as the last
+//! resort (`separators.rs` holds the rules). Every strategy cuts through here, so no chunk
+//! starts or ends inside a sentence unless that sentence alone exceeds the budget, nor inside a
+//! clause unless that clause does; a sentence that fits alone is not cut to keep a heading
+//! with it (the heading becomes a chunk of its own).
 //!
 //! # How pieces become chunks
 //!
@@ -27,8 +32,11 @@
 //!   long) are packed greedily up to `max_tokens`.
 //!
 //! Overlap: each chunk after the first starts with the last ~`overlap_tokens` of the previous
-//! chunk, starting at a word boundary (a whitespace boundary, or any CJK character), never in
-//! the middle of a word and never at the previous chunk's own start. Packing reserves the full
+//! chunk, starting at a word boundary (a whitespace boundary), never in the middle of a word
+//! and never at the previous chunk's own start. Where the previous chunk holds CJK text (whose
+//! characters are not words), the overlap starts at a sentence start of that text, or, in a
+//! sentence over budget that the previous chunk ends inside, at a clause start (a character
+//! when that part has no clause mark); when none fits, the chunk has no overlap. Packing reserves the full
 //! `overlap_tokens` for it (so where a chunk ends never depends on the previous chunk's text);
 //! when the next piece and that reserve do not fit together, the chunk has no overlap.
 //!
@@ -38,7 +46,7 @@
 
 use std::cell::OnceCell;
 
-use super::separators::{is_cjk, segments, trim, Level};
+use super::separators::{ends_sentence, is_cjk, segments, trim, Level};
 use super::tokens::TokenCounter;
 use super::Piece;
 
@@ -220,7 +228,7 @@ impl Run<'_, '_> {
             start: a,
             end: b,
             tokens,
-            section: Vec::new(),
+            ..Piece::default()
         });
         self.prev = Some((a, b));
         self.prefix = None;
@@ -249,10 +257,35 @@ impl Run<'_, '_> {
             .map(|(start, _)| Lead::Overlap { start })
     }
 
-    /// The earliest word boundary `o` in `(ps, pe)` with `estimate(o, pe) <= overlap`.
+    /// The earliest overlap start `o` in `(ps, pe)` with `estimate(o, pe) <= overlap`: a word
+    /// boundary, except in sentences with CJK text ([`Self::cjk_overlap_starts`]).
     fn overlap_start(&self, ps: usize, pe: usize) -> Option<(usize, usize)> {
         let text = self.e.text.get(ps..pe)?;
-        // Word starts, nearest to the end first; enough of them to cover the overlap budget.
+        let cands = if text.chars().any(is_cjk) {
+            self.cjk_overlap_starts(ps, pe)
+        } else {
+            self.word_starts(ps, pe)
+        };
+        // cands[k] grows with k (longer overlap); find the largest k that fits.
+        let (mut lo, mut hi) = (None, cands.len());
+        let mut l = 0usize;
+        while l < hi {
+            let mid = (l + hi) / 2;
+            let t = self.estimate(cands[mid], pe);
+            if t <= self.overlap {
+                lo = Some((cands[mid], t));
+                l = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.filter(|&(_, t)| t > 0)
+    }
+
+    /// Word starts in `(ps, pe)`, nearest to `pe` first; enough of them to cover the overlap
+    /// budget.
+    fn word_starts(&self, ps: usize, pe: usize) -> Vec<usize> {
+        let text = self.e.text.get(ps..pe).unwrap_or("");
         let limit = self.overlap * 4 + 8;
         let mut cands = Vec::new();
         let mut next: Option<char> = None;
@@ -268,20 +301,48 @@ impl Run<'_, '_> {
             }
             next = Some(c);
         }
-        // cands[k] grows with k (longer overlap); find the largest k that fits.
-        let (mut lo, mut hi) = (None, cands.len());
-        let mut l = 0usize;
-        while l < hi {
-            let mid = (l + hi) / 2;
-            let t = self.estimate(cands[mid], pe);
-            if t <= self.overlap {
-                lo = Some((cands[mid], t));
-                l = mid + 1;
-            } else {
-                hi = mid;
-            }
+        cands
+    }
+
+    /// Overlap starts in `(ps, pe)` when the previous chunk holds CJK text, nearest to `pe`
+    /// first: sentence starts, word starts inside sentences without CJK text, and, in a
+    /// sentence the previous chunk was cut inside (one over budget), its clause starts, or its
+    /// word starts when that part of it has no clause mark.
+    fn cjk_overlap_starts(&self, ps: usize, pe: usize) -> Vec<usize> {
+        let text = self.e.text;
+        let limit = self.span_range.1.max(pe);
+        let mut look = (pe + 64).min(limit);
+        while !text.is_char_boundary(look) {
+            look += 1;
         }
-        lo.filter(|&(_, t)| t > 0)
+        let cut_inside = !ends_sentence(text, ps, pe, limit);
+        let mut cands = Vec::new();
+        for (sa, sb) in segments(text, ps, look, Level::Sentence, false) {
+            if sa >= pe {
+                break;
+            }
+            if sa > ps {
+                cands.push(sa);
+            }
+            let part = (sa.max(ps), sb.min(pe));
+            let cjk = text[part.0..part.1].chars().any(is_cjk);
+            let inner = if !cjk {
+                segments(text, part.0, part.1, Level::Word, false)
+            } else if cut_inside && sb > pe {
+                let clauses = segments(text, part.0, part.1, Level::Clause, false);
+                if clauses.len() > 1 {
+                    clauses
+                } else {
+                    segments(text, part.0, part.1, Level::Word, false)
+                }
+            } else {
+                Vec::new()
+            };
+            cands.extend(inner.iter().map(|w| w.0).filter(|&o| o > part.0));
+        }
+        cands.sort_unstable_by(|a, b| b.cmp(a));
+        cands.dedup();
+        cands
     }
 
     /// Emits `[a, b)` (a whole group) as one chunk if it fits with its lead.
@@ -329,8 +390,14 @@ impl Run<'_, '_> {
         }
         if segs.len() == 1 && level < Level::Char {
             let (sa, sb) = segs[0];
-            self.process(sa, sb, level.next());
-            return;
+            // One sentence (or clause) that fits without the heading is not cut for it.
+            let alone = level >= Level::Sentence
+                && self.prefix.is_some()
+                && self.estimate(sa, sb) <= self.max;
+            if !alone {
+                self.process(sa, sb, level.next());
+                return;
+            }
         }
         let units: Vec<Unit> = segs
             .into_iter()
@@ -384,6 +451,13 @@ impl Run<'_, '_> {
         let mut k = 0;
         while k < units.len() && !self.e.full() {
             let u = units[k];
+            if !self.fits(u) && self.prefix.is_some() && level >= Level::Sentence && u.t <= self.max
+            {
+                // A sentence (or clause) that fits alone is not cut for the heading's sake:
+                // the heading goes alone.
+                self.flush_prefix();
+                continue;
+            }
             if !self.fits(u) {
                 self.too_big(u, level);
                 k += 1;

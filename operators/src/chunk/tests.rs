@@ -321,6 +321,13 @@ fn config_validation() {
     let cases: Vec<(ChunkerConfig, &str)> = vec![
         (
             ChunkerConfig {
+                drop_matter: vec!["cover".into(), "copyright".into()],
+                ..ok.clone()
+            },
+            "drop_matter: unknown kind \"copyright\"",
+        ),
+        (
+            ChunkerConfig {
                 max_tokens: 0,
                 ..ok.clone()
             },
@@ -567,5 +574,6 @@ fn a_longer_header_leaves_less_room_for_text() {
     assert!(chunks.iter().any(|c| c.token_count > 48));
 }
 
+mod cjk;
 mod locality;
 mod tables;

@@ -156,12 +156,30 @@ fn is_main(el: &scraper::node::Element) -> bool {
 /// (or `role="main"`), only the first one is kept; otherwise, if it has `<article>`s, only the
 /// outermost articles are kept.
 pub fn html_to_markdown(html: &str) -> HtmlText {
+    render(
+        &scraper::Html::parse_document(html),
+        &RenderOptions::default(),
+    )
+}
+
+/// How [`render`] treats a parsed page beyond [`html_to_markdown`]'s rules.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RenderOptions {
+    /// Block quotations as Markdown quotes (every line `> `) instead of plain paragraphs.
+    pub quotes: bool,
+    /// Elements kept even where they look like boilerplate (a book's notes in `<aside>`).
+    pub keep: std::collections::HashSet<ego_tree::NodeId>,
+}
+
+/// [`html_to_markdown`] of a parsed page, with `options`.
+pub(crate) fn render(doc: &scraper::Html, options: &RenderOptions) -> HtmlText {
     use ego_tree::iter::Edge;
     use scraper::Node;
 
-    let doc = scraper::Html::parse_document(html);
-
-    let title = page_title(&doc);
+    let title = page_title(doc);
+    let boilerplate = |n: ego_tree::NodeRef<'_, Node>, el: &scraper::node::Element, depth| {
+        !options.keep.contains(&n.id()) && is_boilerplate(el, depth)
+    };
 
     // Find the content roots, skipping boilerplate subtrees.
     let mut main = None;
@@ -179,7 +197,7 @@ pub fn html_to_markdown(html: &str) -> HtmlText {
                     let Node::Element(el) = n.value() else {
                         continue;
                     };
-                    if is_boilerplate(el, sectioning) {
+                    if boilerplate(n, el, sectioning) {
                         skip = Some(n.id());
                         continue;
                     }
@@ -223,7 +241,10 @@ pub fn html_to_markdown(html: &str) -> HtmlText {
         None => vec![doc.tree.root()],
     };
 
-    let mut r = Renderer::default();
+    let mut r = Renderer {
+        quotes: options.quotes,
+        ..Renderer::default()
+    };
     for root in roots {
         r.para();
         let mut skip = None;
@@ -236,7 +257,7 @@ pub fn html_to_markdown(html: &str) -> HtmlText {
                     match n.value() {
                         Node::Text(t) => r.text(t),
                         Node::Element(el) => {
-                            if is_boilerplate(el, r.sectioning) {
+                            if boilerplate(n, el, r.sectioning) {
                                 skip = Some(n.id());
                             } else {
                                 r.open(el.name());
@@ -299,6 +320,10 @@ struct Renderer {
     lists: Vec<(bool, usize)>,
     /// Open `article`/`main`/`section` elements.
     sectioning: usize,
+    /// Block quotations as `> ` lines; the open ones, and where the outermost starts.
+    quotes: bool,
+    quote_depth: usize,
+    quote_start: usize,
 }
 
 impl Renderer {
@@ -408,6 +433,13 @@ impl Renderer {
             return;
         }
         match name {
+            "blockquote" if self.quotes => {
+                self.para();
+                if self.quote_depth == 0 {
+                    self.quote_start = self.out.len();
+                }
+                self.quote_depth += 1;
+            }
             "pre" => {
                 self.para();
                 self.pre = 1;
@@ -480,6 +512,12 @@ impl Renderer {
             return;
         }
         match name {
+            "blockquote" if self.quotes && self.quote_depth > 0 => {
+                self.quote_depth -= 1;
+                if self.quote_depth == 0 {
+                    self.quote_lines();
+                }
+            }
             "ul" | "ol" => {
                 self.lists.pop();
                 if self.lists.is_empty() {
@@ -493,6 +531,25 @@ impl Renderer {
             _ if LINE_ELEMENTS.contains(&name) && name != "br" => self.line(),
             _ => {}
         }
+    }
+
+    /// The outermost block quotation, rendered since `quote_start`, as `> ` lines.
+    fn quote_lines(&mut self) {
+        let start = self.quote_start.min(self.out.len());
+        let body = self.out[start..].trim().to_owned();
+        self.out.truncate(start);
+        for (i, line) in body.lines().enumerate() {
+            if i > 0 {
+                self.out.push('\n');
+            }
+            if line.trim().is_empty() {
+                self.out.push('>');
+            } else {
+                self.out.push_str("> ");
+                self.out.push_str(line);
+            }
+        }
+        self.para();
     }
 
     fn flush_code(&mut self) {
@@ -523,74 +580,4 @@ impl Renderer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clean::clean_text;
-    use crate::document::ContentType;
-
-    fn html(s: &str) -> String {
-        clean_text(s, ContentType::Html)
-    }
-
-    #[test]
-    fn html_boilerplate_is_dropped() {
-        let page = r#"<!doctype html><html><head><title> My  Page </title>
-            <style>body{color:red}</style><script>var x = "<p>no</p>";</script></head>
-            <body>
-              <header><nav><ul><li>Home</li><li>About</li></ul></nav><h1>Site</h1></header>
-              <div class="sidebar">Sidebar junk</div>
-              <div role="navigation">Role nav</div>
-              <p>Intro &amp; more&nbsp;text &eacute; &#x4E2D;</p>
-              <div><div><div><p>Deep <b>bold</b> <a href="x">link</a></p></div></div></div>
-              <aside>Aside</aside>
-              <form><input value="x"><button>Go</button></form>
-              <p hidden>Hidden</p><p aria-hidden="true">Aria hidden</p>
-              <noscript>Enable JS</noscript>
-              <!-- a comment -->
-              <footer>Copyright</footer>
-            </body></html>"#;
-        let h = html_to_markdown(page);
-        assert_eq!(h.title.as_deref(), Some("My Page"));
-        let out = html(page);
-        assert_eq!(out, "Intro & more text é 中\n\nDeep bold link");
-    }
-
-    #[test]
-    fn html_main_and_article() {
-        let page = "<body><p>outside</p><main><header><h1>Article   title</h1></header>\
-                    <p>Body</p><footer>f</footer></main><p>after</p></body>";
-        assert_eq!(html(page), "# Article title\n\nBody");
-        let page = "<body><p>teaser</p><article><h2>A</h2><p>a</p><article><p>nested</p>\
-                    </article></article><div>x</div><article><h2>B</h2><p>b</p></article></body>";
-        assert_eq!(html(page), "## A\n\na\n\nnested\n\n## B\n\nb");
-        let page = "<div role=\"main\"><p>m</p></div><p>other</p>";
-        assert_eq!(html(page), "m");
-    }
-
-    #[test]
-    fn html_structure_to_markdown() {
-        let page = "<h1>Top <small>x</small></h1><p>para one<br>line two</p>\
-            <h2></h2>\
-            <ul><li>a</li><li>b<ul><li>c</li></ul></li></ul><ol><li>x</li><li>y</li></ol>\
-            <table><tr><th>k</th><th>v</th></tr><tr><td>1</td><td>2</td></tr></table>\
-            <pre><code>fn main() {\n    x();\n}</code></pre><h3>T<br>wo</h3><p># not a heading</p>";
-        assert_eq!(
-            html(page),
-            "# Top x\n\npara one\nline two\n\n- a\n- b\n  - c\n\n1. x\n2. y\n\nk | v\n1 | 2\n\n\
-             ```\nfn main() {\n    x();\n}\n```\n\n### T wo\n\n\\# not a heading"
-        );
-        // code containing a fence gets a longer fence
-        assert_eq!(html("<pre>a\n```\nb</pre>"), "````\na\n```\nb\n````");
-    }
-
-    #[test]
-    fn html_broken_and_deep_markup() {
-        assert_eq!(html("<p>unclosed <b>bold<p>next"), "unclosed bold\n\nnext");
-        assert_eq!(html(""), "");
-        assert_eq!(html("plain text &lt;tag&gt;"), "plain text <tag>");
-        let deep = format!("{}deep{}", "<div>".repeat(3_000), "</div>".repeat(3_000));
-        assert_eq!(html(&deep), "deep");
-        let deep = format!("{}x", "<span><b>".repeat(300));
-        assert_eq!(html(&deep), "x");
-    }
-}
+mod tests;

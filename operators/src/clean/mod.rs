@@ -28,6 +28,7 @@ use crate::document::{ContentType, Document};
 mod html;
 
 pub use html::{html_to_markdown, HtmlText};
+pub(crate) use html::{render, RenderOptions};
 
 /// Cleans a document: its text by content type (see the module docs), its title (one line).
 /// An HTML document with an empty title takes the page's `<title>`. Every other field is copied.

@@ -1,7 +1,8 @@
 //! The binary parsers fuzzed (PDF, DOCX, EPUB, and the ZIP and XML readers inside them):
 //! arbitrary bytes, the parse tests' fixtures damaged (bits flipped, cut short, bytes inserted,
 //! spans zeroed, false sizes in the ZIP headers), and generated archives (missing and corrupted
-//! entries, deep XML and HTML nesting, spines that repeat or name nothing, zip bombs). Every
+//! entries, deep XML and HTML nesting, spines that repeat or name nothing, zip bombs, books
+//! whose note links and landmarks point anywhere or nowhere). Every
 //! input yields Markdown with text or a classified [`ParseError`], within the deadline, and
 //! unpacking never passes [`ParseLimits`].
 
@@ -383,6 +384,96 @@ fn epub() -> impl Strategy<Value = (Vec<Block>, Entries, bool)> {
     )
 }
 
+/// An href a note reference or landmark may carry: to a note, to nothing, out of the book,
+/// malformed.
+fn note_href() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => note_id().prop_map(|id| format!("#{id}")),
+        3 => note_id().prop_map(|id| format!("notes.xhtml#{id}")),
+        1 => Just("#".to_owned()),
+        1 => Just("notes.xhtml#".to_owned()),
+        1 => Just("../../../../../etc/passwd#n1".to_owned()),
+        1 => Just("http://example.com/notes.xhtml#n1".to_owned()),
+        1 => Just("%zz#%%".to_owned()),
+        1 => Just("c.xhtml".to_owned()),
+        1 => "[ -~]{0,16}",
+    ]
+}
+
+/// A [`note_href`] that names no part of the chapter (a landmark there would drop it).
+fn other_href() -> impl Strategy<Value = String> {
+    note_href().prop_filter("names the chapter", |h| {
+        !h.contains('%') && !h.contains("c.xhtml") && !h.starts_with('#')
+    })
+}
+
+fn note_id() -> impl Strategy<Value = String> {
+    prop_oneof![4 => select(vec!["n1", "n2", "r1", "body"]).prop_map(str::to_owned), 1 => "[a-z%]{1,4}"]
+}
+
+/// A book of a chapter with note references and notes of every kind, and a notes file.
+fn noted_book(
+    refs: &[(String, bool, String)],
+    notes: &[(String, usize, String)],
+    landmarks: &[(String, &str)],
+) -> Vec<u8> {
+    let mut chapter = String::from("<body><p id=\"r1\">Running text stays.");
+    for (href, typed, label) in refs {
+        let t = if *typed {
+            r#" epub:type="noteref""#
+        } else {
+            ""
+        };
+        chapter.push_str(&format!(
+            r#"<a{t} href="{}">{}</a> more."#,
+            escape(href),
+            escape(label)
+        ));
+    }
+    chapter.push_str("</p>");
+    let mut notes_page = String::from(r#"<body><section epub:type="endnotes"><h1>Notes</h1>"#);
+    for (i, (id, kind, t)) in notes.iter().enumerate() {
+        let (id, t) = (escape(id), escape(t));
+        let note = match kind {
+            0 => format!(r#"<aside epub:type="footnote" id="{id}"><p>{t}</p></aside>"#),
+            1 => format!(r#"<p id="{id}"><a href="c.xhtml#r1">{i}</a> {t}</p>"#),
+            2 => format!(r#"<aside epub:type="footnote"><p id="{id}">{t}</p></aside>"#),
+            _ => format!(r#"<div id="{id}">{t}</div>"#),
+        };
+        if i % 2 == 0 {
+            chapter.push_str(&note);
+        } else {
+            notes_page.push_str(&note);
+        }
+    }
+    chapter.push_str("</body>");
+    notes_page.push_str("</section></body>");
+    let mut nav = String::from(r#"<body><nav epub:type="landmarks"><ol>"#);
+    for (href, kind) in landmarks {
+        nav.push_str(&format!(
+            r#"<li><a epub:type="{kind}" href="{}">x</a></li>"#,
+            escape(href)
+        ));
+    }
+    nav.push_str("</ol></nav></body>");
+    let page = |body: &str| {
+        format!(
+            r#"<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"><head><title>t</title></head>{body}</html>"#
+        )
+    };
+    let opf = r#"<package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata/><manifest>
+<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+<item id="c" href="c.xhtml" media-type="application/xhtml+xml"/>
+<item id="n" href="notes.xhtml" media-type="application/xhtml+xml"/></manifest>
+<spine><itemref idref="c"/><itemref idref="n"/></spine></package>"#;
+    crate::parse::epub::tests::epub(&[
+        ("OEBPS/content.opf", opf),
+        ("OEBPS/nav.xhtml", &page(&nav)),
+        ("OEBPS/c.xhtml", &page(&chapter)),
+        ("OEBPS/notes.xhtml", &page(&notes_page)),
+    ])
+}
+
 proptest! {
     #![proptest_config(config(64))]
 
@@ -404,6 +495,28 @@ proptest! {
         for ct in BINARY {
             let _ = parse_checked(ct, bytes.clone(), limits);
         }
+    }
+
+    #[test]
+    fn damaged_books(chinese in any::<bool>(), mutations in proptest::collection::vec(mutation(), 1..6),
+                     limits in limits()) {
+        let book = if chinese {
+            crate::parse::epub::tests::chinese_book()
+        } else {
+            crate::parse::epub::tests::english_book()
+        };
+        let _ = parse_checked(ContentType::Epub, mutate(book, &mutations), limits);
+    }
+
+    #[test]
+    fn books_with_notes_anywhere(refs in proptest::collection::vec((note_href(), any::<bool>(), text(3)), 0..12),
+                                 notes in proptest::collection::vec((note_id(), 0usize..4, text(4)), 0..8),
+                                 landmarks in proptest::collection::vec((other_href(), select(vec!["cover", "toc", "index", "bodymatter", "x"])), 0..4)) {
+        let book = noted_book(&refs, &notes, &landmarks);
+        let r = parse_checked(ContentType::Epub, book, ParseLimits::default());
+        // The running text is there whatever the notes and landmarks say.
+        let md = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(md.contains("Running text stays."), "{md}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! limit is [`ParseError::TooLarge`]; any malformed input is a [`ParseError`], never a panic.
 
 mod docx;
-mod epub;
+pub(crate) mod epub;
 mod pdf;
 mod xml;
 mod zip;
@@ -130,14 +130,65 @@ impl ParseLimits {
     }
 }
 
+/// Kinds of a book's front and back matter, by their EPUB names (`epub:type`, landmarks; the
+/// EPUB 2 guide's spellings are read as these).
+pub const MATTER_KINDS: &[&str] = &[
+    "cover",
+    "titlepage",
+    "toc",
+    "copyright-page",
+    "dedication",
+    "epigraph",
+    "foreword",
+    "preface",
+    "acknowledgments",
+    "index",
+    "colophon",
+    "glossary",
+    "bibliography",
+    "appendix",
+    "afterword",
+    "loi",
+    "lot",
+];
+
+/// The matter a book leaves out by default (`[chunking] drop_matter`).
+pub const DEFAULT_DROP_MATTER: &[&str] = &["cover", "toc", "copyright-page", "index", "colophon"];
+
+/// What parsing leaves out beyond each format's own rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Kinds of front and back matter ([`MATTER_KINDS`]) left out of a book (EPUB).
+    pub drop_matter: Vec<String>,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            drop_matter: DEFAULT_DROP_MATTER.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
 /// The bytes of a `content_base64` (the envelope's rule, `freshet-core`).
 pub use freshet_core::envelope::decode_base64;
 
-/// Parses `bytes` of a binary content type. `None` for a text content type (nothing to parse).
+/// Parses `bytes` of a binary content type with the default [`ParseOptions`]. `None` for a text
+/// content type (nothing to parse).
 pub fn parse(
     content_type: ContentType,
     bytes: &[u8],
     limits: &ParseLimits,
+) -> Option<Result<Parsed, ParseError>> {
+    parse_with(content_type, bytes, limits, &ParseOptions::default())
+}
+
+/// [`parse`] with `options`.
+pub fn parse_with(
+    content_type: ContentType,
+    bytes: &[u8],
+    limits: &ParseLimits,
+    options: &ParseOptions,
 ) -> Option<Result<Parsed, ParseError>> {
     let ct = content_type.as_str();
     let classified = |fault: Fault| match fault {
@@ -152,7 +203,7 @@ pub fn parse(
     };
     let parsed = match content_type {
         ContentType::Docx => docx::parse(bytes, limits),
-        ContentType::Epub => epub::parse(bytes, limits),
+        ContentType::Epub => epub::parse(bytes, limits, options),
         ContentType::Pdf => pdf::parse(bytes, limits),
         ContentType::PlainText
         | ContentType::Markdown
