@@ -97,7 +97,10 @@ CHECK_LONG = "Freshet keeps the search indexes of a retrieval pipeline fresh whi
 DIFF_LIMIT = 2e-4  # onnxruntime float32 vs numpy float64, 12 layers
 ENGINE_MIN_COS = 0.999  # measured 0.9999: the engine runs the same 4-bit weights (int8 activations)
 # int8 variant: minimum cosine of each check text's pooled embedding to the float64 reference (and
-# to the engine's), and of a padded batch's embeddings to single-text runs. MEASURED_TODO
+# to the engine's), and of a padded batch's embeddings to single-text runs. Measured: 0.994 to the
+# reference (the 512-token input included), 0.996 to the engine, 0.996 batch vs single; against
+# the float32 export, mean 0.9969 and minimum 0.9933 on SciFact (300 queries, 1,000 abstracts), mean
+# 0.9966 and minimum 0.9947 on Chinese (166 questions, 500 classical poems).
 QUANT_MIN_COS = 0.98
 QUANT_BATCH_MIN_COS = 0.98
 
