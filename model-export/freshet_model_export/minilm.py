@@ -41,7 +41,17 @@ import time
 from pathlib import Path
 
 from .bert import OPSET, build_onnx, mean_pool_normalize, ort_session, pad_batch, reference_forward, run_ort
-from .common import TOKENIZER_FILES, CheckFailed, UsageError, freshet_home, log, sha256_file, write_json
+from .common import (
+    QUANTIZATIONS,
+    TOKENIZER_FILES,
+    CheckFailed,
+    UsageError,
+    freshet_home,
+    log,
+    save_model,
+    sha256_file,
+    write_json,
+)
 from .publish import check_or_export, export_is_current
 from .safetensors import read_safetensors
 from .wordpiece import MiniBertTokenizer
@@ -82,7 +92,6 @@ DIFF_LIMIT = 1e-4
 # the vector route 0.650 against 0.645 in float32.
 QUANT_MIN_COS = 0.98
 QUANT_BATCH_MIN_COS = 0.98  # measured 0.991 for the check sentences
-QUANTIZATIONS = ("none", "int8")
 CROSS_CHECK_MIN_COS = 0.999
 
 
@@ -290,29 +299,7 @@ def write_check_file(model_dir: Path, weights_src: Path) -> None:
     (model_dir / "freshet-check.json").write_text(json.dumps(rec, indent=1) + "\n")
 
 
-def quantize_int8(fp32: Path, out: Path) -> None:
-    """onnxruntime's dynamic int8 quantization of the dense layers (per output channel). The
-    attention's score and context products multiply two activations; quantizing them too cost
-    cosine (0.944 mean on SciFact with per-tensor weights, 0.995 per channel without them)."""
-    import logging
-
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process applies to static quantization
-
-    graph = onnx.load(str(fp32)).graph
-    attention = [n.name for n in graph.node
-                 if n.op_type == "MatMul" and n.name.endswith(("/scores", "/ctx"))]
-    if not attention:
-        raise CheckFailed("no attention MatMul nodes found to keep in float (graph layout changed?)")
-    quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"], nodes_to_exclude=attention)
-
-
 def export_into(tmp: Path, src: Path, quantize: str = "none") -> None:
-    import onnx
-
     cfg = load_config(src)
     w = read_safetensors(src / "model.safetensors")
     check_weights(w, cfg)
@@ -320,14 +307,7 @@ def export_into(tmp: Path, src: Path, quantize: str = "none") -> None:
         f"{cfg['num_attention_heads']} heads, opset {OPSET})")
     model = build_onnx(w, cfg, producer_version=EXPORTER_VERSION,
                        doc_string=f"{MODEL_ID} BERT encoder, exported by freshet_model_export.minilm from {SOURCE}")
-    if quantize == "int8":
-        fp32 = tmp / "model-fp32.onnx"
-        onnx.save_model(model, str(fp32))
-        log("quantizing the dense layers to int8 (dynamic, per channel)")
-        quantize_int8(fp32, tmp / "model.onnx")
-        fp32.unlink()
-    else:
-        onnx.save_model(model, str(tmp / "model.onnx"))
+    save_model(model, tmp / "model.onnx", quantize)
 
     shutil.copyfile(src / "config.json", tmp / "config.json")
     # tokenizer.json: the shipped one pads and truncates to a fixed 128 tokens; drop both so the

@@ -55,6 +55,12 @@ def test_export_model_sh_runs_the_package(tmp_path):
     r = run_sh("--model", "multilingual-e5-small", "--source-file", str(tmp_path / "e5.bin"), "--check",
                FRESHET_MODEL_DIR=str(tmp_path / "e5-out"))
     assert r.returncode == 2 and f"{tmp_path / 'e5-out'} does not exist" in r.stderr, r.stderr
+    # e5's int8 variant: exported, quantized, then refused (the tiny tokenizer disagrees with the engine)
+    r = run_sh("--model", "multilingual-e5-small-int8", "--source-file", str(tmp_path / "e5.bin"),
+               "--out-dir", str(tmp_path / "e5-int8"))
+    assert r.returncode == 1, r.stderr
+    assert "quantizing the dense layers to int8" in r.stderr and "VALIDATION FAILED" in r.stderr
+    assert not (tmp_path / "e5-int8").exists()
 
 
 def test_export_model_sh_refuses_an_unknown_model():

