@@ -261,6 +261,38 @@ mod tests {
         }
     }
 
+    /// Chinese text has no spaces: the budget is what the counter counts (characters here, the
+    /// model's tokens in the node), never whitespace words, and a passage is never cut.
+    #[test]
+    fn chinese_passages_count_by_the_counter_and_stay_whole() {
+        let texts = [
+            "床前明月光，疑是地上霜。举头望明月，低头思故乡。",
+            "春眠不觉晓，处处闻啼鸟。",
+            "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
+        ];
+        let mut i = inputs(&texts);
+        i[0].title = "静夜思\u{3000}李白";
+        i[0].source = "唐诗三百首";
+        let all = pack(&i, 10_000, PackOrder::RelevanceFirst, &CharCounter);
+        assert!(
+            all.context
+                .starts_with("[1] 静夜思 李白 (唐诗三百首)\n床前明月光，疑是地上霜。"),
+            "{}",
+            all.context
+        );
+        assert_eq!(all.citations.len(), 3);
+        // A whitespace counter would see one "word" per passage; the character counter sees
+        // every character, and every budget holds with whole passages only.
+        assert!(all.tokens > texts.iter().map(|t| t.chars().count()).sum::<usize>());
+        for budget in 0..=all.tokens {
+            let p = pack(&i, budget, PackOrder::EdgesFirst, &CharCounter);
+            assert!(p.tokens <= budget, "{} > {budget}", p.tokens);
+            for c in &p.citations {
+                assert!(p.context.contains(texts[c.result_index]), "{}", p.context);
+            }
+        }
+    }
+
     /// A passage of a paged document cites its pages: `title (p. 4–5)`, or one page.
     #[test]
     fn pages_are_cited() {
