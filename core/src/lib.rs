@@ -21,6 +21,7 @@ pub mod envelope;
 pub mod filter;
 pub mod json;
 pub mod limits;
+pub mod script;
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

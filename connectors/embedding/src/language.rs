@@ -15,6 +15,8 @@
 
 use std::collections::BTreeSet;
 
+use freshet_core::script::{is_han, is_hangul, is_kana};
+
 pub use whatlang::Script;
 
 /// What [`detect`] tells of a text.
@@ -35,19 +37,6 @@ struct ScriptCounts {
     hangul: usize,
     /// Words (runs of letters) in any other script.
     other_words: usize,
-}
-
-fn is_han(c: char) -> bool {
-    matches!(c as u32,
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
-}
-
-fn is_kana(c: char) -> bool {
-    matches!(c as u32, 0x3040..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9D)
-}
-
-fn is_hangul(c: char) -> bool {
-    matches!(c as u32, 0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF)
 }
 
 fn count_scripts(text: &str) -> ScriptCounts {

@@ -24,6 +24,7 @@ use std::sync::{Arc, OnceLock};
 use cang_jie::jieba_rs::Jieba;
 use cang_jie::{CangJieTokenizer, TokenizerOption};
 use freshet_core::chunk::{Chunk, ChunkKind};
+use freshet_core::script::{is_han, is_kana};
 use tantivy::schema::document::{TantivyDocument, Value};
 use tantivy::schema::{
     Field, IndexRecordOption, JsonObjectOptions, NumericOptions, OwnedValue, Schema,
@@ -134,17 +135,8 @@ pub fn contains_cjk(text: &str) -> bool {
 }
 
 fn is_cjk(c: char) -> bool {
-    matches!(
-        u32::from(c),
-        0x3005 | 0x3007 // 々 〇
-            | 0x3040..=0x30FF // Hiragana, Katakana
-            | 0x31F0..=0x31FF // Katakana phonetic extensions
-            | 0x3400..=0x4DBF // CJK Unified Ideographs Extension A
-            | 0x4E00..=0x9FFF // CJK Unified Ideographs
-            | 0xF900..=0xFAFF // CJK Compatibility Ideographs
-            | 0xFF66..=0xFF9D // Halfwidth Katakana
-            | 0x20000..=0x323AF // Extensions B-H, Compatibility Ideographs Supplement
-    )
+    // 々 〇 are ideographic marks outside the Han blocks.
+    matches!(c, '\u{3005}' | '\u{3007}') || is_han(c) || is_kana(c)
 }
 
 fn distinct_terms(mut analyzer: TextAnalyzer, text: &str) -> Vec<String> {
