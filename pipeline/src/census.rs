@@ -7,7 +7,9 @@
 //! it opens and following every committed batch, and warns (a log line, the
 //! `corpus_uncovered_share` gauge, a note in `/readyz`) while more than
 //! `[pipeline] uncovered_language_warn_share` of them are in languages the model does not
-//! declare. Counts are per document, so an edited or deleted document replaces its old counts.
+//! declare. Counts are per document, so an edited or deleted document replaces its old counts;
+//! a chunk id names its text, so a chunk kept by an edit keeps its language without being
+//! detected again.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,31 +26,24 @@ const UNDETERMINED: &str = "und";
 pub struct LanguageCensus {
     model: Option<Languages>,
     warn_share: f64,
-    /// Document (blake3 of its id, 8 bytes) → its leaf chunks by language.
-    docs: HashMap<u64, Vec<(&'static str, u32)>>,
+    /// Document (8 bytes of blake3 of its id) → its leaf chunks (the same of their ids) and
+    /// their languages.
+    docs: HashMap<u64, Vec<(u64, &'static str)>>,
     totals: BTreeMap<&'static str, u64>,
     warned: bool,
     metrics: Metrics,
     ready: Readiness,
 }
 
-fn doc_key(doc_id: &str) -> u64 {
-    let h = blake3::hash(doc_id.as_bytes());
+fn key(id: &str) -> u64 {
+    let h = blake3::hash(id.as_bytes());
     u64::from_le_bytes(h.as_bytes()[..8].try_into().unwrap_or([0; 8]))
 }
 
-fn languages_of<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> Vec<(&'static str, u32)> {
-    let mut out: Vec<(&'static str, u32)> = Vec::new();
-    for c in chunks.into_iter().filter(|c| c.kind == ChunkKind::Leaf) {
-        let lang = detect(&c.text)
-            .and_then(|d| d.language)
-            .unwrap_or(UNDETERMINED);
-        match out.iter_mut().find(|(l, _)| *l == lang) {
-            Some((_, n)) => *n += 1,
-            None => out.push((lang, 1)),
-        }
-    }
-    out
+fn language_of(text: &str) -> &'static str {
+    detect(text)
+        .and_then(|d| d.language)
+        .unwrap_or(UNDETERMINED)
 }
 
 impl LanguageCensus {
@@ -72,20 +67,31 @@ impl LanguageCensus {
 
     /// Sets what document `doc_id` holds now (its chunks after a commit; none once deleted).
     pub fn set<'a>(&mut self, doc_id: &str, chunks: impl IntoIterator<Item = &'a Chunk>) {
-        let now = languages_of(chunks);
-        let key = doc_key(doc_id);
-        let before = if now.is_empty() {
-            self.docs.remove(&key)
-        } else {
-            self.docs.insert(key, now.clone())
-        };
-        for (lang, n) in before.unwrap_or_default() {
+        let doc = key(doc_id);
+        let before = self.docs.remove(&doc).unwrap_or_default();
+        let known: HashMap<u64, &'static str> = before.iter().copied().collect();
+        let now: Vec<(u64, &'static str)> = chunks
+            .into_iter()
+            .filter(|c| c.kind == ChunkKind::Leaf)
+            .map(|c| {
+                let id = key(&c.chunk_id);
+                let lang = known
+                    .get(&id)
+                    .copied()
+                    .unwrap_or_else(|| language_of(&c.text));
+                (id, lang)
+            })
+            .collect();
+        for (_, lang) in &before {
             if let Some(t) = self.totals.get_mut(lang) {
-                *t = t.saturating_sub(u64::from(n));
+                *t = t.saturating_sub(1);
             }
         }
-        for (lang, n) in now {
-            *self.totals.entry(lang).or_default() += u64::from(n);
+        for (_, lang) in &now {
+            *self.totals.entry(lang).or_default() += 1;
+        }
+        if !now.is_empty() {
+            self.docs.insert(doc, now);
         }
     }
 
