@@ -48,12 +48,7 @@ mod tests {
 
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use freshet_config::vars as env;
 
     #[test]
     fn the_documented_file_parses_and_matches_the_defaults() {

@@ -157,6 +157,15 @@ impl Sections {
     }
 }
 
+/// `(name, value)` pairs as [`load`] takes the environment (`std::env::vars()` collected), for
+/// callers and tests that state the variables themselves.
+pub fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// The config file as a table (empty without a file).
 pub fn read_table(path: Option<&Path>) -> Result<toml::Table> {
     let Some(p) = path else {
@@ -275,12 +284,7 @@ mod tests {
             .with::<Query>("query")
     }
 
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::vars as env;
 
     #[test]
     fn settings_are_the_field_names_optional_ones_included() {

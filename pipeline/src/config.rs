@@ -204,12 +204,7 @@ pub fn sections() -> Sections {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use freshet_config::vars as env;
 
     #[test]
     fn defaults_need_no_file() {

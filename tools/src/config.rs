@@ -102,12 +102,7 @@ pub fn sections() -> Sections {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use freshet_config::vars as env;
 
     fn deploy_file() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml")
