@@ -3,7 +3,8 @@
 //! chapter in spine order goes through the HTML cleaner ([`crate::clean::html_to_markdown`]'s
 //! rules), so its headings become section paths. A chapter that opens without a heading gets one
 //! from its `<title>`, so every chapter starts a section. Items the spine marks `linear="no"`
-//! are left out (their notes are still spliced in where they are referred to).
+//! are left out (their notes are still spliced in where they are referred to, and so are the
+//! notes of an HTML file out of the spine that the book links to, as EPUB 2 books have them).
 //!
 //! Books as they are written (`notes.rs`, `package.rs`):
 //! - footnotes and endnotes are spliced in at their references, `[注：…]` in a Chinese or
@@ -22,6 +23,8 @@
 
 mod notes;
 mod package;
+
+use std::collections::HashSet;
 
 use scraper::Html;
 
@@ -96,6 +99,26 @@ pub(super) fn parse(
             Ok(None) => {}
             // A page out of the reading order may be missing; one in it may not (below).
             Err(Fault::Damaged(_)) if !linear => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // EPUB 2 books may keep their notes in a file out of the spine, reached only by its links:
+    // such a file is read for its notes (its text is not in the reading order).
+    let in_spine: HashSet<&str> = pages.iter().map(|(p, _)| p.as_str()).collect();
+    let mut off_spine: Vec<String> = package
+        .manifest
+        .values()
+        .filter(|item| item.media_type.contains("html"))
+        .map(|item| resolve(base, &item.href))
+        .filter(|path| !in_spine.contains(path.as_str()))
+        .collect();
+    let linked = scan.linked_files();
+    off_spine.retain(|path| linked.contains(path.as_str()));
+    off_spine.sort();
+    for path in &off_spine {
+        match read(&mut zip, path) {
+            Ok(Some(doc)) => scan.file(path, &doc, limits.max_text_bytes)?,
+            Ok(None) | Err(Fault::Damaged(_)) => {}
             Err(e) => return Err(e),
         }
     }

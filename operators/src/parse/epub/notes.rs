@@ -237,6 +237,11 @@ impl Scan {
         (size <= 16 * 1024).then(|| Note::new(block.id(), false, runs))
     }
 
+    /// The files the links read so far point into.
+    pub fn linked_files(&self) -> HashSet<&str> {
+        self.links.iter().map(|l| l.target.0.as_str()).collect()
+    }
+
     /// Which links are note references, and the text each gets. The spliced text is held to
     /// `max_text` bytes in all.
     pub fn resolve(

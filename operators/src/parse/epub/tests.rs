@@ -114,6 +114,11 @@ pub(crate) fn chinese_book() -> Vec<u8> {
 /// page, a chapter whose note references point to a notes file that links back, and a note
 /// nothing refers to.
 pub(crate) fn english_book() -> Vec<u8> {
+    english_book_with(r#"<itemref idref="notes"/>"#)
+}
+
+/// [`english_book`] with `notes_ref` as the notes file's place in the spine (`""`: out of it).
+fn english_book_with(notes_ref: &str) -> Vec<u8> {
     let opf = r#"<?xml version="1.0" encoding="utf-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="2.0" unique-identifier="id">
   <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
@@ -131,7 +136,7 @@ pub(crate) fn english_book() -> Vec<u8> {
     <item id="notes" href="notes.xhtml" media-type="application/xhtml+xml"/>
   </manifest>
   <spine toc="ncx"><itemref idref="cover"/><itemref idref="toc"/><itemref idref="copy"/>
-    <itemref idref="ded"/><itemref idref="c1"/><itemref idref="notes"/></spine>
+    <itemref idref="ded"/><itemref idref="c1"/>NOTES</spine>
   <guide>
     <reference type="cover" title="Cover" href="cover.xhtml"/>
     <reference type="toc" title="Contents" href="toc.xhtml"/>
@@ -139,7 +144,8 @@ pub(crate) fn english_book() -> Vec<u8> {
     <reference type="dedication" title="Dedication" href="dedication.xhtml"/>
     <reference type="text" title="Start" href="ch1.xhtml"/>
   </guide>
-</package>"#;
+</package>"#
+        .replace("NOTES", notes_ref);
     let cover = xhtml("Cover", "<body><p>Cover art by the river.</p></body>");
     let toc = xhtml(
         "Contents",
@@ -167,7 +173,7 @@ pub(crate) fn english_book() -> Vec<u8> {
 </body>"#,
     );
     epub(&[
-        ("OEBPS/content.opf", opf),
+        ("OEBPS/content.opf", &opf),
         ("OEBPS/cover.xhtml", &cover),
         ("OEBPS/toc.xhtml", &toc),
         ("OEBPS/copyright.xhtml", &copyright),
@@ -235,6 +241,29 @@ fn english_notes_from_a_notes_file_with_back_links() {
     );
     // A link that is no note reference is text as before.
     assert!(md.contains("See the start again."), "{md}");
+}
+
+#[test]
+fn notes_in_a_file_out_of_the_spine_are_spliced_in() {
+    let md = parsed(&english_book_with("")).markdown;
+    assert!(
+        md.contains(
+            "The river rose in spring [Note: Snowmelt raises the river every April.] and flooded"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "The mill stood on the bank [Note: The mill was built in 1820.] for a century."
+        ),
+        "{md}"
+    );
+    assert_eq!(count(&md, "Snowmelt"), 1, "{md}");
+    // The file itself is not in the reading order: what is not spliced in is not read.
+    assert!(
+        !md.contains("# Notes") && !md.contains("A note nothing refers to."),
+        "{md}"
+    );
 }
 
 #[test]
