@@ -4,8 +4,8 @@
 # indexed, ask the query node.
 # Everything stays up afterwards; stop it all with deploy/stop-all.sh.
 #   deploy/run-local.sh                  English model (all-MiniLM-L6-v2 int8)
-#   deploy/run-local.sh --multilingual   multilingual-e5-small (Chinese, Japanese, Korean and
-#                                        90 more languages), in its own collection and index
+#   deploy/run-local.sh --multilingual   multilingual-e5-small int8 (Chinese, Japanese, Korean
+#                                        and 90 more languages), in its own collection and index
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -25,7 +25,7 @@ if ((multilingual)); then
     # Another model is another vector space: its own collection and tantivy index, so that
     # switching back and forth never mixes the two (the pipeline refuses a collection of
     # another model anyway).
-    export FRESHET_EMBEDDING_MODEL_DIR="$FRESHET_HOME/models/multilingual-e5-small"
+    export FRESHET_EMBEDDING_MODEL_DIR="$FRESHET_HOME/models/multilingual-e5-small-int8"
     export FRESHET_MILVUS_COLLECTION="${FRESHET_MILVUS_COLLECTION:-freshet_chunks_e5}"
     export FRESHET_TANTIVY_PATH="${FRESHET_TANTIVY_PATH:-$FRESHET_RUN_DIR/index/tantivy-e5}"
 fi

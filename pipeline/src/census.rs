@@ -169,8 +169,10 @@ impl LanguageCensus {
         format!(
             "{:.0}% of the indexed chunks ({uncovered} of {total}; {}) are in languages the \
              embedding model does not cover ({model}): their vectors are noise, and queries in \
-             those languages are answered by BM25 alone. A multilingual model covers them \
-             (deploy/install.sh --e5, [embedding] model_dir; docs/models.md)",
+             those languages are answered by BM25 alone. A multilingual model covers them: \
+             deploy/run-local.sh --multilingual, or deploy/install.sh --e5 and [embedding] \
+             model_dir = \"~/.freshet/models/multilingual-e5-small-int8\" with a new \
+             collection and index (docs/models.md)",
             share * 100.0,
             top.join(", ")
         )
