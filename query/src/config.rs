@@ -1,6 +1,7 @@
 //! Query node configuration: the `[query]` section of the same TOML file the pipeline reads
 //! (`deploy/freshet.toml`), plus the shared `[tantivy]`, `[milvus]` and `[embedding]` sections,
-//! so one file and one environment configure both binaries. `FRESHET_<SECTION>_<KEY>`
+//! so one file and one environment configure both binaries, and `[llm]` (the language model,
+//! checked at start when `llm.base_url` is set; none by default). `FRESHET_<SECTION>_<KEY>`
 //! environment variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
 
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use freshet_config::Sections;
 use serde::{Deserialize, Serialize};
 
 use freshet_embedding::EmbeddingConfig;
+use freshet_llm::{LlmConfig, LlmSettings};
 use freshet_milvus::MilvusConfig;
 use freshet_tantivy::TantivyConfig;
 
@@ -26,6 +28,10 @@ pub struct Config {
     pub tantivy: TantivyConfig,
     pub milvus: MilvusConfig,
     pub embedding: EmbeddingConfig,
+    pub llm: LlmConfig,
+    /// `[llm]` checked, its key read: `None` without `llm.base_url` (set by [`Config::load`]).
+    #[serde(skip)]
+    pub llm_settings: Option<LlmSettings>,
 }
 
 /// Which backend reranks, if any.
@@ -249,8 +255,10 @@ impl Config {
     }
 
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
-        let config: Config = freshet_config::load(path, env, &sections())?;
+        let mut config: Config = freshet_config::load(path, env, &sections())?;
         config.query.validate()?;
+        let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        config.llm_settings = config.llm.settings(&lookup)?;
         Ok(config)
     }
 }
@@ -262,6 +270,7 @@ pub fn sections() -> Sections {
         .with::<TantivyConfig>("tantivy")
         .with::<MilvusConfig>("milvus")
         .with::<EmbeddingConfig>("embedding")
+        .with::<LlmConfig>("llm")
 }
 
 impl QueryConfig {
@@ -470,6 +479,75 @@ mod tests {
             .collect::<std::collections::BTreeSet<_>>();
         let settings = sections().settings("query").unwrap().clone();
         assert_eq!(documented, settings.iter().map(|s| s.to_string()).collect());
+    }
+
+    /// `[llm]` in the documented file is every setting at its default: no language model.
+    #[test]
+    fn the_documented_llm_section_is_every_setting_off() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+        let c = Config::load_with_env(Some(&path), &[]).unwrap();
+        assert_eq!(c.llm, LlmConfig::default());
+        assert!(c.llm_settings.is_none());
+        let documented = freshet_config::read_table(Some(&path)).unwrap()["llm"]
+            .as_table()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>();
+        let settings = sections().settings("llm").unwrap().clone();
+        assert_eq!(documented, settings.iter().map(|s| s.to_string()).collect());
+    }
+
+    /// A configured model is checked at start: a bad URL or an unreadable key stops the node
+    /// with what to do; a good one is read with its key.
+    #[test]
+    fn the_llm_section_is_checked_at_start() {
+        let e = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_LLM_BASE_URL", "127.0.0.1 port 8081"),
+                ("FRESHET_LLM_MODEL", "m"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("llm.base_url"), "{e:#}");
+        let e = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_LLM_BASE_URL", "http://127.0.0.1:8081/v1"),
+                ("FRESHET_LLM_MODEL", "m"),
+                ("FRESHET_LLM_API_KEY_FILE", "/nonexistent/llm-key"),
+            ]),
+        )
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("/nonexistent/llm-key") && e.contains("api_key_file"),
+            "{e}"
+        );
+        let e = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_LLM_BASE_URL", "http://127.0.0.1:8081/v1"),
+                ("FRESHET_LLM_MODEL", "m"),
+                ("FRESHET_LLM_MAX_CONCURRENT", "0"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("llm.max_concurrent"), "{e:#}");
+        let c = Config::load_with_env(
+            None,
+            &env(&[
+                ("FRESHET_LLM_BASE_URL", "https://llm.example.com/v1"),
+                ("FRESHET_LLM_MODEL", "m"),
+                ("FRESHET_LLM_API_KEY_ENV", "MY_LLM_KEY"),
+                ("MY_LLM_KEY", "sk-llm-secret"),
+            ]),
+        )
+        .unwrap();
+        let s = c.llm_settings.as_ref().unwrap();
+        assert_eq!(s.api_key.as_ref().unwrap().expose(), "sk-llm-secret");
+        assert!(!format!("{c:?}").contains("sk-llm-secret"));
     }
 
     #[test]

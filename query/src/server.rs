@@ -22,6 +22,14 @@ pub fn node(config: Config) -> Result<Arc<Node>> {
     let q = &engine.config.query;
     let auth = Auth::new(q, engine.metrics.clone(), &|v| std::env::var(v).ok())?;
     auth.log_startup();
+    if let Some(llm) = &engine.config.llm_settings {
+        tracing::info!(
+            base_url = %llm.base_url,
+            model = %llm.model,
+            key = llm.api_key.is_some(),
+            "language model configured ([llm]); no endpoint calls it"
+        );
+    }
     auth.start()?;
     Ok(Arc::new(Node { engine, auth }))
 }
