@@ -10,6 +10,7 @@
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
 //! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
+//! - `ja-dict`: builds the Japanese dictionary of the BM25 index from MeCab's IPADIC sources.
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
 //! services: the sections [`config`] names, or the pipeline's whole configuration for the two
@@ -18,6 +19,7 @@
 mod config;
 mod eval;
 mod inspect;
+mod ja_dict;
 mod load_bench;
 mod parse_bench;
 mod pipeline_bench;
@@ -73,6 +75,9 @@ enum Command {
     /// Benchmark folder sync at scale: `freshet watch` over generated files (first scan, idle
     /// CPU, restart over unchanged files; needs the broker).
     BenchWatch(watch_bench::WatchBenchArgs),
+    /// Build the Japanese (IPADIC) dictionary of the BM25 index from MeCab's IPADIC sources
+    /// (`[tantivy] ja_dictionary`; deploy/install.sh runs it).
+    JaDict(ja_dict::JaDictArgs),
 }
 
 /// What each command's arguments do: run the command with the configuration file given (or
@@ -111,5 +116,6 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchFreshness(args) => args.run(config),
         Command::BenchLoad(args) => args.run(config),
         Command::BenchWatch(args) => args.run(config),
+        Command::JaDict(args) => args.run(config),
     }
 }
