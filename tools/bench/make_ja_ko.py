@@ -2,11 +2,14 @@
 """Build the ja-ko retrieval set (BEIR files) from the passages and questions written for it.
 
 The passages (60 Japanese, 60 Korean, encyclopedia style, each on its own topic) and the questions
-(60 per language, each answered by one passage of its language) are written by the project:
+(78 per language, each answered by one passage of its language) are written by the project:
 ``tools/bench/ja_ko_ja.json`` and ``ja_ko_ko.json`` hold them (``passages``: ``id``, ``title``,
-``text``; ``queries``: ``id``, ``text``, ``answer`` = the id of the passage that answers it).
+``text``; ``queries``: ``id``, ``text``, ``answer`` = the id of the passage that answers it,
+``kind``: ``paraphrase``, one per passage, or ``hard``, a second question for 18 passages that
+names neither the topic nor the passage's distinctive words).
 This script checks them (unique ids, every judged passage exists and is in the question's
-language, no passage judged for two questions, every question and passage in its script) and
+language, each passage has one paraphrase question and at most one hard one, every question and
+passage in its script) and
 writes OUT/corpus.jsonl (``_id``, ``title``, ``text``), OUT/queries.jsonl and OUT/qrels/test.tsv,
 then prints the lexical overlap of each
 language's questions with their passages: the share of a question's CJK character bigrams that
@@ -36,7 +39,7 @@ def load(lang: str) -> tuple[list, list]:
     with (HERE / f"ja_ko_{lang}.json").open(encoding="utf-8") as f:
         d = json.load(f)
     passages = [(p["id"], p["title"], p["text"]) for p in d["passages"]]
-    queries = [(q["id"], q["text"], q["answer"]) for q in d["queries"]]
+    queries = [(q["id"], q["text"], q["answer"], q["kind"]) for q in d["queries"]]
     return passages, queries
 
 
@@ -70,18 +73,21 @@ def check(lang: str, passages: list, queries: list, script) -> None:
         assert any(script(c) for c in text), f"{pid}: no {lang} script in its text"
         assert title and text.count("。") + text.count(". ") + text.count(".") >= 2, pid
     known = set(ids)
-    for qid, text, pid in queries:
+    for qid, text, pid, kind in queries:
+        assert kind in ("paraphrase", "hard"), f"{qid}: kind {kind}"
         assert qid.startswith(lang + "-q"), qid
         assert pid in known, f"{qid}: judged passage {pid} is not in the {lang} corpus"
         assert any(script(c) for c in text), f"{qid}: no {lang} script in the question"
-    judged = [q[2] for q in queries]
-    assert len(judged) == len(set(judged)), f"{lang}: a passage is judged for two questions"
+    for kind in ("paraphrase", "hard"):
+        judged = [q[2] for q in queries if q[3] == kind]
+        assert len(judged) == len(set(judged)), f"{lang}: a passage has two {kind} questions"
+    assert len([q for q in queries if q[3] == "paraphrase"]) == len(passages), f"{lang}: unjudged passage"
 
 
 def overlap(passages: list, queries: list) -> list[float]:
     by_id = {p[0]: p[1] + p[2] for p in passages}
     out = []
-    for _, text, pid in queries:
+    for _, text, pid, _ in queries:
         q = bigrams(text)
         out.append(len(q & bigrams(by_id[pid])) / len(q) if q else 0.0)
     return out
@@ -100,19 +106,20 @@ def main() -> int:
         for pid, title, text in ja[0] + ko[0]:
             f.write(json.dumps({"_id": pid, "title": title, "text": text}, ensure_ascii=False) + "\n")
     with (out / "queries.jsonl").open("w", encoding="utf-8") as f:
-        for qid, text, _ in ja[1] + ko[1]:
+        for qid, text, _, _ in ja[1] + ko[1]:
             f.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
     with (out / "qrels/test.tsv").open("w", encoding="utf-8") as f:
         f.write("query-id\tcorpus-id\tscore\n")
-        for qid, _, pid in ja[1] + ko[1]:
+        for qid, _, pid, _ in ja[1] + ko[1]:
             f.write(f"{qid}\t{pid}\t1\n")
     for lang, (passages, queries) in (("ja", ja), ("ko", ko)):
-        o = overlap(passages, queries)
-        print(
-            f"{lang}: {len(passages)} passages, {len(queries)} questions; "
-            f"question bigrams found in the answer: median {statistics.median(o):.2f}, "
-            f"mean {statistics.mean(o):.2f}, max {max(o):.2f}"
-        )
+        for kind in ("paraphrase", "hard"):
+            o = overlap(passages, [q for q in queries if q[3] == kind])
+            print(
+                f"{lang} {kind}: {len(o)} questions over {len(passages)} passages; "
+                f"question bigrams found in the answer: median {statistics.median(o):.2f}, "
+                f"mean {statistics.mean(o):.2f}, max {max(o):.2f}"
+            )
     print(f"wrote {out}/corpus.jsonl, queries.jsonl, qrels/test.tsv")
     return 0
 
