@@ -34,14 +34,29 @@ pub fn is_ideographic(c: char) -> bool {
     matches!(c, '\u{3005}' | '\u{3007}') || is_han(c)
 }
 
-/// Which of the CJK scripts a text contains, and the analysis that follows from them: any kana
-/// makes a text Japanese (Chinese text has none, and Japanese prose without kana is rare); Han
-/// without kana is Chinese; Hangul is Korean, whatever else the text holds.
+/// A kana letter: hiragana and katakana syllables (small ones included) and half-width
+/// katakana, not the marks of the kana blocks (the middle dot ・, which Chinese text uses as a
+/// separator, the prolonged sound mark ー, the iteration and voicing marks).
+pub fn is_kana_letter(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x3041..=0x3096 | 0x30A1..=0x30FA | 0x31F0..=0x31FF | 0xFF66..=0xFF6F | 0xFF71..=0xFF9D
+    )
+}
+
+/// Which of the CJK scripts a text contains, and the analysis that follows from them: kana makes
+/// a text Japanese (Chinese text has none, and Japanese prose without kana is rare); Han without
+/// kana is Chinese; Hangul is Korean, whatever else the text holds.
+///
+/// Kana counts when its letters ([`is_kana_letter`]) are at least one in twenty of the text's
+/// Han and kana letters: Japanese prose runs at a third or more, a kanji-heavy Japanese title
+/// such as 東京都の人口 at one in six, while a stray kana in a Chinese text (a typo, a quoted
+/// name) stays below it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CjkScripts {
     /// Han ideographs or ideographic marks ([`is_ideographic`]).
     pub han: bool,
-    /// Hiragana or katakana ([`is_kana`]).
+    /// Kana letters, at least one in twenty of the Han and kana letters.
     pub kana: bool,
     /// Hangul ([`is_hangul`]).
     pub hangul: bool,
@@ -52,15 +67,21 @@ impl CjkScripts {
     /// language decision).
     pub fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> CjkScripts {
         let mut s = CjkScripts::default();
+        let (mut han, mut kana) = (0usize, 0usize);
         for c in texts.into_iter().flat_map(str::chars) {
-            s.han |= is_ideographic(c);
-            s.kana |= is_kana(c);
+            if is_ideographic(c) {
+                han += 1;
+            } else if is_kana_letter(c) {
+                kana += 1;
+            }
             s.hangul |= is_hangul(c);
         }
+        s.han = han > 0;
+        s.kana = kana > 0 && kana * 20 >= han + kana;
         s
     }
 
-    /// Japanese: the text has kana.
+    /// Japanese: the text has kana (see [`CjkScripts`]).
     pub fn japanese(self) -> bool {
         self.kana
     }
@@ -103,6 +124,12 @@ mod tests {
         assert!(CjkScripts::of(["人々"]).chinese());
         let ko = CjkScripts::of(["학교에서 공부합니다"]);
         assert!(ko.korean() && !ko.chinese() && !ko.japanese());
+        // The katakana middle dot and a stray kana do not make Chinese text Japanese.
+        assert!(CjkScripts::of(["《水调歌头・明月几时有》苏轼"]).chinese());
+        let poem = "明月几时有？把酒问青天。不知天上宫阙，今夕是何年。我欲乘风归去，又恐琼楼玉宇，高处不胜寒。け";
+        assert!(CjkScripts::of([poem]).chinese());
+        assert!(CjkScripts::of(["東京都の人口"]).japanese());
+        assert!(CjkScripts::of(["ラーメン"]).japanese() && !is_kana_letter('・'));
         let mixed = CjkScripts::of(["大韓民國 대한민국"]);
         assert!(mixed.korean() && mixed.chinese());
         assert_eq!(

@@ -58,6 +58,10 @@ fn chunks_go_to_the_fields_of_their_script() {
     c.text = "我们在北京大学学习".into();
     c.title = "北京".into();
     assert_eq!(has(&c), [true, true, false, false, false, false]);
+    // A Chinese title with the katakana middle dot as separator stays Chinese.
+    c.title = "《水调歌头・明月几时有》苏轼".into();
+    c.text = "明月几时有？把酒问青天。".into();
+    assert_eq!(has(&c), [true, true, false, false, false, false]);
     c.text = "학교에서 공부합니다".into();
     c.title = "English title".into();
     assert_eq!(has(&c), [false, false, false, false, true, false]);
