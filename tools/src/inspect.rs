@@ -111,6 +111,7 @@ pub fn durable_offsets(index: &std::path::Path, topic: &str) -> BTreeMap<i32, i6
 
 /// The status of every topic the configuration names (`[[sources]]`, or `kafka.topic`).
 pub fn status(config: &Config) -> Result<Status> {
+    config.tantivy.configure_japanese()?;
     let mut topics = Vec::new();
     for t in config.topics()? {
         topics.push(TopicStatus {
@@ -238,6 +239,8 @@ pub fn print_status(config: &Config, wait: Option<Duration>) -> Result<()> {
 
 /// Runs one query through both routes and prints the top hits of each.
 pub fn search(config: &Config, query: &str, k: usize) -> Result<()> {
+    // The query is analysed as the index was: the same Japanese analysis.
+    config.tantivy.configure_japanese()?;
     let reader = ChunkIndexReader::open(&config.tantivy.path)
         .with_context(|| format!("opening {}", config.tantivy.path.display()))?;
     println!("BM25 (tantivy):");

@@ -11,6 +11,7 @@
 //! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
 //! - `llm-standin`: the tests' deterministic OpenAI-compatible chat server (docs/llm.md).
+//! - `ja-dict`: builds the Japanese dictionary of the BM25 index from MeCab's IPADIC sources.
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
 //! services: the sections [`config`] names, or the pipeline's whole configuration for the two
@@ -19,6 +20,7 @@
 mod config;
 mod eval;
 mod inspect;
+mod ja_dict;
 mod llm_standin;
 mod load_bench;
 mod parse_bench;
@@ -78,6 +80,9 @@ enum Command {
     /// Serve the tests' deterministic OpenAI-compatible chat model (answers from the numbered
     /// passages of the prompt; faults chosen by the model name; docs/testing.md).
     LlmStandin(llm_standin::LlmStandinArgs),
+    /// Build the Japanese (IPADIC) dictionary of the BM25 index from MeCab's IPADIC sources
+    /// (`[tantivy] ja_dictionary`; deploy/install.sh runs it).
+    JaDict(ja_dict::JaDictArgs),
 }
 
 /// What each command's arguments do: run the command with the configuration file given (or
@@ -117,5 +122,6 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchLoad(args) => args.run(config),
         Command::BenchWatch(args) => args.run(config),
         Command::LlmStandin(args) => args.run(config),
+        Command::JaDict(args) => args.run(config),
     }
 }

@@ -92,6 +92,7 @@ fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
     if args.replicas == 0 {
         bail!("--replicas must be at least 1");
     }
+    config.tantivy.configure_japanese()?;
     let source = ChunkIndexReader::open(&args.from_index)
         .with_context(|| format!("opening {}", args.from_index.display()))?;
     let chunks = source.load_all()?;

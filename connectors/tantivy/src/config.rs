@@ -19,6 +19,20 @@ pub struct TantivyConfig {
     /// is cheapest (see `ChunkIndexWriter::open_or_create_with_threads`). More help only bulk
     /// loads whose chunks come from the embedding cache.
     pub writer_threads: usize,
+    /// The Japanese dictionary: a directory of lindera's IPADIC build (`deploy/install.sh`
+    /// builds it; `freshet-tools ja-dict`). Default `dict/ipadic` under `$FRESHET_HOME`. Loaded
+    /// at start-up; a missing or unreadable one stops the process with what to do. Empty: no
+    /// dictionary, Japanese indexed as character bigrams (a warning at start-up). An index
+    /// records which of the two it was written with and is refused by a process with the other.
+    pub ja_dictionary: PathBuf,
+}
+
+impl TantivyConfig {
+    /// Settles this process's Japanese analysis from [`TantivyConfig::ja_dictionary`]
+    /// ([`crate::configure_japanese`]); call it at start-up, before opening an index.
+    pub fn configure_japanese(&self) -> crate::Result<crate::JapaneseAnalysis> {
+        crate::configure_japanese(&self.ja_dictionary)
+    }
 }
 
 impl Default for TantivyConfig {
@@ -27,6 +41,7 @@ impl Default for TantivyConfig {
             path: freshet_config::run_dir().join("index").join("tantivy"),
             writer_heap_bytes: 64 * 1024 * 1024,
             writer_threads: 1,
+            ja_dictionary: crate::default_ja_dictionary(),
         }
     }
 }

@@ -70,6 +70,29 @@ pub enum Error {
     #[error("reload: {0}")]
     Reload(String),
 
+    /// The Japanese dictionary (`[tantivy] ja_dictionary`) is missing or cannot be loaded or
+    /// built.
+    #[error(
+        "Japanese dictionary {path}: {reason}; build it with `deploy/install.sh` (or \
+         `freshet-tools ja-dict --out {path}`), or set `[tantivy] ja_dictionary = \"\"` to \
+         index Japanese as character bigrams"
+    )]
+    JaDictionary { path: PathBuf, reason: String },
+
+    /// The index analyses Japanese otherwise than this process would (an index written with the
+    /// IPADIC dictionary, read or written by a process without it, or the other way round):
+    /// its terms would not match.
+    #[error(
+        "chunk index at {path} analyses Japanese with {index}, this process with {process} \
+         (`[tantivy] ja_dictionary`); configure the same Japanese analysis as the process that \
+         built the index, or rebuild the index"
+    )]
+    JapaneseAnalysisMismatch {
+        path: PathBuf,
+        index: String,
+        process: String,
+    },
+
     /// A bad argument, e.g. a writer heap below tantivy's minimum.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -6,11 +6,13 @@
 //! - Each commit carries a [`CommitPayload`] (Kafka offsets, epoch) in tantivy's commit payload:
 //!   the index contents and the offsets they reflect become durable atomically.
 //! - `text`, `title` and the section path are analysed with [`freshet_en_analyzer`] (registered
-//!   as [`ANALYZER_NAME`]). Text and titles containing CJK are also indexed, unstored, in
-//!   `text_zh` / `title_zh` with the jieba-based [`freshet_zh_analyzer`] ([`ZH_ANALYZER_NAME`]).
-//!   Queries are analysed the same way (the Chinese analyzer only for queries containing CJK) and
-//!   built directly from terms; there is no query parser, so user input cannot produce a syntax
-//!   error.
+//!   as [`ANALYZER_NAME`]). Chinese, Japanese and Korean text and titles are also indexed,
+//!   unstored, with the analyzer of their script ([`CjkScripts`]): jieba
+//!   ([`freshet_zh_analyzer`]) for Han without kana, lindera with IPADIC
+//!   ([`freshet_ja_analyzer`], the dictionary loaded from `[tantivy] ja_dictionary`:
+//!   [`configure_japanese`]) for text with kana, Hangul bigrams ([`freshet_ko_analyzer`]).
+//!   Queries are analysed the same way and built directly from terms; there is no query parser,
+//!   so user input cannot produce a syntax error.
 //! - ACL, document, kind and metadata filters are applied inside the query (before top-k).
 //! - The layout is versioned ([`SCHEMA_VERSION`], recorded in `freshet_schema.json` next to
 //!   tantivy's `meta.json` and in every commit payload) and checked on open.
@@ -19,6 +21,7 @@
 //! any number of [`ChunkIndexReader`]s, also in other processes. A [`Snapshot`] pins one commit
 //! for a series of reads (a search, then loads by id) and knows that commit's payload.
 
+mod analyzers;
 mod bm25;
 mod config;
 mod error;
@@ -30,16 +33,19 @@ mod schema;
 mod snapshot;
 mod writer;
 
+pub use analyzers::{
+    analyze, analyze_ja, analyze_ko, analyze_zh, build_ja_dictionary, configure_japanese,
+    contains_cjk, default_ja_dictionary, freshet_en_analyzer, freshet_ja_analyzer,
+    freshet_ko_analyzer, freshet_zh_analyzer, japanese_analysis, preload_zh_dictionary, CjkScripts,
+    JapaneseAnalysis, ANALYZER_NAME, JA_ANALYZER_NAME, KO_ANALYZER_NAME, MAX_TOKEN_BYTES,
+    ZH_ANALYZER_NAME,
+};
 pub use bm25::Bm25Params;
 pub use config::TantivyConfig;
 pub use error::{Error, Result};
 pub use payload::CommitPayload;
 pub use query::ChunkFilter;
 pub use reader::ChunkIndexReader;
-pub use schema::{
-    analyze, analyze_zh, contains_cjk, freshet_en_analyzer, freshet_zh_analyzer,
-    preload_zh_dictionary, ChunkSchema, ANALYZER_NAME, MAX_TERM_BYTES, MAX_TOKEN_BYTES,
-    PUBLIC_ACL_MARKER, SCHEMA_VERSION, ZH_ANALYZER_NAME,
-};
+pub use schema::{ChunkSchema, MAX_TERM_BYTES, PUBLIC_ACL_MARKER, SCHEMA_VERSION};
 pub use snapshot::Snapshot;
 pub use writer::{ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};

@@ -8,10 +8,15 @@
 //!   section path and text as one field), for every query. One field rather than a sum over
 //!   `title` and `text` is what Pyserini calls a "flat" index; on SciFact it scored nDCG@10
 //!   0.689 against 0.663 for the sum (both at k1 1.2, b 0.75; see the README);
-//! - when the query [contains CJK](crate::contains_cjk), also the terms of the Chinese analyzer
-//!   ([`crate::ZH_ANALYZER_NAME`], jieba search mode) over `text_zh` and `title_zh`, weighted
-//!   equally (as in Pyserini's multifield runs). A mixed query such as `BERT 模型` thus matches
-//!   English chunks through `body` and Chinese ones through `text_zh`.
+//! - for a query in a CJK script ([`CjkScripts`], the rule that routes chunks), also the terms
+//!   of that script's analyzer over its text and title fields, weighted equally (as in
+//!   Pyserini's multifield runs): a query with kana is Japanese ([`crate::JA_ANALYZER_NAME`]
+//!   over `text_ja` / `title_ja`); a query of Han without kana is Chinese or Japanese (a
+//!   Japanese question can be all kanji: 富士山 高さ), so it is analysed with both and searched
+//!   in both pairs of fields (an index without Japanese chunks has empty Japanese fields); a
+//!   query with Hangul also gets the Korean bigrams over `text_ko` / `title_ko`. A mixed query
+//!   such as `BERT 模型` thus matches English chunks through `body` and Chinese ones through
+//!   `text_zh`.
 //!
 //! A query whose analysis leaves no term (empty, stop words or punctuation only) matches nothing.
 
@@ -19,11 +24,10 @@ use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::Term;
 
+use crate::analyzers::{analyze, analyze_ja, analyze_ko, analyze_zh, CjkScripts};
 use crate::bm25::{Bm25Params, Bm25TermQuery};
 use crate::error::{Error, Result};
-use crate::schema::{
-    analyze, analyze_zh, contains_cjk, ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER,
-};
+use crate::schema::{ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER};
 
 pub use freshet_core::filter::ChunkFilter;
 
@@ -130,23 +134,34 @@ pub(crate) fn bm25_query(
     filter: &ChunkFilter,
     params: Bm25Params,
 ) -> Result<Option<Box<dyn Query>>> {
-    let en_terms = analyze(text);
-    let zh_terms = if contains_cjk(text) {
-        analyze_zh(text)
-    } else {
-        Vec::new()
+    let scripts = CjkScripts::of([text]);
+    let when = |yes: bool, analyze: fn(&str) -> Vec<String>| {
+        if yes {
+            analyze(text)
+        } else {
+            Vec::new()
+        }
     };
-    if en_terms.is_empty() && zh_terms.is_empty() {
-        return Ok(None);
-    }
-    let mut should: Vec<(Occur, Box<dyn Query>)> =
-        Vec::with_capacity(en_terms.len() + zh_terms.len() * 2);
+    let en_terms = analyze(text);
+    let zh_terms = when(scripts.chinese(), analyze_zh);
+    let ja_terms = when(scripts.han || scripts.kana, analyze_ja);
+    let ko_terms = when(scripts.korean(), analyze_ko);
+    let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for t in &en_terms {
         should.push((Occur::Should, term_query(s.body, t, params)));
     }
-    for t in &zh_terms {
-        should.push((Occur::Should, term_query(s.text_zh, t, params)));
-        should.push((Occur::Should, term_query(s.title_zh, t, params)));
+    for (terms, text_field, title_field) in [
+        (&zh_terms, s.text_zh, s.title_zh),
+        (&ja_terms, s.text_ja, s.title_ja),
+        (&ko_terms, s.text_ko, s.title_ko),
+    ] {
+        for t in terms {
+            should.push((Occur::Should, term_query(text_field, t, params)));
+            should.push((Occur::Should, term_query(title_field, t, params)));
+        }
+    }
+    if should.is_empty() {
+        return Ok(None);
     }
     let mut must: Vec<(Occur, Box<dyn Query>)> =
         vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];

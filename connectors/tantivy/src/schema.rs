@@ -1,45 +1,43 @@
-//! The tantivy schema of the chunk index, its two analyzers, and the conversions between a
-//! [`Chunk`] and a tantivy document.
+//! The tantivy schema of the chunk index, the analyzer of each field, and the conversions
+//! between a [`Chunk`] and a tantivy document.
 //!
-//! Two analyzers are registered in every index:
+//! Four analyzers are registered in every index (the [`crate::analyzers`] module):
 //!
 //! - [`ANALYZER_NAME`] (`freshet_en`, [`freshet_en_analyzer`]): split on non-alphanumerics,
 //!   lowercase, drop long tokens, English stop words, Porter2 stemmer. It analyses `body`: the
 //!   title, section path and text of every chunk as one field (`text` and `title` themselves are
 //!   stored only).
 //! - [`ZH_ANALYZER_NAME`] (`freshet_zh`, [`freshet_zh_analyzer`]): traditional characters folded
-//!   into simplified ones (fast2s, from OpenCC's tables), then jieba word segmentation in
-//!   search mode (via `cang-jie`), lowercase, drop long tokens, drop whitespace/punctuation
-//!   tokens. It analyses `text_zh` and `title_zh`, which are filled only when the chunk's text
-//!   (or title) contains CJK ideographs or kana ([`contains_cjk`]); other chunks leave them empty,
-//!   so English-only indexes pay nothing for them. These two fields are not stored: the stored
-//!   `text` / `title` remain the only copies and a chunk still round-trips exactly.
+//!   into simplified ones, then jieba. It analyses `text_zh` / `title_zh`, filled when the
+//!   chunk (title and text together) is Chinese: Han without kana ([`CjkScripts`]).
+//! - [`JA_ANALYZER_NAME`] (`freshet_ja`, [`freshet_ja_analyzer`]): lindera with IPADIC, base
+//!   forms. It analyses `text_ja` / `title_ja`, filled when the chunk has kana.
+//! - [`KO_ANALYZER_NAME`] (`freshet_ko`, [`freshet_ko_analyzer`]): Hangul bigrams. It analyses
+//!   `text_ko` / `title_ko`, filled when the chunk has Hangul.
 //!
-//! The jieba dictionary is loaded once per process, lazily, the first time CJK text is analysed
-//! (or by [`preload_zh_dictionary`]).
+//! Chunks without CJK leave the six CJK fields empty, so English-only indexes pay nothing for
+//! them. They are not stored: the stored `text` / `title` remain the only copies and a chunk
+//! still round-trips exactly.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
 
-use cang_jie::jieba_rs::Jieba;
-use cang_jie::{CangJieTokenizer, TokenizerOption};
 use freshet_core::chunk::{Chunk, ChunkKind};
-use freshet_core::script::{is_han, is_kana};
 use tantivy::schema::document::{TantivyDocument, Value};
 use tantivy::schema::{
     Field, IndexRecordOption, JsonObjectOptions, NumericOptions, OwnedValue, Schema,
     TextFieldIndexing, TextOptions,
 };
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-    Token, TokenFilter, TokenStream, Tokenizer,
-};
 use tantivy::Index;
 
+use crate::analyzers::{
+    freshet_en_analyzer, freshet_ja_analyzer, freshet_ko_analyzer, freshet_zh_analyzer,
+    japanese_analysis, CjkScripts, ANALYZER_NAME, JA_ANALYZER_NAME, KO_ANALYZER_NAME,
+    ZH_ANALYZER_NAME,
+};
 use crate::error::{Error, Result};
 
 /// Version of the field layout below (and of the analyzers). Bump it whenever a field, a field
-/// option, [`freshet_en_analyzer`] or [`freshet_zh_analyzer`] changes: an index written by
+/// option or an analyzer changes: an index written by
 /// another version is refused on open with [`Error::SchemaVersionMismatch`] and must be rebuilt.
 ///
 /// 2: `text_zh` / `title_zh` analysed with [`ZH_ANALYZER_NAME`].
@@ -49,13 +47,10 @@ use crate::error::{Error, Result};
 ///    document rewrites only the chunks whose stored record changed.
 /// 5: [`freshet_zh_analyzer`] folds traditional characters into simplified ones before
 ///    segmenting, so that 宮 and 宫 are one term.
-pub const SCHEMA_VERSION: u32 = 5;
-
-/// Name under which [`freshet_en_analyzer`] is registered in every index.
-pub const ANALYZER_NAME: &str = "freshet_en";
-
-/// Name under which [`freshet_zh_analyzer`] is registered in every index.
-pub const ZH_ANALYZER_NAME: &str = "freshet_zh";
+/// 6: Japanese chunks (with kana) in `text_ja` / `title_ja` ([`JA_ANALYZER_NAME`]) instead of
+///    the Chinese fields; Korean chunks in `text_ko` / `title_ko` ([`KO_ANALYZER_NAME`]). The
+///    version file also names the Japanese analysis (`ipadic` or `bigram`).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Term indexed in the `acl_index` field of a chunk whose `acl` is empty (visible to everyone).
 /// Principals are indexed as `p:<principal>`, so no principal can collide with this marker.
@@ -69,169 +64,8 @@ pub(crate) const PRINCIPAL_PREFIX: &str = "p:";
 /// dropped from the index without an error, so the pipeline's record limits stay below it.
 pub const MAX_TERM_BYTES: usize = tantivy::tokenizer::MAX_TOKEN_LEN;
 
-/// Tokens of this many bytes or more are dropped by both analyzers (long CJK runs, base64, ...).
-pub const MAX_TOKEN_BYTES: usize = 40;
-
 /// File next to tantivy's `meta.json` that records the freshet schema version of the index.
 pub(crate) const VERSION_FILE: &str = "freshet_schema.json";
-
-/// English analyzer: simple tokenizer, lowercase, drop tokens over [`MAX_TOKEN_BYTES`], English
-/// stop words (Lucene's list), English (Porter2 / Snowball) stemmer.
-pub fn freshet_en_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(LowerCaser)
-        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
-        .filter(StopWordFilter::new(Language::English).expect("tantivy has English stop words"))
-        .filter(Stemmer::new(Language::English))
-        .build()
-}
-
-/// Analyses `text` with [`freshet_en_analyzer`] and returns the distinct terms in order of first
-/// occurrence. Never fails: any input yields a (possibly empty) list.
-pub fn analyze(text: &str) -> Vec<String> {
-    distinct_terms(freshet_en_analyzer(), text)
-}
-
-/// Chinese analyzer: traditional characters folded into simplified ones, character for
-/// character (`fast2s`, built from OpenCC's tables, with OpenCC's context rules for the few
-/// ambiguous characters), so that a simplified query finds a traditional text and the other
-/// way round (宮 / 宫, 樓 / 楼); then jieba segmentation in search mode without HMM (jieba's
-/// dictionary is simplified: folding first also segments traditional text into words, not
-/// single characters). Segmentation: dictionary words, plus the
-/// 2- and 3-character dictionary words inside longer ones, so `自然语言处理` is indexed as
-/// `自然语言`, `处理`, `自然`, `语言`, ...; characters of out-of-vocabulary words stay single
-/// tokens, which segments the same way in a query and in a document), lowercase, drop tokens of
-/// [`MAX_TOKEN_BYTES`] or more, drop tokens without a letter or digit (whitespace,
-/// punctuation, symbols). Latin words inside Chinese text are kept as lowercased whole words
-/// (not stemmed).
-///
-/// The jieba dictionary is shared by every instance and loaded on first use (see
-/// [`preload_zh_dictionary`]), so building this analyzer is cheap.
-pub fn freshet_zh_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(LazyJiebaTokenizer::default())
-        .filter(LowerCaser)
-        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
-        .filter(KeepWordsFilter)
-        .build()
-}
-
-/// Analyses `text` with [`freshet_zh_analyzer`] and returns the distinct terms in order of first
-/// occurrence. Never fails: any input yields a (possibly empty) list.
-pub fn analyze_zh(text: &str) -> Vec<String> {
-    distinct_terms(freshet_zh_analyzer(), text)
-}
-
-/// Loads the process-wide jieba dictionary now instead of on the first CJK text analysed, e.g.
-/// at startup of a query server, so that the first Chinese query does not pay for it (about
-/// 0.2 s and 35 MB in an optimised build, 0.5-0.7 s unoptimised). Idempotent and thread-safe.
-pub fn preload_zh_dictionary() {
-    jieba();
-}
-
-/// Whether `text` contains a CJK ideograph (Han) or Japanese kana, i.e. whether it should also be
-/// analysed with [`freshet_zh_analyzer`].
-pub fn contains_cjk(text: &str) -> bool {
-    text.chars().any(is_cjk)
-}
-
-fn is_cjk(c: char) -> bool {
-    // 々 〇 are ideographic marks outside the Han blocks.
-    matches!(c, '\u{3005}' | '\u{3007}') || is_han(c) || is_kana(c)
-}
-
-fn distinct_terms(mut analyzer: TextAnalyzer, text: &str) -> Vec<String> {
-    let mut stream = analyzer.token_stream(text);
-    let mut out: Vec<String> = Vec::new();
-    while stream.advance() {
-        let t = &stream.token().text;
-        if !t.is_empty() && !out.iter().any(|o| o == t) {
-            out.push(t.clone());
-        }
-    }
-    out
-}
-
-/// The process-wide jieba instance with the default dictionary (loading it costs far more than
-/// any single analysis, so it happens once).
-fn jieba() -> &'static Arc<Jieba> {
-    static JIEBA: OnceLock<Arc<Jieba>> = OnceLock::new();
-    JIEBA.get_or_init(|| {
-        let started = std::time::Instant::now();
-        let j = Arc::new(Jieba::new());
-        tracing::info!(elapsed = ?started.elapsed(), "loaded the jieba dictionary");
-        j
-    })
-}
-
-/// cang-jie's tokenizer over the text folded to simplified characters, created (and the
-/// dictionary loaded) on the first text it sees, so that registering [`freshet_zh_analyzer`]
-/// on an index costs nothing until CJK text shows up.
-#[derive(Clone, Default)]
-struct LazyJiebaTokenizer {
-    inner: Option<CangJieTokenizer>,
-    /// The text being tokenised, folded (the token stream borrows it).
-    folded: String,
-}
-
-impl Tokenizer for LazyJiebaTokenizer {
-    type TokenStream<'a> = <CangJieTokenizer as Tokenizer>::TokenStream<'a>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        let LazyJiebaTokenizer { inner, folded } = self;
-        *folded = fast2s::convert(text);
-        inner
-            .get_or_insert_with(|| CangJieTokenizer {
-                worker: Arc::clone(jieba()),
-                option: TokenizerOption::ForSearch { hmm: false },
-            })
-            .token_stream(folded.as_str())
-    }
-}
-
-/// Drops tokens that contain no alphanumeric character (jieba emits spaces and punctuation as
-/// tokens of their own).
-#[derive(Clone, Copy)]
-struct KeepWordsFilter;
-
-impl TokenFilter for KeepWordsFilter {
-    type Tokenizer<T: Tokenizer> = KeepWordsTokenizer<T>;
-
-    fn transform<T: Tokenizer>(self, tokenizer: T) -> KeepWordsTokenizer<T> {
-        KeepWordsTokenizer(tokenizer)
-    }
-}
-
-#[derive(Clone)]
-struct KeepWordsTokenizer<T>(T);
-
-impl<T: Tokenizer> Tokenizer for KeepWordsTokenizer<T> {
-    type TokenStream<'a> = KeepWordsStream<T::TokenStream<'a>>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        KeepWordsStream(self.0.token_stream(text))
-    }
-}
-
-struct KeepWordsStream<S>(S);
-
-impl<S: TokenStream> TokenStream for KeepWordsStream<S> {
-    fn advance(&mut self) -> bool {
-        while self.0.advance() {
-            if self.0.token().text.chars().any(char::is_alphanumeric) {
-                return true;
-            }
-        }
-        false
-    }
-
-    fn token(&self) -> &Token {
-        self.0.token()
-    }
-
-    fn token_mut(&mut self) -> &mut Token {
-        self.0.token_mut()
-    }
-}
 
 /// Fields of the chunk index. Every [`Chunk`] field is stored so that a chunk round-trips exactly.
 #[derive(Clone, Debug)]
@@ -262,11 +96,22 @@ pub struct ChunkSchema {
     /// Stored only (searched through `body`).
     pub title: Field,
     /// Indexed with [`ZH_ANALYZER_NAME`] (positions), not stored: a copy of `text`, present only
-    /// when the text [contains CJK](contains_cjk).
+    /// when the chunk is [Chinese](CjkScripts::chinese).
     pub text_zh: Field,
     /// Indexed with [`ZH_ANALYZER_NAME`] (positions), not stored: a copy of `title`, present only
-    /// when the title [contains CJK](contains_cjk).
+    /// when the chunk is Chinese and the title has CJK.
     pub title_zh: Field,
+    /// Indexed with [`JA_ANALYZER_NAME`] (frequencies), not stored: a copy of `text`, present
+    /// only when the chunk is [Japanese](CjkScripts::japanese).
+    pub text_ja: Field,
+    /// Indexed with [`JA_ANALYZER_NAME`], not stored: a copy of `title` of a Japanese chunk
+    /// whose title has CJK.
+    pub title_ja: Field,
+    /// Indexed with [`KO_ANALYZER_NAME`] (frequencies), not stored: a copy of `text`, present
+    /// only when the text has [Hangul](CjkScripts::korean).
+    pub text_ko: Field,
+    /// Indexed with [`KO_ANALYZER_NAME`], not stored: a copy of `title` when it has Hangul.
+    pub title_ko: Field,
     /// Raw, indexed, stored.
     pub source: Field,
     /// Stored only: the canonical metadata JSON exactly as received.
@@ -299,6 +144,13 @@ impl ChunkSchema {
                 .set_tokenizer(ZH_ANALYZER_NAME)
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         );
+        let analysed = |tokenizer: &str| {
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(tokenizer)
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            )
+        };
         let stored_only = TextOptions::default().set_stored();
         let u64_opts = NumericOptions::default().set_stored().set_fast();
 
@@ -324,6 +176,10 @@ impl ChunkSchema {
         let title = b.add_text_field("title", stored_only.clone());
         let text_zh = b.add_text_field("text_zh", zh.clone());
         let title_zh = b.add_text_field("title_zh", zh);
+        let text_ja = b.add_text_field("text_ja", analysed(JA_ANALYZER_NAME));
+        let title_ja = b.add_text_field("title_ja", analysed(JA_ANALYZER_NAME));
+        let text_ko = b.add_text_field("text_ko", analysed(KO_ANALYZER_NAME));
+        let title_ko = b.add_text_field("title_ko", analysed(KO_ANALYZER_NAME));
         let source = b.add_text_field("source", raw_stored.clone());
         let metadata_json = b.add_text_field("metadata_json", stored_only.clone());
         let metadata = b.add_json_field(
@@ -348,6 +204,10 @@ impl ChunkSchema {
             title,
             text_zh,
             title_zh,
+            text_ja,
+            title_ja,
+            text_ko,
+            title_ko,
             source,
             metadata_json,
             metadata,
@@ -380,12 +240,7 @@ impl ChunkSchema {
             d.add_text(self.body, c.section.join(" > "));
         }
         d.add_text(self.body, &c.text);
-        if contains_cjk(&c.text) {
-            d.add_text(self.text_zh, &c.text);
-        }
-        if contains_cjk(&c.title) {
-            d.add_text(self.title_zh, &c.title);
-        }
+        self.add_cjk(&mut d, c);
         d.add_text(self.source, &c.source);
         d.add_text(self.metadata_json, &c.metadata_json);
         // Only an object can be indexed in the JSON field; anything else stays stored-only.
@@ -409,6 +264,29 @@ impl ChunkSchema {
             }
         }
         d
+    }
+
+    /// The copies of a chunk's text and title for the analyzers of its CJK scripts: title and
+    /// text decide Chinese or Japanese together (a kanji-only title of a Japanese text is
+    /// Japanese); each of them is copied when it has characters of the script.
+    fn add_cjk(&self, d: &mut TantivyDocument, c: &Chunk) {
+        let chunk = CjkScripts::of([c.title.as_str(), c.text.as_str()]);
+        let (text, title) = (
+            CjkScripts::of([c.text.as_str()]),
+            CjkScripts::of([c.title.as_str()]),
+        );
+        let cjk = |s: CjkScripts| s.han || s.kana;
+        let mut copy = |yes: bool, field: Field, value: &str| {
+            if yes {
+                d.add_text(field, value);
+            }
+        };
+        copy(chunk.chinese() && cjk(text), self.text_zh, &c.text);
+        copy(chunk.chinese() && cjk(title), self.title_zh, &c.title);
+        copy(chunk.japanese() && cjk(text), self.text_ja, &c.text);
+        copy(chunk.japanese() && cjk(title), self.title_ja, &c.title);
+        copy(text.korean(), self.text_ko, &c.text);
+        copy(title.korean(), self.title_ko, &c.title);
     }
 
     /// The chunk a stored document holds (its version stamp `doc_hash` is not stored: empty).
@@ -462,12 +340,24 @@ impl ChunkSchema {
         })
     }
 
-    /// Registers [`freshet_en_analyzer`] and [`freshet_zh_analyzer`] on an index (needed before
-    /// writing or searching). Does not load the jieba dictionary.
+    /// Registers the four analyzers on an index (needed before writing or searching). Does not
+    /// load the jieba dictionary; settles this process's Japanese analysis
+    /// ([`crate::japanese_analysis`]) if nothing has.
     pub(crate) fn register_analyzer(index: &Index) {
         let tokenizers = index.tokenizers();
         tokenizers.register(ANALYZER_NAME, freshet_en_analyzer());
         tokenizers.register(ZH_ANALYZER_NAME, freshet_zh_analyzer());
+        tokenizers.register(JA_ANALYZER_NAME, freshet_ja_analyzer());
+        tokenizers.register(KO_ANALYZER_NAME, freshet_ko_analyzer());
+    }
+
+    /// The `analyzer` line of the version file: the analyzers' names and this process's
+    /// Japanese analysis.
+    fn analyzer_line() -> String {
+        format!(
+            "{ANALYZER_NAME},{ZH_ANALYZER_NAME},{JA_ANALYZER_NAME}={},{KO_ANALYZER_NAME}",
+            japanese_analysis().as_str()
+        )
     }
 
     /// Checks the version file and the field layout of an existing index.
@@ -489,12 +379,12 @@ impl ChunkSchema {
                 })
             }
         };
-        let found = serde_json::from_str::<VersionFile>(&raw)
-            .map_err(|e| Error::NotAChunkIndex {
+        let file =
+            serde_json::from_str::<VersionFile>(&raw).map_err(|e| Error::NotAChunkIndex {
                 path: path.to_owned(),
                 reason: format!("unreadable {VERSION_FILE}: {e}"),
-            })?
-            .schema_version;
+            })?;
+        let found = file.schema_version;
         if found != SCHEMA_VERSION {
             return Err(Error::SchemaVersionMismatch {
                 path: path.to_owned(),
@@ -510,6 +400,20 @@ impl ChunkSchema {
                 ),
             });
         }
+        let ja_of = |line: &str| {
+            line.split(',')
+                .find_map(|a| a.strip_prefix(JA_ANALYZER_NAME)?.strip_prefix('='))
+                .unwrap_or("unknown")
+                .to_owned()
+        };
+        let (index_ja, process_ja) = (ja_of(&file.analyzer), japanese_analysis().as_str());
+        if index_ja != process_ja {
+            return Err(Error::JapaneseAnalysisMismatch {
+                path: path.to_owned(),
+                index: index_ja,
+                process: process_ja.to_owned(),
+            });
+        }
         Ok(())
     }
 
@@ -519,7 +423,7 @@ impl ChunkSchema {
         let tmp = path.join(format!("{VERSION_FILE}.tmp"));
         let body = serde_json::to_string(&VersionFile {
             schema_version: SCHEMA_VERSION,
-            analyzer: format!("{ANALYZER_NAME},{ZH_ANALYZER_NAME}"),
+            analyzer: Self::analyzer_line(),
         })
         .expect("serializable");
         let io = |op, p: &Path| {

@@ -169,6 +169,8 @@ fn recover(
     let path = &config.tantivy.path;
     ready.step(format!("opening the tantivy index {}", path.display()));
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+    ready.step("loading the Japanese dictionary ([tantivy] ja_dictionary)".to_string());
+    config.tantivy.configure_japanese()?;
     let mut tantivy = ChunkIndexWriter::open_or_create_with_threads(
         path,
         config.tantivy.writer_heap_bytes,
