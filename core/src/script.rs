@@ -44,6 +44,13 @@ pub fn is_kana_letter(c: char) -> bool {
     )
 }
 
+/// Whether `kana` kana letters ([`is_kana_letter`]) beside `han` Han letters make a text
+/// Japanese: at least one in twenty of them (see [`CjkScripts`]). The one rule of the tantivy
+/// analyzers and the embedding connector's language detection.
+pub fn kana_makes_japanese(han: usize, kana: usize) -> bool {
+    kana > 0 && kana * 20 >= han + kana
+}
+
 /// Which of the CJK scripts a text contains, and the analysis that follows from them: kana makes
 /// a text Japanese (Chinese text has none, and Japanese prose without kana is rare); Han without
 /// kana is Chinese; Hangul is Korean, whatever else the text holds.
@@ -77,7 +84,7 @@ impl CjkScripts {
             s.hangul |= is_hangul(c);
         }
         s.han = han > 0;
-        s.kana = kana > 0 && kana * 20 >= han + kana;
+        s.kana = kana_makes_japanese(han, kana);
         s
     }
 

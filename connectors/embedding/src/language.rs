@@ -15,7 +15,9 @@
 
 use std::collections::BTreeSet;
 
-use freshet_core::script::{is_han, is_hangul, is_kana};
+use freshet_core::script::{
+    is_hangul, is_ideographic, is_kana, is_kana_letter, kana_makes_japanese,
+};
 
 pub use whatlang::Script;
 
@@ -43,11 +45,14 @@ fn count_scripts(text: &str) -> ScriptCounts {
     let mut n = ScriptCounts::default();
     let mut in_word = false;
     for c in text.chars() {
-        if is_han(c) {
+        if is_ideographic(c) {
             n.han += 1;
             in_word = false;
-        } else if is_kana(c) {
+        } else if is_kana_letter(c) {
             n.kana += 1;
+            in_word = false;
+        } else if is_kana(c) {
+            // The marks of the kana blocks (・ ー ゝ), which Chinese text uses too: no letter.
             in_word = false;
         } else if is_hangul(c) {
             n.hangul += 1;
@@ -67,8 +72,10 @@ fn count_scripts(text: &str) -> ScriptCounts {
 /// The language and script of `text`; `None` when it has no letters.
 ///
 /// CJK characters decide when they are at least as many as the words of other scripts (one
-/// character carries about what a word does): any Kana makes it Japanese (Chinese text has
-/// none), Hangul in the majority Korean, else Chinese, simplified and traditional alike.
+/// character carries about what a word does): kana letters make it Japanese by the tantivy
+/// analyzers' rule ([`kana_makes_japanese`]: one in twenty of the Han and kana letters; a
+/// middle dot ・ in a Chinese text is no kana), Hangul in the majority Korean, else Chinese,
+/// simplified and traditional alike.
 /// Otherwise the script is whatlang's, and the language its guess when reliable: short
 /// alphabetic texts (most queries) often have no reliable guess, and even a "reliable" one can
 /// be wrong on a short technical sentence, which is why [`Languages::understands`] decides
@@ -77,7 +84,7 @@ pub fn detect(text: &str) -> Option<Detected> {
     let n = count_scripts(text);
     let cjk = n.han + n.kana + n.hangul;
     if cjk > 0 && cjk >= n.other_words {
-        let (language, script) = if n.kana > 0 {
+        let (language, script) = if kana_makes_japanese(n.han, n.kana) {
             ("ja", whatlang::Script::Hiragana)
         } else if n.hangul * 2 >= cjk {
             ("ko", whatlang::Script::Hangul)
@@ -205,6 +212,10 @@ mod tests {
             ("東京都知事の選挙", "ja"),
             ("서울의 날씨는 어때요", "ko"),
             ("李白", "zh"),
+            // The kana block's middle dot and prolonged sound mark are no kana letters.
+            ("床前明月光・疑是地上霜", "zh"),
+            ("唐・李白《静夜思》", "zh"),
+            ("コーヒー", "ja"),
         ] {
             assert_eq!(language(text), Some(want), "{text}");
         }
