@@ -62,6 +62,20 @@ async fn collect(stream: freshet_llm::ChatStream) -> Vec<Result<ChatEvent, LlmEr
     stream.collect().await
 }
 
+/// A stream of the conversation that ends with its `Done`.
+async fn assert_stream_completes(c: &LlmClient) {
+    let events = collect(
+        c.chat_stream(&messages(), &ChatOptions::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        matches!(events.last(), Some(Ok(ChatEvent::Done { .. }))),
+        "{events:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_whole_answer_cites_the_passages_and_reports_usage() {
     let s = StandIn::start().await.unwrap();
@@ -156,16 +170,7 @@ async fn a_429_is_retried_after_what_retry_after_says() {
     assert_eq!(m.get(r#"llm_retries_total{reason="rate_limited"}"#), 1.0);
     // An HTTP date, streamed.
     let (c, _) = client(&s, "standin-429-date-then-ok", |_| {});
-    let events = collect(
-        c.chat_stream(&messages(), &ChatOptions::default())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        matches!(events.last(), Some(Ok(ChatEvent::Done { .. }))),
-        "{events:?}"
-    );
+    assert_stream_completes(&c).await;
     // A wait past the deadline is not waited: the error, with what the server asked.
     let (c, m) = client(&s, "standin-429-long", |_| {});
     let started = Instant::now();
@@ -209,16 +214,7 @@ async fn server_errors_are_retried_then_returned() {
     );
     // Streams are retried the same way until they begin.
     let (c, _) = client(&s, "standin-502-then-ok", |_| {});
-    let events = collect(
-        c.chat_stream(&messages(), &ChatOptions::default())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        matches!(events.last(), Some(Ok(ChatEvent::Done { .. }))),
-        "{events:?}"
-    );
+    assert_stream_completes(&c).await;
 }
 
 #[tokio::test]

@@ -217,9 +217,8 @@ fn chinese_notes_are_spliced_at_their_references_once() {
     );
 }
 
-#[test]
-fn english_notes_from_a_notes_file_with_back_links() {
-    let md = parsed(&english_book()).markdown;
+/// The English book's two notes spliced in at their references, once each.
+fn assert_english_notes_spliced(md: &str) {
     assert!(
         md.contains(
             "The river rose in spring [Note: Snowmelt raises the river every April.] and flooded"
@@ -232,8 +231,14 @@ fn english_notes_from_a_notes_file_with_back_links() {
         ),
         "{md}"
     );
-    assert_eq!(count(&md, "Snowmelt"), 1, "{md}");
-    assert_eq!(count(&md, "built in 1820"), 1, "{md}");
+    assert_eq!(count(md, "Snowmelt"), 1, "{md}");
+    assert_eq!(count(md, "built in 1820"), 1, "{md}");
+}
+
+#[test]
+fn english_notes_from_a_notes_file_with_back_links() {
+    let md = parsed(&english_book()).markdown;
+    assert_english_notes_spliced(&md);
     // The notes file keeps the note nothing refers to (and its heading).
     assert!(
         md.contains("# Notes") && md.contains("A note nothing refers to."),
@@ -246,19 +251,7 @@ fn english_notes_from_a_notes_file_with_back_links() {
 #[test]
 fn notes_in_a_file_out_of_the_spine_are_spliced_in() {
     let md = parsed(&english_book_with("")).markdown;
-    assert!(
-        md.contains(
-            "The river rose in spring [Note: Snowmelt raises the river every April.] and flooded"
-        ),
-        "{md}"
-    );
-    assert!(
-        md.contains(
-            "The mill stood on the bank [Note: The mill was built in 1820.] for a century."
-        ),
-        "{md}"
-    );
-    assert_eq!(count(&md, "Snowmelt"), 1, "{md}");
+    assert_english_notes_spliced(&md);
     // The file itself is not in the reading order: what is not spliced in is not read.
     assert!(
         !md.contains("# Notes") && !md.contains("A note nothing refers to."),
