@@ -33,7 +33,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 mod secret;
-pub use secret::Secret;
+pub mod url;
+pub use secret::{resolve_secret, Secret};
 
 /// What can go wrong reading settings.
 #[derive(Debug, thiserror::Error)]

@@ -156,7 +156,7 @@ impl LlmConfig {
         if self.model.trim().is_empty() {
             bail!("llm.model is empty: name the model the server should run (its own name for it)");
         }
-        let api_key = freshet_service::auth::resolve_secret(
+        let api_key = freshet_config::resolve_secret(
             "llm.api_key",
             &Secret::default(),
             &self.api_key_file,
@@ -171,7 +171,7 @@ impl LlmConfig {
             )
         })?;
         if api_key.is_some() {
-            freshet_service::transport::check_url(
+            freshet_config::url::check_url(
                 "llm.base_url (it is sent the API key)",
                 url.as_str(),
                 self.allow_insecure_http,
