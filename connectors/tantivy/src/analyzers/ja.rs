@@ -12,7 +12,6 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use freshet_core::script::{is_ideographic, is_kana};
 use lindera::dictionary::{load_fs_dictionary, DictionaryBuilder, Metadata};
 use lindera::mode::Mode;
 use lindera::segmenter::Segmenter;
@@ -276,13 +275,9 @@ impl Tokenizer for JaTokenizer {
     fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream {
         VecTokenStream::new(match &state().segmenter {
             Some(segmenter) => morpheme_tokens(segmenter, text),
-            None => bigrams(text, is_japanese_char),
+            None => bigrams(text, super::is_cjk),
         })
     }
-}
-
-fn is_japanese_char(c: char) -> bool {
-    is_ideographic(c) || is_kana(c)
 }
 
 /// Parts of speech (IPADIC's first field) that carry no content.
@@ -320,7 +315,7 @@ fn morpheme_tokens(segmenter: &Segmenter, text: &str) -> Vec<Token> {
         Err(e) => {
             // Not expected for any text; bigrams keep the text findable.
             tracing::warn!(error = %e, "Japanese segmentation failed: indexing bigrams");
-            return bigrams(text, is_japanese_char);
+            return bigrams(text, super::is_cjk);
         }
     };
     let mut out = Vec::with_capacity(morphemes.len());

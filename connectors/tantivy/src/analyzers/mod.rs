@@ -57,7 +57,9 @@ pub fn contains_cjk(text: &str) -> bool {
     text.chars().any(is_cjk)
 }
 
-fn is_cjk(c: char) -> bool {
+/// Han, ideographic marks and kana: the characters the Chinese and Japanese analyzers read (and
+/// the Japanese bigram fallback pairs).
+pub(crate) fn is_cjk(c: char) -> bool {
     is_ideographic(c) || is_kana(c)
 }
 
