@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_llm::LlmMetrics;
 use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -75,6 +76,8 @@ pub struct Metrics {
     pub cancelled_work: Family<StageLabels, Counter>,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
+    /// The language model's calls (`llm_requests_total`, ...; `connectors/llm/METRICS.md`).
+    pub llm: LlmMetrics,
 }
 
 impl Default for Metrics {
@@ -163,6 +166,7 @@ impl Metrics {
              deadline, by stage",
         );
         let milvus = MilvusMetrics::register(&mut r);
+        let llm = LlmMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             requests,
@@ -183,6 +187,7 @@ impl Metrics {
             overload_rejections,
             cancelled_work,
             milvus,
+            llm,
         }
     }
 

@@ -27,7 +27,7 @@ pub fn node(config: Config) -> Result<Arc<Node>> {
             base_url = %llm.base_url,
             model = %llm.model,
             key = llm.api_key.is_some(),
-            "language model configured ([llm]); no endpoint calls it"
+            "language model configured ([llm])"
         );
     }
     auth.start()?;
@@ -62,7 +62,16 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         Duration::from_millis(config.query.max_wait_ms),
         metrics.clone(),
     );
+    let llm = match &config.llm_settings {
+        Some(s) => Some(
+            freshet_llm::LlmClient::new(s.clone())
+                .context("building the language model client ([llm])")?
+                .with_metrics(metrics.llm.clone()),
+        ),
+        None => None,
+    };
     Ok(Arc::new(Engine {
+        llm,
         limiter,
         config,
         indexes,

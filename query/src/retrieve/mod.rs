@@ -148,6 +148,8 @@ pub struct Engine {
     pub metrics: Metrics,
     /// Retrievals running at once and waiting (`[query] max_running_retrievals`, ...).
     pub limiter: Limiter,
+    /// The language model (`[llm]`), when one is configured.
+    pub llm: Option<freshet_llm::LlmClient>,
 }
 
 /// A candidate while it moves through the stages: only checked chunks.
