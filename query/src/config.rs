@@ -15,6 +15,7 @@ use freshet_llm::{LlmConfig, LlmSettings};
 use freshet_milvus::MilvusConfig;
 use freshet_tantivy::TantivyConfig;
 
+use crate::answer::config::AnswerConfig;
 use crate::auth::settings::{JwtConfig, KeyConfig, Limits, Secret};
 use crate::fusion::FusionMethod;
 use crate::language::LanguageRouting;
@@ -29,6 +30,8 @@ pub struct Config {
     pub milvus: MilvusConfig,
     pub embedding: EmbeddingConfig,
     pub llm: LlmConfig,
+    /// `[answer]`: how `POST /v1/answer` retrieves, packs and refuses by default.
+    pub answer: AnswerConfig,
     /// `[llm]` checked, its key read: `None` without `llm.base_url` (set by [`Config::load`]).
     #[serde(skip)]
     pub llm_settings: Option<LlmSettings>,
@@ -257,6 +260,7 @@ impl Config {
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
         let mut config: Config = freshet_config::load(path, env, &sections())?;
         config.query.validate()?;
+        config.answer.validate(&config.query)?;
         let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         config.llm_settings = config.llm.settings(&lookup)?;
         Ok(config)
@@ -271,6 +275,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<EmbeddingConfig>("embedding")
         .with::<LlmConfig>("llm")
+        .with::<AnswerConfig>("answer")
 }
 
 impl QueryConfig {

@@ -6,6 +6,7 @@
 //! `standin`. The same request always gets the same bytes.
 
 pub mod answer;
+pub mod ground;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
