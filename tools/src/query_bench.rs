@@ -522,7 +522,7 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)

@@ -5,11 +5,12 @@
 //! answers the refusal sentence itself, without calling the model. The passages come only from
 //! the retrieval's results, which passed the request's filter and principals, so an answer
 //! cannot hold text its caller may not see. `http.rs` serves it, `request.rs` parses it,
-//! `config.rs` is the `[answer]` section.
+//! `config.rs` is the `[answer]` section, `openapi.rs` documents it.
 
 pub mod cite;
 pub mod config;
 pub mod http;
+pub mod openapi;
 pub mod prompt;
 pub mod request;
 
