@@ -3,6 +3,7 @@
 //!
 //! - `status`, `search`: what both indexes hold against the topic, and their top hits.
 //! - `eval`: BEIR retrieval quality through the running pipeline and query node (the CI gate).
+//! - `eval-answers`: answer quality through `/v1/answer` (citations, refusals, faithfulness).
 //! - `bench-ingest`: ingest, re-send and edit costs through Kafka and the real pipeline.
 //! - `bench-latency`, `bench-freshness`: the query node under load, and produce-to-visible time.
 //! - `bench-answer`: what `/v1/answer` adds to a retrieval with a model that answers at once.
@@ -19,6 +20,7 @@
 //! benchmarks that run it in process.
 
 mod answer_bench;
+mod answers;
 mod config;
 mod eval;
 mod inspect;
@@ -68,6 +70,8 @@ enum Command {
     BenchReplicate(replicate::ReplicateArgs),
     /// Evaluate retrieval quality on a BEIR dataset through the pipeline and the query node.
     Eval(eval::EvalArgs),
+    /// Evaluate /v1/answer on a dataset of questions: citations, refusals, faithfulness.
+    EvalAnswers(answers::EvalAnswersArgs),
     /// Query latency under concurrency, measured with an HTTP client against a running node.
     BenchLatency(query_bench::LatencyArgs),
     /// What /v1/answer adds to a retrieval with a model that answers at once (the stand-in),
@@ -122,6 +126,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchIngest(args) => args.run(config),
         Command::BenchReplicate(args) => args.run(config),
         Command::Eval(args) => args.run(config),
+        Command::EvalAnswers(args) => args.run(config),
         Command::BenchLatency(args) => args.run(config),
         Command::BenchAnswer(args) => args.run(config),
         Command::BenchFreshness(args) => args.run(config),

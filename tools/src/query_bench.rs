@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Percentiles of a sample (milliseconds).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub count: usize,
     pub p50: f64,
