@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use axum::serve::ListenerExt;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -19,7 +20,9 @@ pub async fn bind(addr: &str, setting: &str) -> Result<TcpListener> {
 }
 
 /// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
-/// lets requests in flight finish (at most 10 s with TLS).
+/// lets requests in flight finish (at most 10 s with TLS). Every connection has `TCP_NODELAY`:
+/// a streamed answer writes small events one after another, and Nagle's algorithm would hold
+/// each back until the client acknowledged the one before (40 ms with a delayed ACK).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
@@ -28,6 +31,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     match tls {
         None => {
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY not set");
+                }
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await
@@ -40,13 +48,15 @@ pub async fn serve(
                 shutdown.await;
                 stopper.graceful_shutdown(Some(Duration::from_secs(10)));
             });
-            axum_server::from_tcp_rustls(
-                listener,
+            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(
                 axum_server::tls_rustls::RustlsConfig::from_config(config),
-            )?
-            .handle(handle)
-            .serve(app.into_make_service())
-            .await
+            )
+            .acceptor(axum_server::accept::NoDelayAcceptor::new());
+            axum_server::from_tcp(listener)?
+                .acceptor(acceptor)
+                .handle(handle)
+                .serve(app.into_make_service())
+                .await
         }
     }
 }

@@ -68,7 +68,7 @@ impl StandIn {
         });
         let app = routes(shared.clone());
         let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+            if let Err(e) = axum::serve(no_delay(listener), app).await {
                 tracing::error!(error = %e, "the LLM stand-in stopped");
             }
         });
@@ -110,7 +110,18 @@ pub async fn serve(
         api_key: options.api_key,
         ..Shared::default()
     });
-    axum::serve(listener, routes(shared)).await
+    axum::serve(no_delay(listener), routes(shared)).await
+}
+
+/// `TCP_NODELAY` on every connection: a stream's small chunks go out at once, not after the
+/// client acknowledged the one before.
+fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 fn routes(shared: Arc<Shared>) -> Router {
