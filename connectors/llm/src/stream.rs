@@ -159,6 +159,14 @@ impl State {
             return Ok(None);
         }
         if data == "[DONE]" {
+            // Every server says why the model stopped before it is done; a stream without it
+            // was cut off (llama.cpp's server does so when another request arrives, unless it
+            // runs with --interrupt_requests false).
+            if self.finish_reason.is_none() {
+                return Err(self.fail(LlmError::BadResponse(
+                    "the stream sent [DONE] without a finish_reason: the answer was cut off".into(),
+                )));
+            }
             return Ok(Some(self.done()));
         }
         let value: serde_json::Value = serde_json::from_str(data).map_err(|e| {

@@ -14,7 +14,7 @@ use futures::StreamExt;
 const PROMPT: &str = "Answer from the numbered passages; cite them as [n].\n\n\
                       [1] Freshet indexes documents as they change. It streams.\n\
                       [2] Retrieval is hybrid: BM25 and vectors.\n\n\
-                      Question: what does freshet do?";
+                      Question: how does freshet index and do retrieval?";
 const ANSWER: &str =
     "Freshet indexes documents as they change [1]. Retrieval is hybrid: BM25 and vectors [2].";
 
@@ -320,6 +320,18 @@ async fn malformed_answers_are_errors() {
     .await;
     assert!(
         matches!(events.last(), Some(Err(LlmError::BadResponse(m))) if m.contains("[DONE]")),
+        "{events:?}"
+    );
+    let (c, _) = client(&s, "standin-cut", |_| {});
+    let events = collect(
+        c.chat_stream(&messages(), &ChatOptions::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(matches!(events[0], Ok(ChatEvent::Delta(_))), "{events:?}");
+    assert!(
+        matches!(events.last(), Some(Err(LlmError::BadResponse(m))) if m.contains("cut off")),
         "{events:?}"
     );
 }

@@ -41,6 +41,9 @@ pub enum Script {
     Malformed,
     /// The stream ends without a finish_reason or `[DONE]`.
     Truncated,
+    /// The stream sends `[DONE]` without a finish_reason (as llama.cpp's server does when it
+    /// cuts an answer off for another request).
+    Cut,
     /// The answer cites a passage number the prompt does not have.
     InvalidCitation,
     /// The answer has a sentence without a citation.
@@ -62,6 +65,7 @@ impl Script {
             "429-long" => Script::RateLimitedLong,
             "malformed" => Script::Malformed,
             "truncated" => Script::Truncated,
+            "cut" => Script::Cut,
             "invalid-citation" => Script::InvalidCitation,
             "uncited" => Script::Uncited,
             _ => {

@@ -310,7 +310,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     if request.stream {
         return stream(&id, &request, &script, &text, finish, usage);
     }
-    if script == Script::Malformed || script == Script::Truncated {
+    if script == Script::Malformed || script == Script::Truncated || script == Script::Cut {
         return (
             [(header::CONTENT_TYPE, "application/json")],
             format!("{{\"id\":\"{id}\",\"object\":\"chat.completion\",\"choices\":["),
@@ -400,6 +400,7 @@ fn stream(
             events.push("data: {\"id\": \"broken\", \"choices\": [\n\n".to_owned());
         }
         Script::Truncated => {}
+        Script::Cut => events.push("data: [DONE]\n\n".to_owned()),
         Script::StallAfter(n) => events.truncate(1 + n),
         _ => {
             events.push(chunk(json!({}), Some(finish)));
