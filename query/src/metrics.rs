@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use freshet_llm::LlmMetrics;
+use freshet_llm::{EmbeddingsMetrics, LlmMetrics};
 use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -78,6 +78,8 @@ pub struct Metrics {
     pub milvus: MilvusMetrics,
     /// The language model's calls (`llm_requests_total`, ...; `connectors/llm/METRICS.md`).
     pub llm: LlmMetrics,
+    /// A remote embedding model's requests (`remote_embedding_…`; `connectors/llm/METRICS.md`).
+    pub remote_embedding: EmbeddingsMetrics,
 }
 
 impl Default for Metrics {
@@ -167,6 +169,7 @@ impl Metrics {
         );
         let milvus = MilvusMetrics::register(&mut r);
         let llm = LlmMetrics::register(&mut r);
+        let remote_embedding = EmbeddingsMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             requests,
@@ -188,6 +191,7 @@ impl Metrics {
             cancelled_work,
             milvus,
             llm,
+            remote_embedding,
         }
     }
 

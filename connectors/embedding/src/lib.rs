@@ -46,6 +46,7 @@ pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
 pub use config::{find_ort_library, EmbeddingConfig, ModelMeta, Provider, DEFAULT_MODEL_DIR_NAME};
 pub use embedder::{FastEmbedder, MIN_ORT_MINOR};
 pub use error::{Error, Result};
+pub use freshet_llm::EmbeddingsMetrics;
 pub use model::EmbeddingModel;
 pub use remote::{RemoteEmbedder, DEFAULT_REMOTE_MAX_LENGTH};
 pub use rerank::{FastReranker, RerankerConfig};
