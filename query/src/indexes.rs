@@ -81,6 +81,15 @@ impl EmbedderPool {
     pub fn load(cfg: &Config, metrics: Metrics) -> Result<EmbedderPool> {
         let mut ecfg = cfg.embedding.clone();
         ecfg.threads = Some(cfg.query.embedder_threads);
+        if ecfg.provider == Provider::Openai {
+            // A query waits for a remote model at most half its request's time, retries
+            // included, so that a server that is away leaves time to answer from BM25
+            // (hybrid, allow_partial) instead of timing the request out.
+            let half = (cfg.query.request_timeout_ms / 2).max(1);
+            ecfg.deadline_ms = ecfg.deadline_ms.min(half);
+            ecfg.timeout_ms = ecfg.timeout_ms.min(ecfg.deadline_ms);
+            ecfg.connect_timeout_ms = ecfg.connect_timeout_ms.min(ecfg.timeout_ms);
+        }
         let mut free: Vec<EmbeddingModel> = Vec::with_capacity(cfg.query.embedder_instances);
         for _ in 0..cfg.query.embedder_instances {
             // A remote model is one client shared by every handle (its max_concurrent holds
