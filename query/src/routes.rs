@@ -72,10 +72,7 @@ impl Engine {
                         match job.check("embed") {
                             Err(timed_out) => timed_out,
                             Ok(()) => match e.downcast_ref::<EmbedderUnavailable>() {
-                                Some(away) => RetrieveError::Unavailable(format!(
-                                    "embedding server: {}",
-                                    away.0
-                                )),
+                                Some(away) => RetrieveError::Unavailable(away.0.clone()),
                                 None => {
                                     RetrieveError::Internal(format!("embedding the query: {e}"))
                                 }
