@@ -78,6 +78,9 @@ pub struct EmbeddingConfig {
     pub dim: Option<usize>,
     /// `provider = "openai"`: requests in flight at once from this process.
     pub max_concurrent: usize,
+    /// `provider = "openai"`: requests started per minute at most from this process, retries
+    /// included (0: no limit).
+    pub requests_per_minute: u32,
     /// `provider = "openai"`: one attempt's limit, connecting and the whole answer (ms).
     pub timeout_ms: u64,
     /// `provider = "openai"`: connecting to the server (ms).
@@ -119,6 +122,7 @@ impl Default for EmbeddingConfig {
             allow_insecure_http: false,
             dim: None,
             max_concurrent: remote.max_concurrent,
+            requests_per_minute: remote.requests_per_minute,
             timeout_ms: remote.timeout_ms,
             connect_timeout_ms: remote.connect_timeout_ms,
             deadline_ms: remote.deadline_ms,
@@ -170,23 +174,24 @@ impl EmbeddingConfig {
                 ..self.clone()
             };
             let d = EmbeddingConfig::default();
-            let timing = (
-                self.max_concurrent,
-                self.timeout_ms,
-                self.connect_timeout_ms,
-                self.deadline_ms,
-                self.retries,
-                self.backoff_initial_ms,
-                self.backoff_max_ms,
-            ) != (
-                d.max_concurrent,
-                d.timeout_ms,
-                d.connect_timeout_ms,
-                d.deadline_ms,
-                d.retries,
-                d.backoff_initial_ms,
-                d.backoff_max_ms,
-            );
+            let timing = self.requests_per_minute != d.requests_per_minute
+                || (
+                    self.max_concurrent,
+                    self.timeout_ms,
+                    self.connect_timeout_ms,
+                    self.deadline_ms,
+                    self.retries,
+                    self.backoff_initial_ms,
+                    self.backoff_max_ms,
+                ) != (
+                    d.max_concurrent,
+                    d.timeout_ms,
+                    d.connect_timeout_ms,
+                    d.deadline_ms,
+                    d.retries,
+                    d.backoff_initial_ms,
+                    d.backoff_max_ms,
+                );
             if remote_only != *self || timing {
                 return Err(Error::Config(
                     "embedding: base_url, model, api_key_file, api_key_env, allow_insecure_http,                      dim, tokenizer and the timeouts, retries and max_concurrent are settings of                      a remote model; set provider = \"openai\" to use one, or remove them to                      embed with the local model"
@@ -212,6 +217,7 @@ impl EmbeddingConfig {
             dim: self.dim,
             batch_size: self.batch_size,
             max_concurrent: self.max_concurrent,
+            requests_per_minute: self.requests_per_minute,
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
             deadline_ms: self.deadline_ms,

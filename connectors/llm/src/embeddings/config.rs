@@ -24,6 +24,9 @@ pub struct EmbeddingsConfig {
     pub batch_size: usize,
     /// Requests in flight at once from this process.
     pub max_concurrent: usize,
+    /// Requests started per minute at most from this process, retries included (0: no
+    /// limit).
+    pub requests_per_minute: u32,
     pub timeout_ms: u64,
     pub connect_timeout_ms: u64,
     pub deadline_ms: u64,
@@ -42,6 +45,8 @@ pub struct EmbeddingsSettings {
     pub dim: Option<usize>,
     pub batch_size: usize,
     pub max_concurrent: usize,
+    /// The least time between two request starts (`None`: no limit).
+    pub min_interval: Option<Duration>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub deadline: Duration,
@@ -83,6 +88,7 @@ impl Default for EmbeddingsConfig {
             dim: None,
             batch_size: 64,
             max_concurrent: 4,
+            requests_per_minute: 0,
             timeout_ms: 30_000,
             connect_timeout_ms: 5_000,
             deadline_ms: 120_000,
@@ -204,6 +210,8 @@ impl EmbeddingsConfig {
             dim: self.dim,
             batch_size: self.batch_size,
             max_concurrent: self.max_concurrent,
+            min_interval: (self.requests_per_minute > 0)
+                .then(|| Duration::from_secs(60) / self.requests_per_minute),
             timeout: Duration::from_millis(self.timeout_ms),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             deadline: Duration::from_millis(self.deadline_ms),

@@ -1,8 +1,8 @@
 //! [`EmbeddingsClient`]: vectors from an OpenAI-compatible `/embeddings` server (TEI, vLLM,
 //! Ollama, LiteLLM, hosted APIs). A call's texts go in requests of `batch_size`, at most
-//! `max_concurrent` of them in flight from this process, each retried with back-off and jitter
-//! on 429, 5xx, timeouts and connection failures, honouring `Retry-After`, within the call's
-//! deadline. Every vector must have the dimension configured or learnt from the first answer;
+//! `max_concurrent` of them in flight and `requests_per_minute` started from this process, each
+//! retried with back-off and jitter on 429, 5xx, timeouts and connection failures, honouring
+//! `Retry-After`, within the call's deadline. Every vector must have the dimension configured or learnt from the first answer;
 //! failures are [`LlmError`]s whose [`is_outage`](LlmError::is_outage) tells a server that is
 //! away from a request it refuses.
 
@@ -37,6 +37,8 @@ struct Inner {
     endpoint: reqwest::Url,
     settings: EmbeddingsSettings,
     slots: Semaphore,
+    /// When the next request may start (`requests_per_minute`).
+    next_start: tokio::sync::Mutex<Instant>,
     /// The dimension configured, or learnt from the first answer.
     dim: OnceLock<usize>,
     metrics: Option<EmbeddingsMetrics>,
@@ -97,6 +99,7 @@ impl EmbeddingsClient {
                 http,
                 endpoint,
                 slots: Semaphore::new(settings.max_concurrent),
+                next_start: tokio::sync::Mutex::new(Instant::now()),
                 settings,
                 dim,
                 metrics: None,
@@ -116,6 +119,7 @@ impl EmbeddingsClient {
                 http: i.http.clone(),
                 endpoint: i.endpoint.clone(),
                 slots: Semaphore::new(i.settings.max_concurrent),
+                next_start: tokio::sync::Mutex::new(Instant::now()),
                 settings: i.settings.clone(),
                 dim,
                 metrics: Some(metrics),
@@ -206,6 +210,21 @@ impl EmbeddingsClient {
         };
         let mut attempt = 1u32;
         loop {
+            if let Some(interval) = s.min_interval {
+                // Take the next start time; waiting past the deadline is a timeout now.
+                let start = {
+                    let mut next = self.inner.next_start.lock().await;
+                    let start = (*next).max(Instant::now());
+                    if start >= deadline {
+                        return Err(timeout(
+                            "waiting for its turn (embedding.requests_per_minute)",
+                        ));
+                    }
+                    *next = start + interval;
+                    start
+                };
+                tokio::time::sleep_until(start.into()).await;
+            }
             let left = left();
             if left.is_zero() {
                 return Err(timeout("the call's deadline (embedding.deadline_ms)"));

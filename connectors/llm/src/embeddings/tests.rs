@@ -230,6 +230,38 @@ async fn the_standin_answers_in_openais_shape_and_refuses_bad_requests() {
 }
 
 #[tokio::test]
+async fn requests_are_started_no_faster_than_the_rate_limit() {
+    let s = StandIn::start().await.unwrap();
+    let c = client(&s, "standin", |c| {
+        c.batch_size = 1;
+        c.requests_per_minute = 600;
+    });
+    let started = Instant::now();
+    let out = c
+        .embed(&texts(&["a", "b", "c", "d", "e", "f"]))
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 6);
+    // 600 a minute: six starts 100 ms apart: the last at least 500 ms after the first.
+    assert!(
+        started.elapsed() >= Duration::from_millis(490),
+        "{:?}",
+        started.elapsed()
+    );
+    let unlimited = client(&s, "standin", |c| c.batch_size = 1);
+    let started = Instant::now();
+    unlimited
+        .embed(&texts(&["a", "b", "c", "d", "e", "f"]))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn texts_go_in_batches_and_come_back_in_order() {
     let s = StandIn::start().await.unwrap();
     let c = client(&s, "standin", |c| c.batch_size = 2);
