@@ -284,7 +284,7 @@ fn a_text_the_provider_refuses_is_dead_lettered() -> Result<()> {
 }
 
 /// A collection written with one remote model refuses another (of the same dimension): the
-/// pipeline stops at start with what to do.
+/// pipeline stops at start with what to do, a query node does not search it and says why.
 #[test]
 fn another_model_on_an_existing_collection_is_refused() -> Result<()> {
     let server = standin()?;
@@ -319,6 +319,35 @@ fn another_model_on_an_existing_collection_is_refused() -> Result<()> {
         "says what to do: {}",
         case.log_tail()
     );
+
+    // A query node with the other model does not search the collection: /readyz and the
+    // vector route say why.
+    let node = start_query(&case, &remote(&server, "standin-dim-256"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = node.get("/readyz")?;
+        if r.status == 503 && r.body.contains("holds vectors of model") {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "/readyz: {} {}",
+            r.status,
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let r = node.post(
+        "/v1/retrieve",
+        &json!({"query": "alder trees", "mode": "vector"}),
+    )?;
+    ensure!(
+        r.status == 503 && r.body.contains("holds vectors of model"),
+        "{} {}",
+        r.status,
+        r.body
+    );
+    drop(node);
 
     // The local model on the same collection is refused the same way.
     case.extra_env.clear();
