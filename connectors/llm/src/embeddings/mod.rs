@@ -305,6 +305,17 @@ impl EmbeddingsClient {
     fn vectors(&self, bytes: &[u8], n: usize) -> Result<(Vec<Vec<f32>>, u64)> {
         let bad = |m: String| LlmError::BadResponse(format!("embeddings: {m}"));
         let response: EmbeddingsResponse = serde_json::from_slice(bytes).map_err(|e| {
+            let per_token = serde_json::from_slice::<serde_json::Value>(bytes)
+                .ok()
+                .and_then(|v| v.pointer("/data/0/embedding/0").map(|x| x.is_array()))
+                .unwrap_or(false);
+            if per_token {
+                return bad(
+                    "the server answers a vector per token, not per text: its model does not \
+                     pool (serve a sentence-embedding model, or one with mean or CLS pooling)"
+                        .into(),
+                );
+            }
             bad(format!(
                 "{e} (body starts {:?})",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(120)])

@@ -431,3 +431,19 @@ async fn the_key_is_sent_as_a_bearer_token() {
     .unwrap();
     assert!(keyed.embed(&texts(&["river"])).await.is_ok());
 }
+
+#[test]
+fn a_vector_per_token_is_refused_with_what_to_serve() {
+    let c =
+        EmbeddingsClient::new(EmbeddingsSettings::for_base("http://h/v1", "m").unwrap()).unwrap();
+    let body = br#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[[0.1,0.2],[0.3,0.4]]}]}"#;
+    let e = c.vectors(body, 1).unwrap_err();
+    assert!(
+        matches!(&e, LlmError::BadResponse(m) if m.contains("per token")),
+        "{e:?}"
+    );
+    let body =
+        br#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}]}"#;
+    assert_eq!(c.vectors(body, 1).unwrap().0, vec![vec![0.1, 0.2]]);
+    assert!(c.vectors(body, 2).is_err(), "one vector for two texts");
+}
