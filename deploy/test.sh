@@ -41,8 +41,9 @@ export FRESHET_MILVUS_LITE_URL="http://127.0.0.1:$FRESHET_MILVUS_LITE_PORT"
 # PostgreSQL with wal2json, for tests/tests/postgres_cdc_e2e.rs.
 export FRESHET_POSTGRES_PORT="${FRESHET_POSTGRES_PORT:-5433}"
 "$here/start-postgres.sh"
-# llama.cpp's OpenAI-compatible server with a tiny random-weight model, for the wire tests
-# (connectors/llm/tests/wire_live.rs and tests/tests/answer_llama_e2e.rs, docs/llm.md); the
+# llama.cpp's OpenAI-compatible servers with a tiny random-weight model, chat and embeddings, for
+# the wire tests (connectors/llm/tests/wire_live.rs, wire_embeddings_live.rs and
+# tests/tests/answer_llama_e2e.rs, docs/llm.md); the
 # feature freshet-tests/live turns on freshet-llm/wire.
 export FRESHET_LLAMA_PORT="${FRESHET_LLAMA_PORT:-18082}"
 export FRESHET_LLAMA_N_CTX="${FRESHET_LLAMA_N_CTX:-4096}"
@@ -50,6 +51,9 @@ export FRESHET_LLAMA_N_CTX="${FRESHET_LLAMA_N_CTX:-4096}"
 export FRESHET_LLM_WIRE_URL="http://127.0.0.1:$FRESHET_LLAMA_PORT/v1"
 export FRESHET_LLM_WIRE_MODEL=tiny
 export FRESHET_LLM_WIRE_N_CTX="$FRESHET_LLAMA_N_CTX"
+# its embedding twin (connectors/llm/tests/wire_embeddings_live.rs)
+export FRESHET_EMBED_WIRE_URL="http://127.0.0.1:${FRESHET_LLAMA_EMBED_PORT:-$((FRESHET_LLAMA_PORT + 1))}/v1"
+export FRESHET_EMBED_WIRE_MODEL=tiny-embed
 
 export FRESHET_KAFKA_BROKERS="127.0.0.1:$FRESHET_KAFKA_PORT"
 export FRESHET_MILVUS_URL="http://127.0.0.1:$FRESHET_MILVUS_PORT"

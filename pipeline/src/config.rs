@@ -325,6 +325,28 @@ mod tests {
         assert_eq!(c.metrics.listen, d.metrics.listen);
     }
 
+    /// Every `[embedding]` setting is in the documented file, set or commented out.
+    #[test]
+    fn the_documented_file_names_every_embedding_setting() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| l.trim() != "[embedding]")
+            .skip(1)
+            .take_while(|l| !l.starts_with('['))
+            .collect();
+        let sections = freshet_config::Sections::new().with::<EmbeddingConfig>("embedding");
+        for name in sections.settings("embedding").unwrap() {
+            assert!(
+                section.iter().any(|l| l
+                    .trim_start_matches(['#', ' '])
+                    .starts_with(&format!("{name} ="))),
+                "[embedding] {name} is not in deploy/freshet.toml"
+            );
+        }
+    }
+
     #[test]
     fn missing_file_is_a_clear_error() {
         let e =

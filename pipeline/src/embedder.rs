@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
+use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingModel, Provider};
 use freshet_operators::embed::{BatchEmbed, EmbedError, Embedder, VectorCache};
 
 use crate::metrics::Metrics;
@@ -34,17 +34,18 @@ impl VectorCache for SharedCache {
 
 /// A worker's model behind its cache, counting what it does in the metrics. A worker whose
 /// model did not load (the pipeline is stopping then) embeds nothing. A failure about no text
-/// (the cache cannot be read or written) stalls the worker ([`Stall`]) until the cache works
-/// again or the stall limit passes.
+/// (the cache cannot be read or written, a remote embedding server is away: unreachable,
+/// timing out, 5xx or 429 after the client's retries) stalls the worker ([`Stall`]) until it
+/// works again or the stall limit passes.
 pub struct WorkerEmbedder {
-    cached: Option<CachedEmbedder<FastEmbedder, SharedCache>>,
+    cached: Option<CachedEmbedder<EmbeddingModel, SharedCache>>,
     metrics: Metrics,
     stall: Stall,
 }
 
 impl WorkerEmbedder {
     pub fn new(
-        cached: Option<CachedEmbedder<FastEmbedder, SharedCache>>,
+        cached: Option<CachedEmbedder<EmbeddingModel, SharedCache>>,
         metrics: Metrics,
         stall: Stall,
     ) -> Self {
@@ -63,18 +64,17 @@ impl BatchEmbed for WorkerEmbedder {
         };
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
         let started = Instant::now();
+        let at = stall_label(cached.embedder());
         // A model error may be about one of the texts: handed back at once, for the operator to
         // isolate. Anything else is retried.
         let (vectors, stats) = self
             .stall
-            .retry(
-                "embedding through the cache",
-                "embedding_cache",
-                |_| match cached.embed(&refs) {
+            .retry("embedding through the cache", at, |_| {
+                match cached.embed(&refs) {
                     Err(e) if !e.may_be_about_texts => Err(anyhow::Error::new(e)),
                     outcome => Ok(outcome),
-                },
-            )
+                }
+            })
             .map_err(|e| EmbedError::environment(format!("{e:#}")))??;
         let m = &self.metrics;
         m.embed_batch.observe(started.elapsed().as_secs_f64());
@@ -90,12 +90,25 @@ impl BatchEmbed for WorkerEmbedder {
         Ok(vectors)
     }
 
-    /// Embeds [`CANARY`] with the model itself (not the cache).
+    /// Embeds [`CANARY`] with the model itself (not the cache); an outage of a remote model
+    /// is waited out as for [`WorkerEmbedder::embed`].
     fn model_works(&mut self) -> bool {
         let Some(cached) = self.cached.as_mut() else {
             return false;
         };
-        match cached.embedder_mut().embed_passages(&[CANARY]) {
+        let at = stall_label(cached.embedder());
+        let model = cached.embedder_mut();
+        let outcome = self
+            .stall
+            .retry("embedding a known text", at, |_| {
+                match model.embed_passages(&[CANARY]) {
+                    Err(e) if !e.may_be_about_texts => Err(anyhow::Error::new(e)),
+                    outcome => Ok(outcome),
+                }
+            })
+            .map_err(|e| EmbedError::environment(format!("{e:#}")))
+            .and_then(|r| r);
+        match outcome {
             Ok(v) => v.len() == 1 && !v[0].is_empty() && v[0].iter().all(|x| x.is_finite()),
             Err(e) => {
                 tracing::warn!(error = %e, "the embedding model fails on a known text");
@@ -105,8 +118,17 @@ impl BatchEmbed for WorkerEmbedder {
     }
 }
 
+/// The `at` label of a stalled embedding: `embedding_server` for a remote model (the server is
+/// away, or the cache behind it fails), `embedding_cache` for the local one.
+fn stall_label(model: &EmbeddingModel) -> &'static str {
+    match model.provider() {
+        Provider::Openai => "embedding_server",
+        Provider::Local => "embedding_cache",
+    }
+}
+
 /// Borrows a model as an [`Embedder`].
-pub struct ModelRef<'a>(pub &'a mut FastEmbedder);
+pub struct ModelRef<'a>(pub &'a mut EmbeddingModel);
 
 impl Embedder for ModelRef<'_> {
     fn model_id(&self) -> &str {

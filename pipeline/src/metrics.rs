@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use freshet_embedding::EmbeddingsMetrics;
 use freshet_kafka::ProduceMetrics;
 use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, PIPELINE_AGE};
@@ -84,6 +85,8 @@ pub struct Metrics {
     pub corpus_uncovered_share: FloatGauge,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
+    /// A remote embedding model's requests (`remote_embedding_…`; `connectors/llm/METRICS.md`).
+    pub remote_embedding: EmbeddingsMetrics,
     /// The Kafka connector's dead-letter calls (`kafka_dead_letter_…`).
     pub dead_letters: ProduceMetrics,
 }
@@ -150,7 +153,7 @@ impl Metrics {
         let stall_retries = r.counters(
             "stall_retries",
             "Failed writes tried again, failures not about one record, by where (milvus, \
-             tantivy, dlq, embedding_cache)",
+             tantivy, dlq, embedding_cache, embedding_server)",
         );
         let stalled = r.gauge(
             "stalled",
@@ -177,6 +180,7 @@ impl Metrics {
             "Share of the leaf chunks in languages the embedding model does not declare",
         );
         let milvus = MilvusMetrics::register(&mut r);
+        let remote_embedding = EmbeddingsMetrics::register(&mut r);
         let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
         Metrics {
             registry: r.finish(),
@@ -201,6 +205,7 @@ impl Metrics {
             corpus_chunks,
             corpus_uncovered_share,
             milvus,
+            remote_embedding,
             dead_letters,
         }
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use freshet_embedding::{CachedEmbedder, EmbeddingConfig, FastEmbedder};
+use freshet_embedding::{CachedEmbedder, EmbeddingConfig, EmbeddingModel};
 use freshet_kafka::{KafkaConfig, PartitionReader};
 use freshet_operators::dataflow::{chunk_deltas, embed_deltas, DocUpdate, Time, BOOTSTRAP_TIME};
 use timely::container::CapacityContainerBuilder;
@@ -197,16 +197,17 @@ fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
             .unwrap_or(1);
         cfg.threads = Some((cores / shared.pipeline.workers.max(1)).max(1));
     }
-    let model = match FastEmbedder::load(&cfg) {
-        Ok(m) => Some(CachedEmbedder::new(m, shared.cache.clone(), cfg.batch_size)),
-        Err(e) => {
-            shared.fail(
-                index,
-                format!("worker {index}: loading the embedding model: {e}"),
-            );
-            None
-        }
-    };
+    let model =
+        match EmbeddingModel::load_with_metrics(&cfg, Some(&shared.metrics.remote_embedding)) {
+            Ok(m) => Some(CachedEmbedder::new(m, shared.cache.clone(), cfg.batch_size)),
+            Err(e) => {
+                shared.fail(
+                    index,
+                    format!("worker {index}: loading the embedding model: {e}"),
+                );
+                None
+            }
+        };
     let stall = crate::stall::Stall::new(
         Duration::from_secs(shared.pipeline.stall_limit_s),
         shared.stop.clone(),

@@ -11,7 +11,7 @@ use anyhow::{anyhow, Context, Result};
 use freshet_core::clock::now_ms;
 use freshet_core::embed::Embedder;
 use freshet_embedding::language::Languages;
-use freshet_embedding::FastEmbedder;
+use freshet_embedding::{EmbeddingModel, Provider};
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
@@ -32,12 +32,13 @@ pub struct Freshness {
 /// Query embedders shared by request handlers (each call takes one), and the vectors of
 /// recent query texts.
 pub struct EmbedderPool {
-    free: Mutex<Vec<FastEmbedder>>,
+    free: Mutex<Vec<EmbeddingModel>>,
     available: Condvar,
     dim: usize,
     model_id: String,
     /// The languages the model declares it covers (`None`: undeclared).
     languages: Option<Languages>,
+    provider: Provider,
     cache: Mutex<QueryVectorCache>,
     metrics: Metrics,
 }
@@ -80,19 +81,40 @@ impl EmbedderPool {
     pub fn load(cfg: &Config, metrics: Metrics) -> Result<EmbedderPool> {
         let mut ecfg = cfg.embedding.clone();
         ecfg.threads = Some(cfg.query.embedder_threads);
-        let mut free = Vec::with_capacity(cfg.query.embedder_instances);
-        for _ in 0..cfg.query.embedder_instances {
-            free.push(FastEmbedder::load(&ecfg).context("loading the query embedding model")?);
+        if ecfg.provider == Provider::Openai {
+            // A query waits for a remote model at most half its request's time, retries
+            // included, so that a server that is away leaves time to answer from BM25
+            // (hybrid, allow_partial) instead of timing the request out.
+            let half = (cfg.query.request_timeout_ms / 2).max(1);
+            ecfg.deadline_ms = ecfg.deadline_ms.min(half);
+            ecfg.timeout_ms = ecfg.timeout_ms.min(ecfg.deadline_ms);
+            ecfg.connect_timeout_ms = ecfg.connect_timeout_ms.min(ecfg.timeout_ms);
         }
-        let dim = free[0].dim();
-        let model_id = free[0].model_id().to_owned();
-        let languages = free[0].languages().cloned();
+        let mut free: Vec<EmbeddingModel> = Vec::with_capacity(cfg.query.embedder_instances);
+        for _ in 0..cfg.query.embedder_instances {
+            // A remote model is one client shared by every handle (its max_concurrent holds
+            // for the node); a local one is loaded per instance.
+            let model = match free.first().and_then(EmbeddingModel::share) {
+                Some(shared) => shared,
+                None => EmbeddingModel::load_with_metrics(&ecfg, Some(&metrics.remote_embedding))
+                    .context("loading the query embedding model")?,
+            };
+            free.push(model);
+        }
+        let first = free
+            .first()
+            .context("[query] embedder_instances must be at least 1")?;
+        let dim = first.dim();
+        let model_id = first.model_id().to_owned();
+        let languages = first.languages().cloned();
+        let provider = first.provider();
         Ok(EmbedderPool {
             free: Mutex::new(free),
             available: Condvar::new(),
             dim,
             model_id,
             languages,
+            provider,
             cache: Mutex::new(QueryVectorCache::new(cfg.query.query_cache_entries)),
             metrics,
         })
@@ -135,7 +157,12 @@ impl EmbedderPool {
         }
         let mut model = free.pop().expect("non-empty");
         drop(free);
-        let out = model.embed_query(text).map_err(|e| anyhow!("{e}"));
+        let out = model.embed_query(text).map_err(|e| match e {
+            freshet_embedding::Error::Remote { outage: true, .. } => {
+                anyhow::Error::new(EmbedderUnavailable(e.to_string()))
+            }
+            e => anyhow!("{e}"),
+        });
         if let Ok(mut free) = self.free.lock() {
             free.push(model);
         }
@@ -152,7 +179,17 @@ impl EmbedderPool {
     pub fn languages(&self) -> Option<&Languages> {
         self.languages.as_ref()
     }
+    /// Where the query vectors come from (`[embedding] provider`).
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
 }
+
+/// The remote embedding server is away (unreachable, timing out, 5xx or 429 after the
+/// client's retries): the vector route is unavailable, as when Milvus is down.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct EmbedderUnavailable(pub String);
 
 /// Why an index cannot be used right now (for `/readyz` and 503 answers).
 #[derive(Clone, Debug, Default, Serialize)]

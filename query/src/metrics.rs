@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use freshet_llm::LlmMetrics;
+use freshet_llm::{EmbeddingsMetrics, LlmMetrics};
 use freshet_milvus::MilvusMetrics;
 use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, LATENCY};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -88,6 +88,8 @@ pub struct Metrics {
     pub answer_unsupported_statements: Counter,
     /// The language model's calls (`llm_requests_total`, ...; `connectors/llm/METRICS.md`).
     pub llm: LlmMetrics,
+    /// A remote embedding model's requests (`remote_embedding_…`; `connectors/llm/METRICS.md`).
+    pub remote_embedding: EmbeddingsMetrics,
 }
 
 impl Default for Metrics {
@@ -195,6 +197,7 @@ impl Metrics {
             "answer_unsupported_statements",
             "Cited statements the grounding check found unsupported by their passages",
         );
+        let remote_embedding = EmbeddingsMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             requests,
@@ -220,6 +223,7 @@ impl Metrics {
             answer_uncited_sentences,
             answer_unsupported_statements,
             llm,
+            remote_embedding,
         }
     }
 

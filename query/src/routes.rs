@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use freshet_core::chunk::Chunk;
 
+use crate::indexes::EmbedderUnavailable;
 use crate::request::{Mode, Plan};
 use crate::retrieve::{Degraded, Engine, Loads, RetrieveError};
 
@@ -70,7 +71,12 @@ impl Engine {
                     pool.embed_query(&q, &|| job.is_cancelled()).map_err(|e| {
                         match job.check("embed") {
                             Err(timed_out) => timed_out,
-                            Ok(()) => RetrieveError::Internal(format!("embedding the query: {e}")),
+                            Ok(()) => match e.downcast_ref::<EmbedderUnavailable>() {
+                                Some(away) => RetrieveError::Unavailable(away.0.clone()),
+                                None => {
+                                    RetrieveError::Internal(format!("embedding the query: {e}"))
+                                }
+                            },
                         }
                     })
                 })

@@ -43,7 +43,7 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     config.tantivy.configure_japanese()?;
     let metrics = Metrics::new();
     let embedders = Arc::new(EmbedderPool::load(&config, metrics.clone())?);
-    let counter = HfTokenCounter::from_file(config.embedding.model_dir.join("tokenizer.json"))
+    let counter = HfTokenCounter::from_file(config.embedding.tokenizer_path())
         .context("loading the model tokenizer (for context packing)")?;
     let reranker = Reranker::from_config(&config.query, config.embedding.ort_dylib_path.clone())?;
     let indexes = Indexes::new(metrics.clone());

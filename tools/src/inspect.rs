@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use freshet_embedding::FastEmbedder;
+use freshet_embedding::EmbeddingModel;
 use freshet_kafka::{admin, KafkaConfig, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::embed::Embedder;
@@ -253,7 +253,7 @@ pub fn search(config: &Config, query: &str, k: usize) -> Result<()> {
             snippet(&c.text)
         );
     }
-    let mut model = FastEmbedder::load(&config.embedding)?;
+    let mut model = EmbeddingModel::load(&config.embedding)?;
     let vector = model.embed_query(query)?;
     let mut milvus_cfg = config.milvus.clone();
     milvus_cfg.dim = model.dim();

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
+use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingModel};
 use freshet_milvus::MilvusSink;
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::embed::{embed_input, Embedder};
@@ -109,7 +109,7 @@ fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
         leaves.len(),
         args.replicas
     );
-    let embedder = FastEmbedder::load(&config.embedding)?;
+    let embedder = EmbeddingModel::load(&config.embedding)?;
     let dim = embedder.dim();
     let model_id = embedder.model_id().to_owned();
     let cache = DiskCache::open(&config.pipeline.embedding_cache_path)?;

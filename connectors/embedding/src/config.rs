@@ -14,11 +14,23 @@ use crate::error::{Error, Result};
 /// hybrid-weighted 0.729 against 0.733 (docs/benchmarks.md, "Retrieval quality").
 pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2-int8";
 
+/// Where vectors come from: `local` (an ONNX model run in process) or `openai` (an
+/// OpenAI-compatible `/embeddings` server: TEI, vLLM, Ollama, LiteLLM, hosted APIs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    #[default]
+    Local,
+    Openai,
+}
+
 /// Settings of the embedding model. Every field has a default, so `{}` (or an absent TOML table)
 /// is a valid configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EmbeddingConfig {
+    /// `local` (the default) or `openai` ([`Provider`]).
+    pub provider: Provider,
     /// Directory written by `deploy/export-model.sh`.
     /// Default: `$FRESHET_HOME/models/all-MiniLM-L6-v2-int8` ([`DEFAULT_MODEL_DIR_NAME`]).
     pub model_dir: PathBuf,
@@ -49,11 +61,49 @@ pub struct EmbeddingConfig {
     /// route out of a query in a language outside them; the pipeline warns when much of the
     /// corpus is (`crate::language`).
     pub languages: Option<Vec<String>>,
+    /// `provider = "openai"`: the server's OpenAI-compatible base (the part before
+    /// `/embeddings`).
+    pub base_url: String,
+    /// `provider = "openai"`: the `model` of every request (the server's name for it).
+    pub model: String,
+    /// `provider = "openai"`: the API key (sent as `Authorization: Bearer`), read from this
+    /// file or this environment variable, one of them or neither.
+    pub api_key_file: PathBuf,
+    pub api_key_env: String,
+    /// `provider = "openai"`: with a key, `base_url` must be `https://` (or on this machine)
+    /// unless this is set.
+    pub allow_insecure_http: bool,
+    /// `provider = "openai"`: the dimension the model's vectors must have. Default: learnt
+    /// from the server's answer at start.
+    pub dim: Option<usize>,
+    /// `provider = "openai"`: requests in flight at once from this process.
+    pub max_concurrent: usize,
+    /// `provider = "openai"`: requests started per minute at most from this process, retries
+    /// included (0: no limit).
+    pub requests_per_minute: u32,
+    /// `provider = "openai"`: one attempt's limit, connecting and the whole answer (ms).
+    pub timeout_ms: u64,
+    /// `provider = "openai"`: connecting to the server (ms).
+    pub connect_timeout_ms: u64,
+    /// `provider = "openai"`: the longest one request may take, retries and waits included (ms).
+    pub deadline_ms: u64,
+    /// `provider = "openai"`: retries of a request answered 429 or 5xx, timed out or not
+    /// connected, after the first attempt.
+    pub retries: u32,
+    /// `provider = "openai"`: back-off before retry n, `backoff_initial_ms · 2^(n-1)` at most
+    /// `backoff_max_ms`, with jitter; a `Retry-After` replaces it.
+    pub backoff_initial_ms: u64,
+    pub backoff_max_ms: u64,
+    /// `provider = "openai"`: the `tokenizer.json` chunk budgets are counted with (the remote
+    /// model's own for exact budgets). Default: the one in `model_dir`.
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl Default for EmbeddingConfig {
     fn default() -> Self {
+        let remote = freshet_llm::EmbeddingsConfig::default();
         EmbeddingConfig {
+            provider: Provider::Local,
             model_dir: freshet_config::freshet_home()
                 .join("models")
                 .join(DEFAULT_MODEL_DIR_NAME),
@@ -65,6 +115,21 @@ impl Default for EmbeddingConfig {
             query_prefix: None,
             threads: None,
             languages: None,
+            base_url: String::new(),
+            model: String::new(),
+            api_key_file: PathBuf::new(),
+            api_key_env: String::new(),
+            allow_insecure_http: false,
+            dim: None,
+            max_concurrent: remote.max_concurrent,
+            requests_per_minute: remote.requests_per_minute,
+            timeout_ms: remote.timeout_ms,
+            connect_timeout_ms: remote.connect_timeout_ms,
+            deadline_ms: remote.deadline_ms,
+            retries: remote.retries,
+            backoff_initial_ms: remote.backoff_initial_ms,
+            backoff_max_ms: remote.backoff_max_ms,
+            tokenizer: None,
         }
     }
 }
@@ -97,7 +162,78 @@ impl EmbeddingConfig {
                 "threads must be at least 1 (leave it unset for all cores)".into(),
             ));
         }
+        if self.provider == Provider::Local {
+            let remote_only = EmbeddingConfig {
+                base_url: String::new(),
+                model: String::new(),
+                api_key_file: PathBuf::new(),
+                api_key_env: String::new(),
+                allow_insecure_http: false,
+                dim: None,
+                tokenizer: None,
+                ..self.clone()
+            };
+            let d = EmbeddingConfig::default();
+            let timing = self.requests_per_minute != d.requests_per_minute
+                || (
+                    self.max_concurrent,
+                    self.timeout_ms,
+                    self.connect_timeout_ms,
+                    self.deadline_ms,
+                    self.retries,
+                    self.backoff_initial_ms,
+                    self.backoff_max_ms,
+                ) != (
+                    d.max_concurrent,
+                    d.timeout_ms,
+                    d.connect_timeout_ms,
+                    d.deadline_ms,
+                    d.retries,
+                    d.backoff_initial_ms,
+                    d.backoff_max_ms,
+                );
+            if remote_only != *self || timing {
+                return Err(Error::Config(
+                    "embedding: base_url, model, api_key_file, api_key_env, allow_insecure_http,                      dim, tokenizer and the timeouts, retries and max_concurrent are settings of                      a remote model; set provider = \"openai\" to use one, or remove them to                      embed with the local model"
+                        .into(),
+                ));
+            }
+        } else {
+            self.remote()
+                .settings(&|name| std::env::var(name).ok())
+                .map_err(|e| Error::Config(format!("{e:#}")))?;
+        }
         Ok(())
+    }
+
+    /// The remote model's settings (`provider = "openai"`), as the client takes them.
+    pub fn remote(&self) -> freshet_llm::EmbeddingsConfig {
+        freshet_llm::EmbeddingsConfig {
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            api_key_file: self.api_key_file.clone(),
+            api_key_env: self.api_key_env.clone(),
+            allow_insecure_http: self.allow_insecure_http,
+            dim: self.dim,
+            batch_size: self.batch_size,
+            max_concurrent: self.max_concurrent,
+            requests_per_minute: self.requests_per_minute,
+            timeout_ms: self.timeout_ms,
+            connect_timeout_ms: self.connect_timeout_ms,
+            deadline_ms: self.deadline_ms,
+            retries: self.retries,
+            backoff_initial_ms: self.backoff_initial_ms,
+            backoff_max_ms: self.backoff_max_ms,
+        }
+    }
+
+    /// The `tokenizer.json` that counts chunk tokens and packs context: the local model's,
+    /// or for a remote model `tokenizer` (default: the one in `model_dir`).
+    pub fn tokenizer_path(&self) -> PathBuf {
+        match (&self.provider, &self.tokenizer) {
+            (Provider::Openai, Some(t)) => t.clone(),
+            _ => self.model_dir.join("tokenizer.json"),
+        }
     }
 
     /// The runtime library: see [`find_ort_library`].

@@ -68,6 +68,13 @@ impl FastEmbedder {
     /// session. One process can load one runtime library: asking for another path later is an
     /// error. Panics inside ONNX Runtime/fastembed are caught and returned as errors.
     pub fn load(config: &EmbeddingConfig) -> Result<Self> {
+        if config.provider != crate::config::Provider::Local {
+            return Err(Error::Config(format!(
+                "provider = {:?}: this embeds with the local ONNX model only; load the \
+                 configured model with EmbeddingModel::load",
+                config.provider
+            )));
+        }
         config.validate()?;
         let ort_path = check_ort_library(config.resolved_ort_dylib_path())?;
         let dir = &config.model_dir;

@@ -22,6 +22,15 @@ pub enum Error {
     /// The vector cache failed (open, read, write, or a corrupt entry).
     #[error("vector cache {path}: {reason}")]
     Cache { path: PathBuf, reason: String },
+    /// The remote embedding server gave no vectors: `outage` when it is away or overwhelmed
+    /// (timeout, 429, 5xx, unreachable, after the client's retries), else it refused or
+    /// garbled the request. `class` as `freshet_llm::LlmError::class`.
+    #[error("embedding server: {message}")]
+    Remote {
+        class: &'static str,
+        outage: bool,
+        message: String,
+    },
     /// An invalid configuration value.
     #[error("embedding config: {0}")]
     Config(String),
@@ -31,10 +40,13 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<Error> for EmbedError {
-    /// A cache failure is about no text ([`EmbedError::environment`]); the rest may be.
+    /// A cache failure or an outage of the embedding server is about no text
+    /// ([`EmbedError::environment`]); the rest may be.
     fn from(e: Error) -> Self {
         match e {
-            Error::Cache { .. } => EmbedError::environment(e.to_string()),
+            Error::Cache { .. } | Error::Remote { outage: true, .. } => {
+                EmbedError::environment(e.to_string())
+            }
             e => EmbedError::new(e.to_string()),
         }
     }

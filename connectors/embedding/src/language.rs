@@ -136,15 +136,30 @@ pub fn normalise(code: &str) -> Option<String> {
     })
 }
 
-/// The languages a model covers, as declared.
+/// The languages a model covers, as declared: codes, or `["all"]` for a model declared to
+/// cover every language (a multilingual remote model).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Languages {
     codes: BTreeSet<String>,
+    all: bool,
 }
 
 impl Languages {
-    /// From declared codes; `Err` names the first that is not an ISO 639 code.
+    /// From declared codes (`["all"]`: every language); `Err` names the first that is not an
+    /// ISO 639 code.
     pub fn new<S: AsRef<str>>(codes: &[S]) -> Result<Languages, String> {
+        if codes
+            .iter()
+            .any(|c| c.as_ref().trim().eq_ignore_ascii_case("all"))
+        {
+            if codes.len() > 1 {
+                return Err("\"all\" stands alone: list codes, or [\"all\"]".into());
+            }
+            return Ok(Languages {
+                codes: BTreeSet::new(),
+                all: true,
+            });
+        }
         let mut out = BTreeSet::new();
         for c in codes {
             let c = c.as_ref();
@@ -155,12 +170,20 @@ impl Languages {
         if out.is_empty() {
             return Err("no languages: list at least one (e.g. [\"en\"])".into());
         }
-        Ok(Languages { codes: out })
+        Ok(Languages {
+            codes: out,
+            all: false,
+        })
+    }
+
+    /// Whether the model is declared to cover every language.
+    pub fn all(&self) -> bool {
+        self.all
     }
 
     /// Whether the model covers `code` (as [`detect`] or [`normalise`] name it).
     pub fn covers(&self, code: &str) -> bool {
-        self.codes.contains(code)
+        self.all || self.codes.contains(code)
     }
 
     /// Whether the model understands a text detected as `d`: for Chinese, Japanese and Korean,
@@ -173,6 +196,9 @@ impl Languages {
     /// [`Languages::understands`] for a text in `script` whose language is `language` (as a
     /// caller may state it).
     pub fn understands_as(&self, language: Option<&str>, script: Script) -> bool {
+        if self.all {
+            return true;
+        }
         if is_cjk_script(script) {
             return language.is_some_and(|l| self.covers(l));
         }
@@ -186,6 +212,9 @@ impl Languages {
 
     /// A short description for messages: up to five codes, then how many more.
     pub fn describe(&self) -> String {
+        if self.all {
+            return "all languages".into();
+        }
         let shown: Vec<&str> = self.codes().take(5).collect();
         match self.codes.len() {
             n if n > 5 => format!("{} and {} more", shown.join(", "), n - 5),
@@ -200,6 +229,24 @@ mod tests {
 
     fn language(text: &str) -> Option<&'static str> {
         detect(text).and_then(|d| d.language)
+    }
+
+    #[test]
+    fn all_covers_every_language_and_stands_alone() {
+        let all = Languages::new(&["all"]).unwrap();
+        assert!(all.all() && all.covers("zh") && all.covers("sw"));
+        for text in [
+            "静夜思的作者是谁",
+            "東京の天気はどうですか",
+            "The river rises",
+        ] {
+            assert!(all.understands(&detect(text).unwrap()), "{text}");
+        }
+        assert_eq!(all.describe(), "all languages");
+        assert!(Languages::new(&["ALL"]).unwrap().all());
+        assert!(Languages::new(&["all", "en"]).is_err());
+        let en = Languages::new(&["en"]).unwrap();
+        assert!(!en.all() && !en.covers("zh"));
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //!   [`freshet_core::embed::Embedder`] for the pipeline and [`FastEmbedder::embed_query`] for
 //!   the query side. Loading never panics: a missing or wrong runtime library, a missing model
 //!   directory or a broken model file come back as an [`Error`].
+//! - [`RemoteEmbedder`] gets them from an OpenAI-compatible `/embeddings` server
+//!   (`[embedding] provider = "openai"`: TEI, vLLM, Ollama, LiteLLM, hosted APIs) through
+//!   `freshet_llm`'s client; [`EmbeddingModel`] is whichever of the two the configuration names,
+//!   the type the pipeline and the query node hold.
 //! - [`DiskCache`] is a crash-safe persistent [`freshet_core::embed::VectorCache`]: an
 //!   append-only log with a checksum per record, one write + `fdatasync` per batch, a torn tail
 //!   dropped on open (Linux/Unix only).
@@ -33,11 +37,16 @@ mod config;
 mod embedder;
 mod error;
 pub mod language;
+mod model;
+mod remote;
 mod rerank;
 
 pub use cache::DiskCache;
 pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
-pub use config::{find_ort_library, EmbeddingConfig, ModelMeta, DEFAULT_MODEL_DIR_NAME};
+pub use config::{find_ort_library, EmbeddingConfig, ModelMeta, Provider, DEFAULT_MODEL_DIR_NAME};
 pub use embedder::{FastEmbedder, MIN_ORT_MINOR};
 pub use error::{Error, Result};
+pub use freshet_llm::EmbeddingsMetrics;
+pub use model::EmbeddingModel;
+pub use remote::{RemoteEmbedder, DEFAULT_REMOTE_MAX_LENGTH};
 pub use rerank::{FastReranker, RerankerConfig};

@@ -111,7 +111,7 @@ impl Drop for Call {
 }
 
 /// A failed attempt: retried while attempts and time are left, else the call's error.
-enum Attempt {
+pub(crate) enum Attempt {
     Retry {
         error: LlmError,
         reason: &'static str,
@@ -299,7 +299,7 @@ impl LlmClient {
                     retry_after: None,
                 },
                 Ok(Ok(response)) if response.status().is_success() => return Ok(response),
-                Ok(Ok(response)) => refusal(response, attempt, call).await,
+                Ok(Ok(response)) => refusal(response, attempt, call.left()).await,
             };
             let (error, reason, retry_after) = match outcome {
                 Attempt::Fail(e) => return Err(call.fail(e)),
@@ -329,15 +329,15 @@ impl LlmClient {
     }
 }
 
-/// A non-2xx response as an attempt's outcome.
-async fn refusal(response: reqwest::Response, attempt: u32, call: &Call) -> Attempt {
+/// A non-2xx response as an attempt's outcome (its body read within `left`, at most 5 s).
+pub(crate) async fn refusal(response: reqwest::Response, attempt: u32, left: Duration) -> Attempt {
     let status = response.status();
     let retry_after = response
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| retry::retry_after(v, SystemTime::now()));
-    let body = tokio::time::timeout(call.left().min(Duration::from_secs(5)), response.text())
+    let body = tokio::time::timeout(left.min(Duration::from_secs(5)), response.text())
         .await
         .ok()
         .and_then(|r| r.ok())

@@ -1,5 +1,6 @@
-//! [`LlmError`]: why a call to the model gave no answer, as data. Each error has a
-//! [`class`](LlmError::class), the `outcome` label of `llm_requests_total`.
+//! [`LlmError`]: why a call to a model server (chat or embeddings) gave no answer, as data.
+//! Each error has a [`class`](LlmError::class), the `outcome` label of `llm_requests_total`
+//! and `remote_embedding_requests_total`.
 
 use std::time::Duration;
 
@@ -7,11 +8,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
     /// An attempt, a stream's silence or the call's deadline ran out.
-    #[error("the language model did not answer within {after:?} ({what})")]
+    #[error("the model server did not answer within {after:?} ({what})")]
     Timeout { after: Duration, what: &'static str },
     /// The server answered 429 to every attempt (or asked to wait past the deadline).
     #[error(
-        "the language model server is rate limiting (429) after {attempts} attempt(s){}",
+        "the model server is rate limiting (429) after {attempts} attempt(s){}",
         retry_after.map(|d| format!("; it asks to retry after {d:?}")).unwrap_or_default()
     )]
     RateLimited {
@@ -19,9 +20,7 @@ pub enum LlmError {
         retry_after: Option<Duration>,
     },
     /// The server answered 5xx to every attempt.
-    #[error(
-        "the language model server failed with {status} after {attempts} attempt(s): {message}"
-    )]
+    #[error("the model server failed with {status} after {attempts} attempt(s): {message}")]
     Server {
         status: u16,
         message: String,
@@ -29,15 +28,15 @@ pub enum LlmError {
     },
     /// The server could not be reached (connection refused, DNS, TLS) on every attempt, or the
     /// connection broke while the answer came.
-    #[error("the language model server is unreachable after {attempts} attempt(s): {message}")]
+    #[error("the model server is unreachable after {attempts} attempt(s): {message}")]
     Unavailable { message: String, attempts: u32 },
     /// The server refused the request (4xx other than 429: a bad key, an unknown model, a
     /// prompt too long); retrying would not help.
-    #[error("the language model server refused the request ({status}): {message}")]
+    #[error("the model server refused the request ({status}): {message}")]
     Refused { status: u16, message: String },
     /// The answer is not an OpenAI chat completion: malformed JSON, a missing field, a stream
     /// that ended before `[DONE]` or its finish.
-    #[error("the language model server's answer is not a valid chat completion: {0}")]
+    #[error("the model server's answer is not valid: {0}")]
     BadResponse(String),
 }
 

@@ -1,4 +1,4 @@
-//! `freshet-llm`: an OpenAI-compatible chat model (`/v1/chat/completions`: llama.cpp's server,
+//! `freshet-llm`: OpenAI-compatible model servers: a chat model (`/v1/chat/completions`: llama.cpp's server,
 //! Ollama, vLLM, LiteLLM, hosted APIs) as one of freshet's outside systems.
 //!
 //! - [`LlmConfig`], the `[llm]` section, checked into [`LlmSettings`] at start (a URL that does
@@ -7,7 +7,10 @@
 //!   [`chat_stream`](LlmClient::chat_stream) ([`ChatEvent`]s), within `max_concurrent` slots
 //!   and a deadline, retried with back-off and jitter on 429, 5xx and connection failures,
 //!   honouring `Retry-After`; failures are [`LlmError`]s, never panics.
-//! - [`LlmMetrics`] (`METRICS.md`).
+//! - [`EmbeddingsClient`] ([`embeddings`]): vectors from an OpenAI-compatible `/embeddings`
+//!   server (`[embedding] provider = "openai"`), batched, within `max_concurrent` slots,
+//!   retried like chat calls.
+//! - [`LlmMetrics`], [`EmbeddingsMetrics`] (`METRICS.md`).
 //! - `standin` (feature `standin`): a deterministic OpenAI-compatible server for tests, with
 //!   faults chosen by the model name (docs/testing.md).
 //!
@@ -24,6 +27,7 @@
 
 mod client;
 mod config;
+pub mod embeddings;
 mod error;
 mod metrics;
 pub mod retry;
@@ -34,6 +38,7 @@ mod wire;
 
 pub use client::{ChatStream, LlmClient};
 pub use config::{LlmConfig, LlmSettings};
+pub use embeddings::{EmbeddingsClient, EmbeddingsConfig, EmbeddingsMetrics, EmbeddingsSettings};
 pub use error::{LlmError, Result};
 pub use metrics::LlmMetrics;
 pub use wire::{ChatEvent, ChatOptions, Completion, Message, Role, Usage};

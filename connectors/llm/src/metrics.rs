@@ -88,13 +88,17 @@ impl LlmMetrics {
 mod tests {
     use super::*;
 
-    /// `METRICS.md` documents exactly what [`LlmMetrics::register`] registers.
+    /// `METRICS.md` documents exactly what [`LlmMetrics::register`] and
+    /// [`EmbeddingsMetrics::register`](crate::EmbeddingsMetrics::register) register.
     #[test]
     fn metrics_md_matches_the_registry() {
         let mut r = Registrar::new("binary");
         let m = LlmMetrics::register(&mut r);
         m.outcome("ok", Duration::from_millis(1));
         m.retry("rate_limited");
+        let e = crate::EmbeddingsMetrics::register(&mut r);
+        e.outcome("ok", Duration::from_millis(1));
+        e.retry("timeout");
         let registry = r.finish();
         let md = include_str!("../METRICS.md");
         let problems = freshet_metrics::spec::check(md, "freshet_binary_", &registry);

@@ -21,7 +21,9 @@ pub enum Error {
     /// The collection exists and was filled by another embedding model than configured.
     #[error(
         "milvus collection {collection:?} holds vectors of model {existing:?}, but the configured \
-         model is {configured:?}; use another collection name or drop it and re-index"
+         model is {configured:?} (vectors of two models never mix); configure [embedding] as \
+         when the collection was written (provider, base_url and model for a remote model, \
+         model_dir for a local one), or use another collection name, or drop it and re-index"
     )]
     ModelMismatch {
         collection: String,

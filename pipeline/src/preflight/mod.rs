@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use freshet_embedding::{CachedEmbedder, DiskCache, FastEmbedder};
+use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingModel};
 use freshet_kafka::{admin, KafkaConfig, PartitionReader};
 use freshet_milvus::MilvusSink;
 use freshet_operators::chunk::{Chunk, ChunkKind, HfTokenCounter};
@@ -68,7 +68,9 @@ pub fn preflight(
 ) -> Result<StartState> {
     ready.step("loading the tokenizer and the embedding model");
     // The model is loaded here once to fail fast and to learn its id and dimension.
-    let mut model = FastEmbedder::load(&config.embedding).context("loading the embedding model")?;
+    let mut model =
+        EmbeddingModel::load_with_metrics(&config.embedding, Some(&metrics.remote_embedding))
+            .context("loading the embedding model")?;
     tracing::info!(model_id = %model.model_id(), dim = model.dim(), "embedding model loaded");
     // Chunk budgets hold a leaf's whole embedded input, within the model's window.
     let tokens = model.token_counter().context("loading the tokenizer")?;
@@ -160,7 +162,7 @@ fn recover(
     flags: StartFlags,
     topics: &[Topic],
     partitions: &[Vec<i32>],
-    model: &mut FastEmbedder,
+    model: &mut EmbeddingModel,
     cache: &SharedCache,
     metrics: &Metrics,
     ready: &Readiness,

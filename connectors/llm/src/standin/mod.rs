@@ -2,11 +2,12 @@
 //! [`StandIn::start`] in process). `POST /v1/chat/completions` answers in OpenAI's exact shapes
 //! (`chat.completion`; streamed, `chat.completion.chunk` events, the usage chunk when
 //! `stream_options.include_usage`, then `[DONE]`) with an answer derived from the request alone
-//! ([`answer::answer`]); the model name chooses faults ([`Script`]). `GET /v1/models` lists
-//! `standin`. The same request always gets the same bytes.
+//! ([`answer::answer`]); the model name chooses faults ([`Script`]). `POST /v1/embeddings`
+//! answers deterministic vectors ([`embeddings`]). `GET /v1/models` lists `standin`. The same request always gets the same bytes.
 
 pub mod answer;
 pub mod ground;
+pub mod embeddings;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -50,6 +51,7 @@ struct Shared {
 pub struct StandIn {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    embed: Arc<embeddings::EmbedState>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -62,17 +64,23 @@ impl StandIn {
     pub async fn start_with(options: StandinOptions) -> std::io::Result<StandIn> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let embed = embeddings::EmbedState::new(options.api_key.clone());
         let shared = Arc::new(Shared {
             api_key: options.api_key,
             ..Shared::default()
         });
-        let app = routes(shared.clone());
+        let app = routes(shared.clone(), embed.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(no_delay(listener), app).await {
                 tracing::error!(error = %e, "the LLM stand-in stopped");
             }
         });
-        Ok(StandIn { addr, shared, task })
+        Ok(StandIn {
+            addr,
+            shared,
+            embed,
+            task,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -87,6 +95,11 @@ impl StandIn {
     /// The chat request bodies received so far.
     pub fn requests(&self) -> Vec<Value> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// The embeddings side: its requests, and switching it down and up.
+    pub fn embeddings(&self) -> &embeddings::EmbedState {
+        &self.embed
     }
 
     /// The most chat requests it was answering at once.
@@ -106,11 +119,12 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     options: StandinOptions,
 ) -> std::io::Result<()> {
+    let embed = embeddings::EmbedState::new(options.api_key.clone());
     let shared = Arc::new(Shared {
         api_key: options.api_key,
         ..Shared::default()
     });
-    axum::serve(no_delay(listener), routes(shared)).await
+    axum::serve(no_delay(listener), routes(shared, embed)).await
 }
 
 /// `TCP_NODELAY` on every connection: a stream's small chunks go out at once, not after the
@@ -124,11 +138,12 @@ fn no_delay(
     })
 }
 
-fn routes(shared: Arc<Shared>) -> Router {
+fn routes(shared: Arc<Shared>, embed: Arc<embeddings::EmbedState>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
         .with_state(shared)
+        .merge(embeddings::routes(embed))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
