@@ -8,6 +8,7 @@
 //!   and a deadline, retried with back-off and jitter on 429, 5xx and connection failures,
 //!   honouring `Retry-After`; failures are [`LlmError`]s, never panics.
 //! - [`LlmMetrics`] (`METRICS.md`).
+//! - [`task`]: the markers freshet's own prompts carry on their first line.
 //! - `standin` (feature `standin`): a deterministic OpenAI-compatible server for tests, with
 //!   faults chosen by the model name (docs/testing.md).
 //!
@@ -30,6 +31,7 @@ pub mod retry;
 #[cfg(feature = "standin")]
 pub mod standin;
 mod stream;
+pub mod task;
 mod wire;
 
 pub use client::{ChatStream, LlmClient};
