@@ -101,7 +101,7 @@ pub fn run_dir_from(run_dir: Option<&OsStr>, home: &Path) -> PathBuf {
 
 /// Every section of freshet's configuration file (`deploy/freshet.toml`), whichever binary
 /// reads it: `freshet` (pipeline, limits, kafka, chunking, embedding, milvus, tantivy, metrics,
-/// sources, files), `freshet-query` (query, tantivy, milvus, embedding, llm), `freshet-ingest`
+/// sources, files), `freshet-query` (query, tantivy, milvus, embedding, llm, transform), `freshet-ingest`
 /// (ingest, kafka, limits) and `freshet-tools`.
 pub const SECTIONS: &[&str] = &[
     "chunking",
@@ -117,6 +117,7 @@ pub const SECTIONS: &[&str] = &[
     "query",
     "sources",
     "tantivy",
+    "transform",
 ];
 
 /// The sections a binary reads, each with the names of its settings.

@@ -1,7 +1,7 @@
 //! Query node configuration: the `[query]` section of the same TOML file the pipeline reads
 //! (`deploy/freshet.toml`), plus the shared `[tantivy]`, `[milvus]` and `[embedding]` sections,
-//! so one file and one environment configure both binaries, and `[llm]` (the language model,
-//! checked at start when `llm.base_url` is set; none by default). `FRESHET_<SECTION>_<KEY>`
+//! so one file and one environment configure both binaries, `[llm]` (the language model,
+//! checked at start when `llm.base_url` is set; none by default) and `[transform]`. `FRESHET_<SECTION>_<KEY>`
 //! environment variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
 
 use std::path::{Path, PathBuf};
@@ -29,6 +29,7 @@ pub struct Config {
     pub milvus: MilvusConfig,
     pub embedding: EmbeddingConfig,
     pub llm: LlmConfig,
+    pub transform: crate::transform::config::TransformConfig,
     /// `[llm]` checked, its key read: `None` without `llm.base_url` (set by [`Config::load`]).
     #[serde(skip)]
     pub llm_settings: Option<LlmSettings>,
@@ -259,6 +260,10 @@ impl Config {
         config.query.validate()?;
         let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         config.llm_settings = config.llm.settings(&lookup)?;
+        (config.transform).validate(
+            config.llm_settings.is_some(),
+            config.query.request_timeout_ms,
+        )?;
         Ok(config)
     }
 }
@@ -271,6 +276,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<EmbeddingConfig>("embedding")
         .with::<LlmConfig>("llm")
+        .with::<crate::transform::config::TransformConfig>("transform")
 }
 
 impl QueryConfig {
