@@ -311,7 +311,10 @@ impl Engine {
         }
         // The question (its vector route on the HyDE passage, if any), then each rewrite, all
         // with the request's filter and principals; their times add up per stage.
-        let mut queries = vec![(plan.query.clone(), passage.unwrap_or(plan.query.clone()))];
+        let mut queries = vec![(
+            plan.query.clone(),
+            passage.unwrap_or_else(|| plan.query.clone()),
+        )];
         queries.extend(variants.into_iter().map(|v| (v.clone(), v)));
         let searches = queries
             .iter()
