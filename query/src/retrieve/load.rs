@@ -19,6 +19,11 @@ use crate::request::{ExpandPlan, Mode, Plan};
 use crate::transform::fuse::fuse_queries;
 use crate::visible::{Gate, Visible};
 
+/// One query's route hits: BM25 hits with their chunk records, vector hits (id, similarity).
+pub(crate) type QueryHits = (Vec<(f32, Chunk)>, Vec<(String, f32)>);
+/// One query's ranked lists of ids: BM25, vector.
+type RankedLists = (Vec<(String, f32)>, Vec<(String, f32)>);
+
 /// Chunk ids loaded between two checks of the request's cancellation.
 pub const LOAD_BATCH: usize = 32;
 
@@ -80,13 +85,13 @@ impl Loads {
     pub async fn fetch_and_fuse_queries(
         &self,
         plan: &Plan,
-        hits: Vec<(Vec<(f32, Chunk)>, Vec<(String, f32)>)>,
+        hits: Vec<QueryHits>,
         t: &mut Timer,
     ) -> Result<Vec<Candidate>, RetrieveError> {
         let s = Instant::now();
         let mut records: HashMap<String, Visible> = HashMap::new();
         let mut refused: HashSet<String> = HashSet::new();
-        let mut lists: Vec<(Vec<(String, f32)>, Vec<(String, f32)>)> = Vec::new();
+        let mut lists: Vec<RankedLists> = Vec::new();
         for (bm25_hits, vector_hits) in hits {
             let mut bm25_list: Vec<(String, f32)> = Vec::with_capacity(bm25_hits.len());
             for (score, c) in bm25_hits {
