@@ -315,6 +315,12 @@ fn rewrites_never_see_passages_nor_widen_the_callers_acl() -> Result<()> {
     // The same request by HR finds it: the rewrites search with the caller's principals.
     let r = node.retrieve(&body(json!(["group:hr"])))?;
     assert!(doc_ids(&r).contains(&"salary".to_owned()), "{r}");
+    // The rewrites searched with the caller's principals inside the searches: the last check
+    // before an answer leaves the node had nothing to drop.
+    assert_eq!(
+        metric(&node, "freshet_query_chunks_dropped_total{reason=\"acl\"}")?,
+        0.0
+    );
     // No prompt ever held a passage: the model saw questions and the conversation only.
     let requests = standin.requests();
     assert!(!requests.is_empty());
