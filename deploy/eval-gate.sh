@@ -7,6 +7,10 @@
 #              baseline tests/eval/zh-poetry-baseline.json
 #   ja-ko      tests/eval/ja-ko (Japanese and Korean questions over passages of their language; see
 #              its README); baseline tests/eval/ja-ko-baseline.json
+# After SciFact's retrieval figures, the answer gate: `freshet-tools eval-answers` asks the questions
+# of tests/eval/answers-scifact (its README) through /v1/answer, with the deterministic stand-in
+# model (`freshet-tools llm-standin`, started here) as [llm], and fails if citation, refusal or
+# faithfulness figures are more than 0.02 worse than tests/eval/answers-scifact-baseline.json.
 # Each runs on a topic, Milvus collection and tantivy index of its own, with a pipeline and query
 # node of its own (started and stopped here). Needs the broker and Milvus up (deploy/test.sh starts
 # them and calls this).
@@ -49,7 +53,13 @@ scifact_dir() {
 bin="${FRESHET_TOOLS_BIN:-$root/target/${FRESHET_PROFILE:-debug}/freshet-tools}"
 export FRESHET_METRICS_LISTEN="127.0.0.1:${FRESHET_EVAL_METRICS_PORT:-19464}"
 export FRESHET_QUERY_LISTEN="127.0.0.1:${FRESHET_EVAL_QUERY_PORT:-18080}"
-trap '"$FRESHET_DEPLOY_DIR/stop-query.sh" || true; "$FRESHET_DEPLOY_DIR/stop-pipeline.sh" || true' EXIT
+# The stand-in model the query nodes answer with (the answer gate).
+standin_addr="127.0.0.1:${FRESHET_EVAL_LLM_PORT:-18081}"
+mkdir -p "$FRESHET_RUN_DIR/logs"
+"$bin" llm-standin --listen "$standin_addr" >"$FRESHET_RUN_DIR/logs/llm-standin.log" 2>&1 &
+standin_pid=$!
+export FRESHET_LLM_BASE_URL="http://$standin_addr/v1" FRESHET_LLM_MODEL=standin
+trap '"$FRESHET_DEPLOY_DIR/stop-query.sh" || true; "$FRESHET_DEPLOY_DIR/stop-pipeline.sh" || true; kill "$standin_pid" 2>/dev/null || true' EXIT
 
 # run_dataset NAME DATASET_DIR BASELINE: index the dataset on fresh state, evaluate, gate or update.
 # A failed gate adds NAME to `failed` (the next dataset still runs); any other failure stops here.
@@ -86,8 +96,33 @@ run_dataset() {
             *) die "$name: the evaluation failed (exit $rc; report: $run/report.json, baseline: $baseline)" ;;
         esac
     fi
+    [[ "$name" == scifact ]] && run_answers "$dataset" "$run"
     "$FRESHET_DEPLOY_DIR/stop-query.sh"
     "$FRESHET_DEPLOY_DIR/stop-pipeline.sh"
+}
+
+# run_answers BEIR_DIR RUN_DIR: the answer gate on the index SciFact's retrieval run left (it
+# deletes the abstracts of the unanswerable questions from it).
+run_answers() {
+    local beir=$1 run=$2 baseline="$root/tests/eval/answers-scifact-baseline.json"
+    local args=(eval-answers --questions "$root/tests/eval/answers-scifact/questions.jsonl" --beir "$beir"
+        --url "http://$FRESHET_QUERY_LISTEN" --body '{"mode":"hybrid"}' --grounding --json "$run/answers.json")
+    if ((update)); then
+        "$bin" "${args[@]}" || die "answers-scifact: the evaluation failed (report: $run/answers.json)"
+        cp "$run/answers.json" "$baseline"
+        log "answers-scifact: baseline rewritten: $baseline"
+        return
+    fi
+    local rc=0
+    "$bin" "${args[@]}" --baseline "$baseline" --tolerance 0.02 || rc=$?
+    case "$rc" in
+        0) log "answers-scifact: answer gate passed" ;;
+        2)
+            warn "answers-scifact: answer gate FAILED (report: $run/answers.json, baseline: $baseline)"
+            failed+=("answers-scifact")
+            ;;
+        *) die "answers-scifact: the evaluation failed (exit $rc; report: $run/answers.json)" ;;
+    esac
 }
 
 for name in "${datasets[@]}"; do

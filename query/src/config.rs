@@ -1,8 +1,8 @@
 //! Query node configuration: the `[query]` section of the same TOML file the pipeline reads
 //! (`deploy/freshet.toml`), plus the shared `[tantivy]`, `[milvus]` and `[embedding]` sections,
 //! so one file and one environment configure both binaries, `[llm]` (the language model,
-//! checked at start when `llm.base_url` is set; none by default) and `[transform]`. `FRESHET_<SECTION>_<KEY>`
-//! environment variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
+//! checked at start when `llm.base_url` is set; none by default), `[answer]` and `[transform]`.
+//! `FRESHET_<SECTION>_<KEY>` variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,7 @@ use freshet_llm::{LlmConfig, LlmSettings};
 use freshet_milvus::MilvusConfig;
 use freshet_tantivy::TantivyConfig;
 
+use crate::answer::config::AnswerConfig;
 use crate::auth::settings::{JwtConfig, KeyConfig, Limits, Secret};
 use crate::fusion::FusionMethod;
 use crate::language::LanguageRouting;
@@ -29,6 +30,8 @@ pub struct Config {
     pub milvus: MilvusConfig,
     pub embedding: EmbeddingConfig,
     pub llm: LlmConfig,
+    /// `[answer]`: how `POST /v1/answer` retrieves, packs and refuses by default.
+    pub answer: AnswerConfig,
     pub transform: crate::transform::config::TransformConfig,
     /// `[llm]` checked, its key read: `None` without `llm.base_url` (set by [`Config::load`]).
     #[serde(skip)]
@@ -258,12 +261,14 @@ impl Config {
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
         let mut config: Config = freshet_config::load(path, env, &sections())?;
         config.query.validate()?;
+        config.answer.validate(&config.query)?;
         let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         config.llm_settings = config.llm.settings(&lookup)?;
-        (config.transform).validate(
+        let (llm, timeout) = (
             config.llm_settings.is_some(),
             config.query.request_timeout_ms,
-        )?;
+        );
+        config.transform.validate(llm, timeout)?;
         Ok(config)
     }
 }
@@ -276,6 +281,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<EmbeddingConfig>("embedding")
         .with::<LlmConfig>("llm")
+        .with::<AnswerConfig>("answer")
         .with::<crate::transform::config::TransformConfig>("transform")
 }
 

@@ -26,6 +26,7 @@ pub fn router(node: Arc<Node>) -> Router {
     let limit = node.engine.config.query.max_body_bytes;
     let mut r = Router::new()
         .route("/v1/retrieve", post(retrieve))
+        .route("/v1/answer", post(crate::answer::http::answer))
         .route("/v1/index", get(crate::wait::index_state))
         .route("/v1/index/wait", get(crate::wait::index_wait))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))
@@ -55,7 +56,7 @@ pub fn admin_router(node: Arc<Node>) -> Router {
     .with_state(node)
 }
 
-async fn run_with_timeout<T>(
+pub(crate) async fn run_with_timeout<T>(
     engine: &Engine,
     fut: impl std::future::Future<Output = Result<T, RetrieveError>>,
 ) -> Result<T, ApiError> {

@@ -4,13 +4,15 @@
 //! A request goes `http` (over a [`node::Node`]: the engine and `auth`, limits, errors) → `request`
 //! (validated [`request::Plan`]) → `retrieve` ([`retrieve::Engine`]: both routes in parallel,
 //! filtered inside each search, then `fusion`, parent-child and expansion in `passage`, `rerank`,
-//! `pack`). `indexes` keeps the node on the newest pipeline commit without restarts; a request
+//! `pack`); `answer` turns a retrieval into a cited answer from the language model
+//! (`[llm]`). `indexes` keeps the node on the newest pipeline commit without restarts; a request
 //! reads one pinned snapshot of it, and `visible` checks every chunk of the answer against the
 //! request's filter and principals; `transform` rewrites the question with the language model
 //! before the routes run (multi-query, HyDE, conversations); `overload` bounds the retrievals running and waiting and stops
 //! the work of a request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi`
 //! describe it; `pathway` offers a Pathway-compatible endpoint.
 
+pub mod answer;
 pub mod auth;
 pub mod config;
 pub mod fusion;

@@ -36,6 +36,11 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ValidityLabels {
+    pub validity: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeftOutLabels {
     pub route: &'static str,
     pub reason: &'static str,
@@ -83,6 +88,11 @@ pub struct Metrics {
     pub transform_steps: Family<StepLabels, Counter>,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
+    /// `/v1/answer`: answers by outcome, their citations and flagged sentences.
+    pub answers: Family<OutcomeLabels, Counter>,
+    pub answer_citations: Family<ValidityLabels, Counter>,
+    pub answer_uncited_sentences: Counter,
+    pub answer_unsupported_statements: Counter,
     /// The language model's calls (`llm_requests_total`, ...; `connectors/llm/METRICS.md`).
     pub llm: LlmMetrics,
 }
@@ -180,6 +190,24 @@ impl Metrics {
         );
         let milvus = MilvusMetrics::register(&mut r);
         let llm = LlmMetrics::register(&mut r);
+        let answers = r.counters(
+            "answers",
+            "Answers of /v1/answer by outcome (answered, model: the model refused, no_passages: \
+             refused without calling the model, llm_<class>: the model failed)",
+        );
+        let answer_citations = r.counters(
+            "answer_citations",
+            "Citation markers in answers, by validity (valid: names a passage of the prompt, \
+             invalid: names none)",
+        );
+        let answer_uncited_sentences = r.counter(
+            "answer_uncited_sentences",
+            "Sentences of answers that carry no valid citation",
+        );
+        let answer_unsupported_statements = r.counter(
+            "answer_unsupported_statements",
+            "Cited statements the grounding check found unsupported by their passages",
+        );
         Metrics {
             registry: r.finish(),
             requests,
@@ -201,8 +229,45 @@ impl Metrics {
             cancelled_work,
             transform_steps,
             milvus,
+            answers,
+            answer_citations,
+            answer_uncited_sentences,
+            answer_unsupported_statements,
             llm,
         }
+    }
+
+    /// One answer: its outcome (`answered` or the refusal's reason) and what its check found.
+    pub fn answer(
+        &self,
+        outcome: &str,
+        valid: usize,
+        invalid: usize,
+        uncited: usize,
+        unsupported: usize,
+    ) {
+        self.answers
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+        for (validity, n) in [("valid", valid), ("invalid", invalid)] {
+            self.answer_citations
+                .get_or_create(&ValidityLabels { validity })
+                .inc_by(n as u64);
+        }
+        self.answer_uncited_sentences.inc_by(uncited as u64);
+        self.answer_unsupported_statements
+            .inc_by(unsupported as u64);
+    }
+
+    /// An answer the model failed (`llm_<class>`).
+    pub fn answer_failed(&self, code: &str) {
+        self.answers
+            .get_or_create(&OutcomeLabels {
+                outcome: code.into(),
+            })
+            .inc();
     }
 
     pub fn chunk_dropped(&self, reason: &str) {

@@ -18,6 +18,13 @@ pub fn document() -> Value {
     });
     // The parsers read an optional field given as null as left out.
     nullable_optionals(&mut doc["components"]["schemas"]["RetrieveRequest"]);
+    let answer =
+        crate::answer::openapi::request_schema(&doc["components"]["schemas"]["RetrieveRequest"]);
+    doc["components"]["schemas"]["AnswerRequest"] = answer;
+    nullable_optionals(&mut doc["components"]["schemas"]["AnswerRequest"]);
+    doc["components"]["schemas"]["AnswerResponse"] = crate::answer::openapi::response_schema();
+    doc["paths"]["/v1/answer"] =
+        json!({"post": secured(crate::answer::openapi::operation(&err_resp))});
     nullable_optionals(
         &mut doc["paths"]["/pathway/v1/retrieve"]["post"]["requestBody"]["content"]
             ["application/json"]["schema"],
@@ -97,7 +104,7 @@ fn components() -> Value {
             "Error": {
                 "type": "object",
                 "properties": {"error": {"type": "object", "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "overloaded", "internal"]},
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "too_many_requests", "not_found", "method_not_allowed", "too_large", "unavailable", "timeout", "overloaded", "internal", "llm_timeout", "llm_rate_limited", "llm_server_error", "llm_unavailable", "llm_refused", "llm_bad_response", "llm_error"]},
                     "message": {"type": "string"}
                 }}}
             },
@@ -328,11 +335,51 @@ mod tests {
         assert_eq!(props.len(), 17);
     }
 
+    /// The answer's request is the retrieval's plus its own fields, each accepted by its
+    /// parser.
+    #[test]
+    fn every_answer_field_is_documented_and_accepted() {
+        let doc = document();
+        let props = doc["components"]["schemas"]["AnswerRequest"]["properties"]
+            .as_object()
+            .unwrap();
+        let retrieve = doc["components"]["schemas"]["RetrieveRequest"]["properties"]
+            .as_object()
+            .unwrap();
+        assert!(retrieve.keys().all(|k| props.contains_key(k)));
+        let cfg = crate::answer::config::AnswerConfig::default();
+        for name in [
+            "stream",
+            "max_tokens",
+            "temperature",
+            "grounding",
+            "wait_for",
+        ] {
+            let value = match name {
+                "stream" | "grounding" => json!(true),
+                "temperature" => json!(0.5),
+                "wait_for" => json!([{"topic": "t", "partition": 0, "offset": 1}]),
+                _ => json!(5),
+            };
+            assert!(props.contains_key(name), "{name} is not documented");
+            let body = json!({"query": "q", name: value}).to_string();
+            crate::answer::request::parse(body.as_bytes(), &cfg, 100)
+                .unwrap_or_else(|e| panic!("documented field {name} rejected: {}", e.0));
+            let null = json!({"query": "q", name: null}).to_string();
+            assert!(
+                crate::answer::request::parse(null.as_bytes(), &cfg, 100).is_ok(),
+                "{name}"
+            );
+        }
+        assert_eq!(props.len(), retrieve.len() + 5);
+    }
+
     #[test]
     fn every_api_route_documents_its_credentials_and_refusals() {
         let doc = document();
         for (path, method) in [
             ("/v1/retrieve", "post"),
+            ("/v1/answer", "post"),
             ("/pathway/v1/retrieve", "post"),
             ("/pathway/v1/statistics", "get"),
             ("/v1/index", "get"),
@@ -389,6 +436,7 @@ mod tests {
         let doc = document();
         for (path, method) in [
             ("/v1/retrieve", "post"),
+            ("/v1/answer", "post"),
             ("/v1/index", "get"),
             ("/v1/index/wait", "get"),
             ("/pathway/v1/retrieve", "post"),

@@ -28,7 +28,7 @@ pub const DEFAULT_WAIT_MS: u64 = 10_000;
 pub const MAX_WAIT_MS: u64 = 120_000;
 
 /// The query string.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitParams {
     pub topic: String,

@@ -19,6 +19,7 @@ pub mod chaos;
 pub mod disk;
 pub mod http;
 pub mod ingest;
+pub mod llm;
 mod milvus;
 pub mod proxy;
 pub mod query;

@@ -193,7 +193,11 @@ fn problem(what: &str, r: &Reply) -> Option<String> {
     };
     match r.status {
         // the documented answer of the long poll that times out
-        504 if what.starts_with("wait ") && r.body.contains(r#""code":"timeout""#) => None,
+        504 if (what.starts_with("wait ") || what.contains("wait_for"))
+            && r.body.contains(r#""code":"timeout""#) =>
+        {
+            None
+        }
         500..=599 => Some(format!("{what} → {}: {}", r.status, cut(&r.body))),
         400..=499 if !shape(r) => Some(format!(
             "{what} → {} without the JSON error shape: {}",
@@ -313,7 +317,11 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
             "content_type": "text/plain", "source": format!("test://{id}"), "metadata": meta, "acl": acl}))?;
     }
     case.wait_indexed(WAIT)?;
-    let node = case.start_query(&[("FRESHET_QUERY_API_KEYS", format!(r#"["{KEY}"]"#))])?;
+    // The stand-in model answers /v1/answer, so that its requests reach the model too.
+    let model = freshet_tests::llm::LiveStandIn::start()?;
+    let mut settings = model.node_settings("standin");
+    settings.push(("FRESHET_QUERY_API_KEYS", format!(r#"["{KEY}"]"#)));
+    let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
     let addr = node.addr.clone();
     let found = send(
@@ -356,6 +364,20 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
                 ),
             );
         }
+        for stream in [false, true] {
+            let body = json!({"query": q, "k": 3, "filter": {"lang": "en"}, "stream": stream,
+                              "grounding": true, "max_tokens": 64});
+            check(
+                format!("answer stream={stream} {:?}", cut(&q)),
+                send(
+                    &addr,
+                    "POST",
+                    "/v1/answer",
+                    body.to_string().as_bytes(),
+                    "application/json",
+                ),
+            );
+        }
         let body = json!({"query": q, "k": 3, "metadata_filter": "lang == 'en'", "filepath_globpattern": "test://*"});
         check(
             format!("pathway {:?}", cut(&q)),
@@ -386,8 +408,35 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
             );
         }
     }
+    let topic = case.kafka.topic.clone();
+    for body in [
+        json!({"query": "lava", "stream": "yes"}),
+        json!({"query": "lava", "max_tokens": -1}),
+        json!({"query": "lava", "max_tokens": 99999999999u64}),
+        json!({"query": "lava", "temperature": 1e308}),
+        json!({"query": "lava", "temperature": "hot"}),
+        json!({"query": "lava", "grounding": null, "stream": null}),
+        json!({"query": "lava", "wait_for": "x"}),
+        json!({"query": "lava", "wait_for": [{"topic": "t", "partition": -1, "offset": 0}]}),
+        json!({"query": "lava", "wait_for": [{"topic": topic, "partition": 0, "offset": 0, "timeout_ms": 50}]}),
+        json!({"query": "lava", "wait_for": [{"topic": "none", "partition": 0, "offset": 9, "timeout_ms": 50}]}),
+        json!({"query": "lava", "pack": {"budget_tokens": 1}}),
+        json!({"query": "lava", "k": 0}),
+        json!({"query": "熔岩", "stream": true, "principals": ["group:a"]}),
+    ] {
+        check(
+            format!("answer {}", cut(&body.to_string())),
+            send(
+                &addr,
+                "POST",
+                "/v1/answer",
+                body.to_string().as_bytes(),
+                "application/json",
+            ),
+        );
+    }
     for (body, ctype) in raw_bodies() {
-        for path in ["/v1/retrieve", "/pathway/v1/retrieve"] {
+        for path in ["/v1/retrieve", "/v1/answer", "/pathway/v1/retrieve"] {
             check(
                 format!(
                     "{path} raw {ctype} {:?}",
@@ -439,7 +488,6 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
             );
         }
     }
-    let topic = case.kafka.topic.clone();
     for query in [
         format!("topic={topic}&partition=0&offset=0&timeout_ms=100"),
         "topic=&partition=0&offset=0".into(),
@@ -504,11 +552,17 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
     assert_eq!(node.get("/healthz")?.status, 200);
 
     // Generated requests from the node's own OpenAPI document. `/v1/index/wait` is a long poll
-    // (up to 120 s per request by design): the corpus above covers it.
+    // (up to 120 s per request by design), and so is `/v1/answer` with generated `wait_for`
+    // offsets that never come: the corpus above covers both.
     schemathesis(
         "query node",
         &format!("http://{addr}/openapi.json"),
-        &["--exclude-path", "/v1/index/wait"],
+        &[
+            "--exclude-path",
+            "/v1/index/wait",
+            "--exclude-path",
+            "/v1/answer",
+        ],
         &case.dir,
     )?;
     assert_eq!(node.get("/healthz")?.status, 200, "{}", node.log_tail());

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use freshet_llm::standin::StandIn;
+use freshet_tests::llm::LiveStandIn;
 use freshet_tests::query::QueryNode;
 use freshet_tests::Case;
 use serde_json::{json, Value};
@@ -35,24 +35,19 @@ const DOCS: [(&str, &str, &[&str]); 7] = [
 ];
 
 /// A case with the documents indexed, and the stand-in on its own runtime.
-fn setup(name: &str) -> Result<(Case, tokio::runtime::Runtime, StandIn)> {
+fn setup(name: &str) -> Result<(Case, LiveStandIn)> {
     let mut case = Case::new(name, 1)?;
     case.start_pipeline()?;
     for (id, text, acl) in DOCS {
         case.send_json(id, &doc(id, text, acl))?;
     }
     case.wait_indexed(WAIT)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let standin = rt.block_on(StandIn::start())?;
-    Ok((case, rt, standin))
+    Ok((case, LiveStandIn::start()?))
 }
 
 fn node_with(
     case: &Case,
-    standin: &StandIn,
+    standin: &LiveStandIn,
     model: &str,
     extra: &[(&str, &str)],
 ) -> Result<QueryNode> {
@@ -133,7 +128,7 @@ fn metric(node: &QueryNode, line: &str) -> Result<f64> {
 
 #[test]
 fn multi_query_hyde_conversations_and_the_cache_through_the_real_node() -> Result<()> {
-    let (mut case, _rt, standin) = setup("transform")?;
+    let (mut case, standin) = setup("transform")?;
     let node = node_with(&case, &standin, "standin", &[])?;
 
     // Multi-query: the ranking is the RRF of the separate searches of every query reported.
@@ -296,7 +291,7 @@ fn multi_query_hyde_conversations_and_the_cache_through_the_real_node() -> Resul
 
 #[test]
 fn rewrites_never_see_passages_nor_widen_the_callers_acl() -> Result<()> {
-    let (mut case, _rt, standin) = setup("transform_acl")?;
+    let (mut case, standin) = setup("transform_acl")?;
     let node = node_with(&case, &standin, "standin", &[])?;
     let history = json!([{"role": "user", "content": "Tell me about Marie Kessler."}]);
     let body = |principals: Value| {
@@ -339,7 +334,7 @@ fn rewrites_never_see_passages_nor_widen_the_callers_acl() -> Result<()> {
 
 #[test]
 fn every_failure_of_the_model_falls_back_to_the_question() -> Result<()> {
-    let (mut case, _rt, standin) = setup("transform_faults")?;
+    let (mut case, standin) = setup("transform_faults")?;
     let history = json!([{"role": "user", "content": "Who found the Zorblax glacier?"},
                          {"role": "assistant", "content": "Marie Kessler found it."}]);
     let q = "What happened to her later?";

@@ -3,8 +3,10 @@
 //!
 //! - `status`, `search`: what both indexes hold against the topic, and their top hits.
 //! - `eval`: BEIR retrieval quality through the running pipeline and query node (the CI gate).
+//! - `eval-answers`: answer quality through `/v1/answer` (citations, refusals, faithfulness).
 //! - `bench-ingest`: ingest, re-send and edit costs through Kafka and the real pipeline.
 //! - `bench-latency`, `bench-freshness`: the query node under load, and produce-to-visible time.
+//! - `bench-answer`: what `/v1/answer` adds to a retrieval with a model that answers at once.
 //! - `bench-load`: query latency at a steady rate during an ingest against idle, and the
 //!   ingest's throughput with and without the queries.
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
@@ -17,6 +19,8 @@
 //! services: the sections [`config`] names, or the pipeline's whole configuration for the two
 //! benchmarks that run it in process.
 
+mod answer_bench;
+mod answers;
 mod config;
 mod eval;
 mod inspect;
@@ -66,8 +70,13 @@ enum Command {
     BenchReplicate(replicate::ReplicateArgs),
     /// Evaluate retrieval quality on a BEIR dataset through the pipeline and the query node.
     Eval(eval::EvalArgs),
+    /// Evaluate /v1/answer on a dataset of questions: citations, refusals, faithfulness.
+    EvalAnswers(answers::EvalAnswersArgs),
     /// Query latency under concurrency, measured with an HTTP client against a running node.
     BenchLatency(query_bench::LatencyArgs),
+    /// What /v1/answer adds to a retrieval with a model that answers at once (the stand-in),
+    /// and to the first token when streaming.
+    BenchAnswer(answer_bench::AnswerBenchArgs),
     /// Produce-to-visible time in both routes at a steady update rate (needs the pipeline).
     BenchFreshness(query_bench::FreshnessArgs),
     /// Hybrid query latency at a steady request rate while the pipeline ingests a corpus, against
@@ -117,7 +126,9 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchIngest(args) => args.run(config),
         Command::BenchReplicate(args) => args.run(config),
         Command::Eval(args) => args.run(config),
+        Command::EvalAnswers(args) => args.run(config),
         Command::BenchLatency(args) => args.run(config),
+        Command::BenchAnswer(args) => args.run(config),
         Command::BenchFreshness(args) => args.run(config),
         Command::BenchLoad(args) => args.run(config),
         Command::BenchWatch(args) => args.run(config),

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Percentiles of a sample (milliseconds).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub count: usize,
     pub p50: f64,
@@ -522,7 +522,7 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)

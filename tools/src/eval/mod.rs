@@ -288,7 +288,7 @@ fn offsets_of(body: &Value, topic: &str) -> Result<BTreeMap<i32, i64>> {
 /// Waits until the index the query node serves holds every record of the topic (its high
 /// watermarks `high`), showing progress; with `--no-publish`, refuses at once an index that has
 /// not caught up, so that no report is made on a partial index.
-async fn wait_caught_up(
+pub(crate) async fn wait_caught_up(
     client: &reqwest::Client,
     args: &Options,
     topic: &str,

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use super::ground;
+
 /// The stand-in's fixed refusal, answered when the prompt holds no numbered passage.
 pub const REFUSAL: &str = "The passages do not contain the answer.";
 
@@ -136,11 +138,22 @@ fn first_sentence(text: &str) -> String {
     out.trim().to_owned()
 }
 
-/// The answer to a prompt made of `texts` (every message's content) under `script`.
+/// The answer to a prompt made of `texts` (every message's content) under `script`. A
+/// grounding check gets its verdicts ([`ground::verdicts`]). A prompt with a `Question:` line is
+/// answered from the passages that share a content word with it, and refused (with the
+/// sentence the prompt asks for, else [`REFUSAL`]) when none does.
 pub fn answer(texts: &[&str], script: &Script) -> String {
-    let found: Vec<(u32, String)> = texts.iter().flat_map(|t| passages(t)).collect();
+    if ground::is_grounding(texts) {
+        return ground::verdicts(texts);
+    }
+    let refusal = ground::refusal(texts).unwrap_or_else(|| REFUSAL.to_owned());
+    let mut found: Vec<(u32, String)> = texts.iter().flat_map(|t| passages(t)).collect();
+    if let Some(q) = ground::question(texts) {
+        let asked = ground::terms(&q);
+        found.retain(|(_, body)| !ground::terms(body).is_disjoint(&asked));
+    }
     if found.is_empty() {
-        return REFUSAL.to_owned();
+        return refusal;
     }
     let mut sentences: Vec<String> = found
         .iter()
@@ -149,7 +162,7 @@ pub fn answer(texts: &[&str], script: &Script) -> String {
         .map(|(n, body)| format!("{} [{n}].", first_sentence(body)))
         .collect();
     if sentences.is_empty() {
-        return REFUSAL.to_owned();
+        return refusal;
     }
     match script {
         Script::InvalidCitation => {
@@ -177,7 +190,7 @@ mod tests {
     #[test]
     fn it_answers_from_the_numbered_passages_and_cites_them() {
         let prompt = "Answer from the passages.\n\n[1] Cats sleep a lot. They purr.\n\
-                      [2] Dogs bark\nat night. Loudly.\n\nQuestion: who sleeps?";
+                      [2] Dogs bark\nat night. Loudly.\n\nQuestion: which animals sleep or bark?";
         assert_eq!(
             passages(prompt),
             vec![
@@ -198,6 +211,13 @@ mod tests {
     #[test]
     fn without_passages_it_refuses() {
         assert_eq!(answer(&["What is the capital?"], &Script::Answer), REFUSAL);
+        // Passages that share no word with the question do not hold its answer; the prompt's
+        // own refusal sentence is the one said.
+        let prompt = "[1] Cats sleep a lot.\n\nQuestion: Where do comets come from?\n\nAnswer \
+                      or reply exactly \"Nothing here.\" if not.";
+        assert_eq!(answer(&[prompt], &Script::Answer), "Nothing here.");
+        let prompt = prompt.replace("comets", "cats").replace("Where do", "Do");
+        assert_eq!(answer(&[&prompt], &Script::Answer), "Cats sleep a lot [1].");
         assert_eq!(answer(&["[x] not a number"], &Script::Answer), REFUSAL);
     }
 

@@ -7,6 +7,7 @@
 //! `standin`. The same request always gets the same bytes.
 
 pub mod answer;
+pub mod ground;
 pub mod rewrite;
 
 use std::collections::HashMap;
