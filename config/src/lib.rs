@@ -101,8 +101,8 @@ pub fn run_dir_from(run_dir: Option<&OsStr>, home: &Path) -> PathBuf {
 
 /// Every section of freshet's configuration file (`deploy/freshet.toml`), whichever binary
 /// reads it: `freshet` (pipeline, limits, kafka, chunking, embedding, milvus, tantivy, metrics,
-/// sources, files), `freshet-query` (query, tantivy, milvus, embedding, llm, answer), `freshet-ingest`
-/// (ingest, kafka, limits) and `freshet-tools`.
+/// sources, files), `freshet-query` (query, tantivy, milvus, embedding, llm, answer,
+/// transform), `freshet-ingest` (ingest, kafka, limits) and `freshet-tools`.
 pub const SECTIONS: &[&str] = &[
     "answer",
     "chunking",
@@ -118,6 +118,7 @@ pub const SECTIONS: &[&str] = &[
     "query",
     "sources",
     "tantivy",
+    "transform",
 ];
 
 /// The sections a binary reads, each with the names of its settings.

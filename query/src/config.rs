@@ -1,8 +1,8 @@
 //! Query node configuration: the `[query]` section of the same TOML file the pipeline reads
 //! (`deploy/freshet.toml`), plus the shared `[tantivy]`, `[milvus]` and `[embedding]` sections,
-//! so one file and one environment configure both binaries, and `[llm]` (the language model,
-//! checked at start when `llm.base_url` is set; none by default). `FRESHET_<SECTION>_<KEY>`
-//! environment variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
+//! so one file and one environment configure both binaries, `[llm]` (the language model,
+//! checked at start when `llm.base_url` is set; none by default), `[answer]` and `[transform]`.
+//! `FRESHET_<SECTION>_<KEY>` variables override the file (`FRESHET_QUERY_LISTEN=0.0.0.0:8080`).
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +32,7 @@ pub struct Config {
     pub llm: LlmConfig,
     /// `[answer]`: how `POST /v1/answer` retrieves, packs and refuses by default.
     pub answer: AnswerConfig,
+    pub transform: crate::transform::config::TransformConfig,
     /// `[llm]` checked, its key read: `None` without `llm.base_url` (set by [`Config::load`]).
     #[serde(skip)]
     pub llm_settings: Option<LlmSettings>,
@@ -263,6 +264,11 @@ impl Config {
         config.answer.validate(&config.query)?;
         let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         config.llm_settings = config.llm.settings(&lookup)?;
+        let (llm, timeout) = (
+            config.llm_settings.is_some(),
+            config.query.request_timeout_ms,
+        );
+        config.transform.validate(llm, timeout)?;
         Ok(config)
     }
 }
@@ -276,6 +282,7 @@ pub fn sections() -> Sections {
         .with::<EmbeddingConfig>("embedding")
         .with::<LlmConfig>("llm")
         .with::<AnswerConfig>("answer")
+        .with::<crate::transform::config::TransformConfig>("transform")
 }
 
 impl QueryConfig {

@@ -80,7 +80,12 @@ async fn retrieve(State(node): State<Arc<Node>>, headers: HeaderMap, body: Body)
         let req = request::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
         let requested = req.principals.clone();
         let mut plan = req
-            .plan(&engine.config.query, engine.reranker.is_some())
+            .plan_with(
+                &engine.config.query,
+                &engine.config.transform,
+                engine.reranker.is_some(),
+                engine.llm.is_some(),
+            )
             .map_err(|e| ApiError::bad_request(e.0))?;
         mode = plan.mode.as_str();
         plan.filter.principals = Some(node.auth.principals(&admission, requested)?);

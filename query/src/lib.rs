@@ -7,7 +7,8 @@
 //! `pack`); `answer` turns a retrieval into a cited answer from the language model
 //! (`[llm]`). `indexes` keeps the node on the newest pipeline commit without restarts; a request
 //! reads one pinned snapshot of it, and `visible` checks every chunk of the answer against the
-//! request's filter and principals; `overload` bounds the retrievals running and waiting and stops
+//! request's filter and principals; `transform` rewrites the question with the language model
+//! before the routes run (multi-query, HyDE, conversations); `overload` bounds the retrievals running and waiting and stops
 //! the work of a request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi`
 //! describe it; `pathway` offers a Pathway-compatible endpoint.
 
@@ -30,6 +31,7 @@ pub mod rerank;
 pub mod retrieve;
 mod routes;
 pub mod server;
+pub mod transform;
 pub mod visible;
 pub mod wait;
 

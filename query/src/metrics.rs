@@ -47,6 +47,12 @@ pub struct LeftOutLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub step: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub mode: String,
 }
@@ -79,6 +85,7 @@ pub struct Metrics {
     pub retrievals_waiting: Gauge,
     pub overload_rejections: Family<ReasonLabels, Counter>,
     pub cancelled_work: Family<StageLabels, Counter>,
+    pub transform_steps: Family<StepLabels, Counter>,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
     /// `/v1/answer`: answers by outcome, their citations and flagged sentences.
@@ -114,7 +121,7 @@ impl Metrics {
         let stage_seconds = r.histograms(
             "stage_seconds",
             "Retrieve latency per stage (embed, bm25, vector, fetch, fusion, parents, rerank, \
-             expand, pack)",
+             expand, pack, transform)",
             LATENCY,
         );
         let index_commit_timestamp = r.float_gauge(
@@ -177,6 +184,12 @@ impl Metrics {
             "Units of blocking work not done because their request was cancelled or past its \
              deadline, by stage",
         );
+        let transform_steps = r.counters(
+            "transform_steps",
+            "Query transformation steps (condense, multi_query, hyde) by outcome: ok, cache_hit, \
+             or why the step fell back to the question (timeout, rate_limited, server_error, \
+             unavailable, refused, bad_response, garbage)",
+        );
         let milvus = MilvusMetrics::register(&mut r);
         let llm = LlmMetrics::register(&mut r);
         let answers = r.counters(
@@ -217,6 +230,7 @@ impl Metrics {
             retrievals_waiting,
             overload_rejections,
             cancelled_work,
+            transform_steps,
             milvus,
             answers,
             answer_citations,
@@ -314,6 +328,12 @@ impl Metrics {
     pub fn route_left_out(&self, route: &'static str, reason: &'static str) {
         self.routes_left_out
             .get_or_create(&LeftOutLabels { route, reason })
+            .inc();
+    }
+
+    pub fn transform_step(&self, step: &'static str, outcome: &'static str) {
+        self.transform_steps
+            .get_or_create(&StepLabels { step, outcome })
             .inc();
     }
 

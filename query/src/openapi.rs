@@ -143,7 +143,15 @@ fn components() -> Value {
                     }, "description": "Pack whole results into a cited context within a token budget (model tokenizer)."},
                     "allow_partial": {"type": "boolean", "description": "Hybrid only: if the vector route is unavailable (Milvus down), answer from BM25 alone and list it under `degraded` instead of a 503. Default: the server's `allow_partial` (true)."},
                     "language": {"type": "string", "description": "The query's language as an ISO 639-1 or 639-3 code (e.g. \"zh\"), when the caller knows it; default: detected from the query (script for Chinese, Japanese, Korean; whatlang for the rest)."},
-                    "language_routing": {"type": "string", "enum": ["auto", "all"], "description": "auto: a hybrid retrieval runs BM25 alone for a query in a language the embedding model does not cover, and lists the vector route under `left_out`; all: both routes always run. Default: the server's `language_routing` (auto)."}
+                    "language_routing": {"type": "string", "enum": ["auto", "all"], "description": "auto: a hybrid retrieval runs BM25 alone for a query in a language the embedding model does not cover, and lists the vector route under `left_out`; all: both routes always run. Default: the server's `language_routing` (auto)."},
+                    "transform": {"type": "object", "additionalProperties": false, "properties": {
+                        "multi_query": {"type": "integer", "minimum": 0, "description": "Rewrites of the question the language model writes; each is searched beside the question (same filter and principals) and the rankings are fused with RRF. At most the server's `transform.max_multi_query`. Default: the server's `transform.multi_query` (0)."},
+                        "hyde": {"type": "string", "enum": ["off", "on", "auto"], "description": "HyDE: the vector route embeds a hypothetical answer passage the language model writes; BM25 keeps the question's words. auto: for analytical questions only (docs/query-api.md). Default: the server's `transform.hyde` (off)."}
+                    }, "description": "Query transformation by the server's language model ([llm]); a node without one answers 400."},
+                    "history": {"type": "array", "description": "The conversation's previous turns, oldest first: the question is rewritten into a standalone question before retrieval (needs [llm]). At most `transform.max_history_turns` turns and `transform.max_history_chars` characters.", "items": {"type": "object", "required": ["role", "content"], "additionalProperties": false, "properties": {
+                        "role": {"type": "string", "enum": ["user", "assistant"]},
+                        "content": {"type": "string", "minLength": 1}
+                    }}}
                 }
             },
             "Hit": {
@@ -186,9 +194,19 @@ fn components() -> Value {
                     "index": {"type": "object", "properties": {
                         "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
                     }},
-                    "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why.", "items": {"type": "object", "properties": {
-                        "route": {"type": "string", "enum": ["vector"]}, "reason": {"type": "string"}
+                    "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why (vector: Milvus unavailable; transform: a language model step failed and the question was searched as it was).", "items": {"type": "object", "properties": {
+                        "route": {"type": "string", "enum": ["vector", "transform"]}, "reason": {"type": "string"}
                     }}},
+                    "transform": {"type": "object", "description": "Present only when the request was transformed: what the language model made of it.", "properties": {
+                        "standalone_query": {"type": "string", "description": "With history: the standalone question searched, reranked and packed for."},
+                        "queries": {"type": "array", "items": {"type": "string"}, "description": "Every query searched, the (standalone) question first, then the rewrites."},
+                        "hyde": {"type": "string", "enum": ["off", "on", "auto"]},
+                        "hyde_used": {"type": "boolean"},
+                        "hyde_reason": {"type": "string", "description": "requested, off, auto: <the classifier's reason>, or failed: <class>."},
+                        "hyde_passage": {"type": "string", "description": "The passage the vector route embedded."},
+                        "cached": {"type": "array", "items": {"type": "string", "enum": ["condense", "multi_query", "hyde"]}, "description": "Steps answered from the cache."},
+                        "llm_calls": {"type": "integer"}
+                    }},
                     "language": {"type": "object", "description": "The query's language and whether the embedding model understands it.", "properties": {
                         "language": {"type": ["string", "null"], "description": "ISO 639-1 code (639-3 where there is none); null when it cannot be told."},
                         "detected_by": {"type": ["string", "null"], "enum": ["request", "script", "statistics", null]},
@@ -306,13 +324,15 @@ mod tests {
                 "pack" => json!({"query": "q", name: {"budget_tokens": 10}}),
                 "language" => json!({"query": "q", name: "zh"}),
                 "language_routing" => json!({"query": "q", name: "all"}),
+                "transform" => json!({"query": "q", name: {"multi_query": 0, "hyde": "off"}}),
+                "history" => json!({"query": "q", name: [{"role": "user", "content": "hi"}]}),
                 _ => json!({"query": "q", name: 5}),
             };
             crate::request::parse(body.to_string().as_bytes())
                 .unwrap_or_else(|e| panic!("documented field {name} rejected: {}", e.0));
         }
         assert!(crate::request::parse(br#"{"query":"q","undocumented":1}"#).is_err());
-        assert_eq!(props.len(), 15);
+        assert_eq!(props.len(), 17);
     }
 
     /// The answer's request is the retrieval's plus its own fields, each accepted by its

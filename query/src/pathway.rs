@@ -56,6 +56,10 @@ pub async fn plan(
         allow_partial: None,
         language: None,
         language_routing: None,
+        // Pathway's answer has no room for a transformation's report: none, whatever
+        // `[transform]` says.
+        transform: None,
+        history: None,
     };
     let mut plan = native.plan(&engine.config.query, engine.reranker.is_some())?;
     if let Some(glob) = req

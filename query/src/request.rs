@@ -56,6 +56,10 @@ pub struct RetrieveRequest {
     /// The query's language (ISO 639 code), when the caller knows it better than detection.
     pub language: Option<String>,
     pub language_routing: Option<LanguageRouting>,
+    /// Query transformation (`crate::transform::request`).
+    pub transform: Option<crate::transform::request::TransformRequest>,
+    /// The conversation's previous turns, oldest first.
+    pub history: Option<Vec<crate::transform::request::HistoryTurn>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,6 +130,8 @@ pub struct Plan {
     /// Whether a hybrid retrieval leaves out a route the model does not understand the query
     /// for ([`crate::language`]).
     pub language_routing: LanguageRouting,
+    /// Query transformation by the language model, if any.
+    pub transform: Option<crate::transform::request::TransformPlan>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -156,8 +162,12 @@ pub fn parse(body: &[u8]) -> Result<RetrieveRequest, BadRequest> {
 }
 
 impl RetrieveRequest {
-    /// Validates against the server limits.
+    /// Validates against the server limits; `transform` and `history` are refused here (they
+    /// are planned by `plan_with`, `crate::transform::request`).
     pub fn plan(self, cfg: &QueryConfig, reranker_available: bool) -> Result<Plan, BadRequest> {
+        if self.transform.is_some() || self.history.is_some() {
+            bad!("transform and history are not supported on this endpoint");
+        }
         let query = self.query;
         if query.trim().is_empty() {
             bad!("query must not be empty");
@@ -238,6 +248,7 @@ impl RetrieveRequest {
             allow_partial: self.allow_partial.unwrap_or(cfg.allow_partial),
             language,
             language_routing: self.language_routing.unwrap_or(cfg.language_routing),
+            transform: None,
         })
     }
 }

@@ -25,13 +25,16 @@ pub(crate) struct RouteHits {
 }
 
 impl Engine {
-    /// Runs the routes `plan.mode` asks for, in parallel; the vector route only if
+    /// Runs the routes `plan.mode` asks for, in parallel, BM25 for `words` and the vector
+    /// route embedding `vector_text` (the same, or a HyDE passage); the vector route only if
     /// `run_vector` (it is left out of a query the model does not understand).
     pub(crate) async fn search_routes(
         &self,
         plan: &Plan,
         loads: &Loads,
         run_vector: bool,
+        words: &str,
+        vector_text: &str,
     ) -> Result<RouteHits, RetrieveError> {
         let bm25 = async {
             if !plan.mode.uses_bm25() {
@@ -39,7 +42,7 @@ impl Engine {
             }
             let (snapshot, q, k, f) = (
                 loads.snapshot.clone(),
-                plan.query.clone(),
+                words.to_owned(),
                 plan.bm25_top_k,
                 plan.filter.clone(),
             );
@@ -64,7 +67,7 @@ impl Engine {
                 .milvus_to_search()
                 .map_err(RetrieveError::Unavailable)?;
             let s = Instant::now();
-            let (pool, q) = (self.embedders.clone(), plan.query.clone());
+            let (pool, q) = (self.embedders.clone(), vector_text.to_owned());
             let v = loads
                 .job
                 .blocking("embed", move |job| {

@@ -70,8 +70,10 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         ),
         None => None,
     };
+    let transformer = crate::transform::Transformer::new(config.transform.clone(), metrics.clone());
     Ok(Arc::new(Engine {
         llm,
+        transformer,
         limiter,
         config,
         indexes,

@@ -4,7 +4,8 @@
 //! question's language; byte for byte the same for the same request), citations mapped to
 //! their chunks and index commit, whole and streamed (the final event carries the citations),
 //! refusal without a model call when nothing is visible, the model's refusal, flagged invalid
-//! and uncited citations, grounding, read-your-writes through `wait_for`, ACLs that keep a
+//! and uncited citations, grounding, a follow-up answered as its standalone question,
+//! read-your-writes through `wait_for`, ACLs that keep a
 //! restricted document's text out of the prompt, and the model's failures as 503s or an error
 //! event.
 
@@ -175,6 +176,27 @@ fn answers_cite_their_passages_whole_and_streamed() -> Result<()> {
     )?;
     ensure!(!hidden.to_string().contains("forty million"), "{hidden}");
     ensure!(!last_prompt(&model)?.1.contains("forty million"));
+
+    // A follow-up is answered as the standalone question it is rewritten into, and the
+    // transformations' options reach the retrieval.
+    let followup = json!({"query": "What does it say about the tide?", "mode": "bm25",
+        "history": [{"role": "user", "content": "Which report covers the estuary birds?"},
+                    {"role": "assistant", "content": "The Heron Report covers them."}],
+        "transform": {"multi_query": 2}});
+    let c = answer(&node, &followup)?;
+    let standalone = "What does The Heron Report say about the tide?";
+    ensure!(c["question"] == standalone, "{c}");
+    ensure!(c["transform"]["standalone_query"] == standalone, "{c}");
+    ensure!(
+        c["transform"]["queries"]
+            .as_array()
+            .is_some_and(|q| q.len() == 3),
+        "{c}"
+    );
+    ensure!(last_prompt(&model)?
+        .1
+        .contains(&format!("Question: {standalone}")));
+    ensure!(c["passages"][0]["doc_id"] == "heron", "{c}");
 
     // Streamed: retrieval first, then the text, then the whole answer with its citations.
     let mut streamed = q.clone();

@@ -11,6 +11,7 @@
 //!   server (`[embedding] provider = "openai"`), batched, within `max_concurrent` slots,
 //!   retried like chat calls.
 //! - [`LlmMetrics`], [`EmbeddingsMetrics`] (`METRICS.md`).
+//! - [`task`]: the markers freshet's own prompts carry on their first line.
 //! - `standin` (feature `standin`): a deterministic OpenAI-compatible server for tests, with
 //!   faults chosen by the model name (docs/testing.md).
 //!
@@ -34,6 +35,7 @@ pub mod retry;
 #[cfg(feature = "standin")]
 pub mod standin;
 mod stream;
+pub mod task;
 mod wire;
 
 pub use client::{ChatStream, LlmClient};

@@ -39,7 +39,12 @@ pub async fn answer(State(node): State<Arc<Node>>, headers: HeaderMap, body: Bod
             .map_err(|e| ApiError::bad_request(e.0))?;
         let requested = req.principals.clone();
         let mut plan = req
-            .plan(&engine.config.query, engine.reranker.is_some())
+            .plan_with(
+                &engine.config.query,
+                &engine.config.transform,
+                engine.reranker.is_some(),
+                true,
+            )
             .map_err(|e| ApiError::bad_request(e.0))?;
         mode = plan.mode.as_str();
         plan.filter.principals = Some(node.auth.principals(&admission, requested)?);
@@ -158,6 +163,7 @@ fn stream(engine: Arc<Engine>, p: Prepared, opts: AnswerOptions) -> impl IntoRes
     tokio::spawn(async move {
         let head = json!({
             "question": p.question,
+            "transform": p.retrieval.transform,
             "passages": p.passages,
             "index": p.retrieval.index,
             "language": p.retrieval.language,

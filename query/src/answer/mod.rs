@@ -85,8 +85,12 @@ pub struct AnswerResponse {
     /// `no_passages` (the node refused without calling the model) or `model`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal_reason: Option<&'static str>,
-    /// The question the answer answers.
+    /// The question the answer answers: the request's, or with `history` the standalone
+    /// question it was rewritten into.
     pub question: String,
+    /// What the query transformations did (`/v1/retrieve`'s `transform`), when any ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transform: Option<crate::transform::TransformInfo>,
     /// Every passage of the prompt, by number.
     pub passages: Vec<Passage>,
     /// Every valid `[n]` of the answer, in order, with its span and sentence.
@@ -152,8 +156,14 @@ impl Engine {
     /// Retrieves and packs for `plan` (which packs: see `request.rs`) and builds the prompt.
     pub async fn prepare_answer(&self, plan: Plan) -> Result<Prepared, RetrieveError> {
         let started = Instant::now();
-        let question = plan.query.clone();
+        let asked = plan.query.clone();
         let retrieval = self.retrieve(plan).await?;
+        // The question searched for: the standalone one a conversation was rewritten into.
+        let question = retrieval
+            .transform
+            .as_ref()
+            .and_then(|t| t.queries.first().cloned())
+            .unwrap_or(asked);
         let s = Instant::now();
         let mut timings_ms = retrieval.timings_ms.clone();
         if let Some(total) = timings_ms.remove("total") {
@@ -232,6 +242,7 @@ impl Engine {
             refused,
             refusal_reason,
             question: p.question,
+            transform: r.transform,
             passages: p.passages,
             citations: checked.citations,
             invalid_citations: checked.invalid,

@@ -16,7 +16,13 @@ use crate::fusion::{fuse, single_route, Fused};
 use crate::overload::Job;
 use crate::passage::{expand, group_by_parent};
 use crate::request::{ExpandPlan, Mode, Plan};
+use crate::transform::fuse::fuse_queries;
 use crate::visible::{Gate, Visible};
+
+/// One query's route hits: BM25 hits with their chunk records, vector hits (id, similarity).
+pub(crate) type QueryHits = (Vec<(f32, Chunk)>, Vec<(String, f32)>);
+/// One query's ranked lists of ids: BM25, vector.
+type RankedLists = (Vec<(String, f32)>, Vec<(String, f32)>);
 
 /// Chunk ids loaded between two checks of the request's cancellation.
 pub const LOAD_BATCH: usize = 32;
@@ -61,6 +67,7 @@ impl Loads {
     /// or holds with a chunk the request may not see (Milvus not yet at the snapshot's ACL) is
     /// left out before fusion, so that ranks count only chunks that can be returned; BM25 hits
     /// pass the same check.
+    #[cfg(test)]
     pub async fn fetch_and_fuse(
         &self,
         plan: &Plan,
@@ -68,27 +75,51 @@ impl Loads {
         vector_hits: Vec<(String, f32)>,
         t: &mut Timer,
     ) -> Result<Vec<Candidate>, RetrieveError> {
+        self.fetch_and_fuse_queries(plan, vec![(bm25_hits, vector_hits)], t)
+            .await
+    }
+
+    /// As `fetch_and_fuse`, for the route hits of several queries (the question and its
+    /// rewrites): each query's routes are fused by the request's method, then the queries'
+    /// rankings with RRF ([`crate::transform::fuse`]).
+    pub async fn fetch_and_fuse_queries(
+        &self,
+        plan: &Plan,
+        hits: Vec<QueryHits>,
+        t: &mut Timer,
+    ) -> Result<Vec<Candidate>, RetrieveError> {
         let s = Instant::now();
         let mut records: HashMap<String, Visible> = HashMap::new();
         let mut refused: HashSet<String> = HashSet::new();
-        let mut bm25_list: Vec<(String, f32)> = Vec::with_capacity(bm25_hits.len());
-        for (score, c) in bm25_hits {
-            let id = c.chunk_id.clone();
-            match self.gate.hit(c) {
-                Some(v) => {
-                    records.insert(id.clone(), v);
+        let mut lists: Vec<RankedLists> = Vec::new();
+        for (bm25_hits, vector_hits) in hits {
+            let mut bm25_list: Vec<(String, f32)> = Vec::with_capacity(bm25_hits.len());
+            for (score, c) in bm25_hits {
+                let id = c.chunk_id.clone();
+                if records.contains_key(&id) {
                     bm25_list.push((id, score));
+                    continue;
                 }
-                None => {
-                    refused.insert(id);
+                match self.gate.hit(c) {
+                    Some(v) => {
+                        records.insert(id.clone(), v);
+                        bm25_list.push((id, score));
+                    }
+                    None => {
+                        refused.insert(id);
+                    }
                 }
             }
+            lists.push((bm25_list, vector_hits));
         }
-        let missing: Vec<String> = vector_hits
+        let mut missing: Vec<String> = lists
             .iter()
+            .flat_map(|(_, v)| v.iter())
             .filter(|(id, _)| !records.contains_key(id) && !refused.contains(id))
             .map(|(id, _)| id.clone())
             .collect();
+        missing.sort_unstable();
+        missing.dedup();
         // Without parents or expansion only the first `max(k, rerank candidates)` fused
         // candidates can be returned: for the others the snapshot is only asked whether it
         // holds them with a chunk that passes the filter (term dictionary and filter clauses),
@@ -126,20 +157,32 @@ impl Loads {
                 }
             }
         }
-        let vector_list: Vec<(String, f32)> = vector_hits
-            .into_iter()
-            .filter(|(id, _)| records.contains_key(id) || present.contains(id))
-            .collect();
         let mut fetch_s = s.elapsed().as_secs_f64();
 
         let s = Instant::now();
-        let fused: Vec<Fused> = match plan.mode {
-            Mode::Hybrid => fuse(&bm25_list, &vector_list, plan.fusion),
-            Mode::Bm25 => single_route(&bm25_list, true),
-            Mode::Vector => single_route(&vector_list, false),
+        let several = lists.len() > 1;
+        let mut rankings: Vec<Vec<Fused>> = lists
+            .into_iter()
+            .map(|(bm25_list, vector_hits)| {
+                let vector_list: Vec<(String, f32)> = vector_hits
+                    .into_iter()
+                    .filter(|(id, _)| records.contains_key(id) || present.contains(id))
+                    .collect();
+                match plan.mode {
+                    Mode::Hybrid => fuse(&bm25_list, &vector_list, plan.fusion),
+                    Mode::Bm25 => single_route(&bm25_list, true),
+                    Mode::Vector => single_route(&vector_list, false),
+                }
+            })
+            .collect();
+        let fused: Vec<Fused> = if several {
+            fuse_queries(&rankings, plan.fusion.rrf_k)
+        } else {
+            rankings.pop().unwrap_or_default()
         };
         t.record("fusion", s);
-        let hybrid = plan.mode == Mode::Hybrid;
+        // The fused score is shown when more than one list was fused.
+        let hybrid = plan.mode == Mode::Hybrid || several;
         let candidate = |f: Fused, chunk: Visible| Candidate {
             passage: vec![chunk.clone()],
             chunk,

@@ -1,7 +1,8 @@
 //! One retrieval, stage by stage: BM25 (tantivy) and vector (Milvus) routes in parallel, both
 //! filtered inside the search → fusion → parents → rerank → context expansion (→ rerank of the
 //! merged passages) → top k → context packing. Every stage is timed; every result carries its
-//! per-stage ranks and scores.
+//! per-stage ranks and scores. A query transformation ([`crate::transform`]) may run first and
+//! add queries: each is searched, and their rankings are fused across queries.
 //!
 //! A retrieval holds one slot of the node ([`crate::overload`]) and reads one pinned index
 //! snapshot for its BM25 search and every chunk it loads after it (`load.rs`); every chunk that
@@ -129,6 +130,10 @@ pub struct Response {
     /// cover, `[query] language_routing`); absent when every route ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<Degraded>,
+    /// The query transformation that ran (the standalone question, the queries searched,
+    /// HyDE); absent when none was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transform: Option<crate::transform::TransformInfo>,
 }
 
 /// A route a partial answer was made without, and why.
@@ -150,6 +155,8 @@ pub struct Engine {
     pub limiter: Limiter,
     /// The language model (`[llm]`), when one is configured.
     pub llm: Option<freshet_llm::LlmClient>,
+    /// Query transformation with it (`[transform]`) and its cache.
+    pub transformer: crate::transform::Transformer,
 }
 
 /// A candidate while it moves through the stages: only checked chunks.
@@ -215,9 +222,50 @@ impl From<RetrieveError> for ApiError {
 }
 
 impl Engine {
-    pub async fn retrieve(&self, plan: Plan) -> Result<Response, RetrieveError> {
+    pub async fn retrieve(&self, mut plan: Plan) -> Result<Response, RetrieveError> {
         let started = Instant::now();
         let deadline = started + Duration::from_millis(self.config.query.request_timeout_ms);
+        let mut t = Timer {
+            timings: BTreeMap::new(),
+            metrics: self.metrics.clone(),
+        };
+        // The language model's rewrites first, outside the node's retrieval slots (they wait
+        // on another server), within their own share of the deadline.
+        let (mut degraded, mut transform, mut variants, mut passage) =
+            (Vec::new(), None, Vec::new(), None);
+        if let (Some(tp), Some(llm)) = (plan.transform.clone(), &self.llm) {
+            let s = Instant::now();
+            let share = s + Duration::from_millis(self.transformer.config.timeout_ms);
+            let vector_runs = |q: &str| {
+                plan.mode.uses_vector()
+                    && (plan.mode != Mode::Hybrid
+                        || crate::language::runs_vector(
+                            plan.language_routing,
+                            &crate::language::assess(
+                                q,
+                                plan.language.as_deref(),
+                                self.embedders.languages(),
+                            ),
+                        ))
+            };
+            let out = self
+                .transformer
+                .run(
+                    llm,
+                    &plan.query,
+                    &tp,
+                    self.config.query.max_query_chars,
+                    share.min(deadline),
+                    &vector_runs,
+                )
+                .await;
+            t.record("transform", s);
+            plan.query = out.question;
+            variants = out.variants;
+            passage = out.passage;
+            degraded = out.degraded;
+            transform = Some(out.info);
+        }
         let job = self
             .limiter
             .admit(deadline)
@@ -225,10 +273,6 @@ impl Engine {
             .map_err(RetrieveError::Overloaded)?;
         // A request that times out (this future dropped) stops the work it left running.
         let _cancel = job.cancel_on_drop();
-        let mut t = Timer {
-            timings: BTreeMap::new(),
-            metrics: self.metrics.clone(),
-        };
         let snapshot = self.indexes.snapshot().ok_or_else(|| {
             RetrieveError::Unavailable(
                 self.indexes
@@ -265,17 +309,31 @@ impl Engine {
                 ),
             });
         }
-        let routes = self.search_routes(&plan, &loads, run_vector).await?;
-        for (stage, secs) in routes.seconds {
-            if secs > 0.0 {
-                self.metrics.stage(stage, secs);
-                t.timings.insert(stage, secs * 1000.0);
+        // The question (its vector route on the HyDE passage, if any), then each rewrite, all
+        // with the request's filter and principals; their times add up per stage.
+        let mut queries = vec![(
+            plan.query.clone(),
+            passage.unwrap_or_else(|| plan.query.clone()),
+        )];
+        queries.extend(variants.into_iter().map(|v| (v.clone(), v)));
+        let searches = queries
+            .iter()
+            .map(|(words, vector)| self.search_routes(&plan, &loads, run_vector, words, vector));
+        let mut hits = Vec::with_capacity(queries.len());
+        for routes in futures::future::try_join_all(searches).await? {
+            for (stage, secs) in routes.seconds {
+                if secs > 0.0 {
+                    t.record_secs(stage, secs);
+                }
             }
+            for d in routes.degraded {
+                if !degraded.iter().any(|x: &Degraded| x.route == d.route) {
+                    degraded.push(d);
+                }
+            }
+            hits.push((routes.bm25, routes.vector));
         }
-        let degraded = routes.degraded;
-        let mut cands = loads
-            .fetch_and_fuse(&plan, routes.bm25, routes.vector, &mut t)
-            .await?;
+        let mut cands = loads.fetch_and_fuse_queries(&plan, hits, &mut t).await?;
 
         if plan.parents {
             let s = Instant::now();
@@ -362,6 +420,7 @@ impl Engine {
             degraded,
             language,
             left_out,
+            transform,
         })
     }
 

@@ -167,6 +167,7 @@ fn remove_docs(
         gate: Vec::new(),
         tolerance: 0.0,
         pipeline_config: None,
+        transform: None,
     };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))

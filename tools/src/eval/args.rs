@@ -47,6 +47,14 @@ pub struct EvalArgs {
     gate: Vec<String>,
     #[arg(long, default_value_t = 0.01)]
     tolerance: f64,
+    /// Query transformation in every configuration (needs `[llm]` on the query node): this
+    /// many multi-query rewrites ...
+    #[arg(long)]
+    multi_query: Option<usize>,
+    /// ... and HyDE (`off`, `on`, `auto`). Each configuration's name gets the transformation
+    /// as a suffix (`hybrid+mq3+hyde-auto`).
+    #[arg(long, value_parser = ["off", "on", "auto"])]
+    hyde: Option<String>,
 }
 
 impl EvalArgs {
@@ -58,6 +66,7 @@ impl EvalArgs {
             url: self.url,
             api_key: self.api_key,
             configs: split_configs(&self.configs),
+            transform: super::transform_fields(self.multi_query, self.hyde.as_deref()),
             publish: !self.no_publish,
             wait: Duration::from_secs(self.wait_secs),
             concurrency: self.concurrency,

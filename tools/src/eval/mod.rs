@@ -43,6 +43,42 @@ pub struct Options {
     pub tolerance: f64,
     /// The pipeline's configuration file (topic, broker, index), for publishing and waiting.
     pub pipeline_config: Option<PathBuf>,
+    /// `(name suffix, transform request fields)` added to every configuration
+    /// (`--multi-query`, `--hyde`).
+    pub transform: Option<(String, Value)>,
+}
+
+/// The `transform` request fields and the configuration name suffix of `--multi-query` and
+/// `--hyde`; `None` when neither is given.
+pub fn transform_fields(multi_query: Option<usize>, hyde: Option<&str>) -> Option<(String, Value)> {
+    if multi_query.is_none() && hyde.is_none() {
+        return None;
+    }
+    let mut suffix = String::new();
+    let mut fields = serde_json::Map::new();
+    if let Some(n) = multi_query {
+        suffix.push_str(&format!("+mq{n}"));
+        fields.insert("multi_query".into(), json!(n));
+    }
+    if let Some(h) = hyde {
+        suffix.push_str(&format!("+hyde-{h}"));
+        fields.insert("hyde".into(), json!(h));
+    }
+    Some((suffix, Value::Object(fields)))
+}
+
+/// A configuration with the run's transformation added (its own `transform` wins).
+fn with_transform(
+    (name, mut fields): (String, Value),
+    t: &Option<(String, Value)>,
+) -> (String, Value) {
+    let Some((suffix, transform)) = t else {
+        return (name, fields);
+    };
+    if let Some(obj) = fields.as_object_mut() {
+        obj.entry("transform").or_insert_with(|| transform.clone());
+    }
+    (format!("{name}{suffix}"), fields)
 }
 
 /// Chunks asked for by the request that yields the @10 metrics, and by the Recall@100 one.
@@ -309,7 +345,7 @@ pub fn run(args: Options) -> Result<(Report, bool)> {
     let configs: Vec<(String, Value)> = args
         .configs
         .iter()
-        .map(|c| parse_config(c))
+        .map(|c| parse_config(c).map(|c| with_transform(c, &args.transform)))
         .collect::<Result<_>>()?;
     let (topic, high) = publish(&args, &dataset)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -529,6 +565,15 @@ mod tests {
         let (n, v) = parse_config(r#"mine={"mode":"vector","k":5}"#).unwrap();
         assert_eq!((n.as_str(), v["k"].as_u64()), ("mine", Some(5)));
         assert!(parse_config("nope").is_err());
+        // --multi-query / --hyde: added to every configuration, named in a suffix.
+        let t = transform_fields(Some(3), Some("auto"));
+        let (n, v) = with_transform(parse_config("hybrid").unwrap(), &t);
+        assert_eq!(n, "hybrid+mq3+hyde-auto");
+        assert_eq!(v["transform"], json!({"multi_query": 3, "hyde": "auto"}));
+        assert_eq!(v["mode"], "hybrid");
+        assert!(transform_fields(None, None).is_none());
+        let (n, v) = with_transform(parse_config("bm25").unwrap(), &None);
+        assert_eq!((n.as_str(), v.get("transform")), ("bm25", None));
         assert!(parse_config("x=[1]").is_err());
         // Every preset is a valid request.
         for name in [

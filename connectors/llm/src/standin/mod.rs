@@ -2,12 +2,15 @@
 //! [`StandIn::start`] in process). `POST /v1/chat/completions` answers in OpenAI's exact shapes
 //! (`chat.completion`; streamed, `chat.completion.chunk` events, the usage chunk when
 //! `stream_options.include_usage`, then `[DONE]`) with an answer derived from the request alone
-//! ([`answer::answer`]); the model name chooses faults ([`Script`]). `POST /v1/embeddings`
-//! answers deterministic vectors ([`embeddings`]). `GET /v1/models` lists `standin`. The same request always gets the same bytes.
+//! ([`answer::answer`]; freshet's query transformations, recognised by their task marker:
+//! [`rewrite::answer`]); the model name chooses faults ([`Script`]). `POST /v1/embeddings`
+//! answers deterministic vectors ([`embeddings`]). `GET /v1/models` lists `standin`. The same
+//! request always gets the same bytes.
 
 pub mod answer;
-pub mod ground;
 pub mod embeddings;
+pub mod ground;
+pub mod rewrite;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -315,7 +318,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     }
     let id = format!("chatcmpl-standin-{}", &blake3::hash(&body).to_hex()[..16]);
     let texts: Vec<&str> = request.texts.iter().map(String::as_str).collect();
-    let full = answer::answer(&texts, &script);
+    let full = rewrite::answer(&texts).unwrap_or_else(|| answer::answer(&texts, &script));
     let (text, finish) = cut(&full, request.max_tokens);
     let usage = json!({
         "prompt_tokens": texts.iter().map(|t| answer::tokens(t)).sum::<u64>(),
