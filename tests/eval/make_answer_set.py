@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the questions.jsonl of an answer set from a BEIR directory (its test split).
 
-    python3 tests/eval/make_answer_set.py ../shared/datasets/scifact scifact 40 20 > tests/eval/answers-scifact/questions.jsonl
-    python3 tests/eval/make_answer_set.py tests/eval/zh-poetry zh-poetry 30 15 > tests/eval/answers-zh-poetry/questions.jsonl
+    python3 tests/eval/make_answer_set.py ../shared/datasets/scifact scifact 40 20 \
+        > tests/eval/answers-scifact/questions.jsonl
+    python3 tests/eval/make_answer_set.py tests/eval/zh-poetry zh-poetry 30 15 \
+        > tests/eval/answers-zh-poetry/questions.jsonl
 
 The judged queries in the order of their ids (numeric ids as numbers): the first ANSWERABLE are
 answerable (their expected documents are their judged ones, which `freshet-tools eval-answers`
@@ -10,6 +12,7 @@ reads from the qrels); the next UNANSWERABLE whose judged documents are judged f
 are made unanswerable by removing their judged documents from the index. Only ids are written:
 the text stays in the BEIR files. A pure function of the BEIR files.
 """
+
 import csv
 import json
 import sys
@@ -35,5 +38,9 @@ unanswerable = [q for q in ids[answerable_n:] if not qrels[q] & kept][:unanswera
 for q in answerable:
     print(json.dumps({"id": f"{prefix}-{q}", "query_id": q}))
 for q in unanswerable:
-    print(json.dumps({"id": f"{prefix}-{q}-removed", "query_id": q, "answerable": False,
-                      "removed_docs": sorted(qrels[q])}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {"id": f"{prefix}-{q}-removed", "query_id": q, "answerable": False, "removed_docs": sorted(qrels[q])},
+            ensure_ascii=False,
+        )
+    )
