@@ -179,11 +179,7 @@ async fn every_failure_falls_back_to_the_question_and_says_why() {
         ("standin-429", "rate_limited", "429"),
         ("standin-slow-5s", "timeout", "did not answer"),
         ("standin-stall-after-1", "timeout", "did not answer"),
-        (
-            "standin-malformed",
-            "bad_response",
-            "not a valid chat completion",
-        ),
+        ("standin-malformed", "bad_response", "is not valid"),
     ] {
         let llm = client(&standin, model);
         let started = Instant::now();
