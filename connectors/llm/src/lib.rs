@@ -12,6 +12,7 @@
 //!   retried like chat calls.
 //! - [`LlmMetrics`], [`EmbeddingsMetrics`] (`METRICS.md`).
 //! - [`task`]: the markers freshet's own prompts carry on their first line.
+//! - [`overlap`]: word overlap, the lexical check of a statement against its passages.
 //! - `standin` (feature `standin`): a deterministic OpenAI-compatible server for tests, with
 //!   faults chosen by the model name (docs/testing.md).
 //!
@@ -31,6 +32,7 @@ mod config;
 pub mod embeddings;
 mod error;
 mod metrics;
+pub mod overlap;
 pub mod retry;
 #[cfg(feature = "standin")]
 pub mod standin;

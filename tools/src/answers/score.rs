@@ -128,53 +128,10 @@ pub fn score(answer: &Value, expected: &Expected) -> AnswerScore {
     s
 }
 
-/// Whether `passages` hold at least half of the content words of `sentence` (its citation
-/// markers left out).
+/// Whether `passages` hold at least half of the content words of `sentence`
+/// ([`freshet_llm::overlap`]).
 pub fn lexically_supported(sentence: &str, passages: &str) -> bool {
-    let words = content_words(&strip_markers(sentence));
-    if words.is_empty() {
-        return true;
-    }
-    let held = content_words(passages);
-    2 * words.iter().filter(|w| held.contains(*w)).count() >= words.len()
-}
-
-/// Lower-cased words of four letters or more, and each pair of neighbouring CJK characters.
-pub fn content_words(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for w in text.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
-        let cjk: Vec<char> = w.chars().filter(|c| is_cjk(*c)).collect();
-        if cjk.is_empty() {
-            if w.chars().count() >= 4 {
-                out.insert(w.to_owned());
-            }
-        } else if cjk.len() == 1 {
-            out.insert(cjk[0].to_string());
-        } else {
-            for pair in cjk.windows(2) {
-                out.insert(pair.iter().collect());
-            }
-        }
-    }
-    out
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}')
-}
-
-fn strip_markers(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut depth = 0u32;
-    for c in s.chars() {
-        match c {
-            '[' | '［' | '【' => depth += 1,
-            ']' | '］' | '】' if depth > 0 => depth -= 1,
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-    }
-    out
+    freshet_llm::overlap::holds(sentence, passages)
 }
 
 /// The mean of the `Some` values (`None` when there are none).

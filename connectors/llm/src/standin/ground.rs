@@ -1,38 +1,13 @@
-//! The stand-in's reading of a question and of a grounding check, by word overlap: the content
-//! words of a text (lower-cased words of four letters or more, and each pair of neighbouring
-//! CJK characters), a question's overlap with a passage, and the verdict on a statement (its
-//! cited passages hold most of its words). Deterministic, and crude on purpose: the stand-in
+//! The stand-in's reading of a question and of a grounding check, by word overlap
+//! ([`crate::overlap`]): a question's overlap with a passage, and the verdict on a statement
+//! (its cited passages hold at least half of its words). Deterministic, and crude on purpose: the stand-in
 //! tests the plumbing, not the judgement.
 
 use std::collections::BTreeSet;
 
-/// Words too common to tell passages apart.
-const STOP: &[&str] = &[
-    "about", "does", "from", "have", "into", "that", "their", "there", "these", "this", "what",
-    "when", "where", "which", "with", "would",
-];
-
-/// The content words of `text`.
+/// The content words of `text` ([`crate::overlap::content_words`]).
 pub fn terms(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let lower = text.to_lowercase();
-    for w in lower.split(|c: char| !c.is_alphanumeric()) {
-        let cjk: Vec<char> = w.chars().filter(|c| is_cjk(*c)).collect();
-        if cjk.is_empty() {
-            if w.chars().count() >= 4 && !STOP.contains(&w) {
-                out.insert(w.to_owned());
-            }
-        } else {
-            for pair in cjk.windows(2) {
-                out.insert(pair.iter().collect());
-            }
-        }
-    }
-    out
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}')
+    crate::overlap::content_words(text)
 }
 
 /// The question of an answer prompt: the text after `Question: ` on its line.
@@ -71,10 +46,8 @@ pub fn verdicts(texts: &[&str]) -> String {
             let (statement, passages) = statement_and_passages
                 .split_once('\n')
                 .unwrap_or((statement_and_passages.as_str(), ""));
-            let words = terms(&strip_markers(statement));
-            let held = terms(passages);
-            let hits = words.iter().filter(|w| held.contains(*w)).count();
-            let verdict = if !words.is_empty() && hits * 2 >= words.len() {
+            let words = terms(statement);
+            let verdict = if !words.is_empty() && crate::overlap::holds(statement, passages) {
                 "SUPPORTED"
             } else {
                 "UNSUPPORTED"
@@ -100,20 +73,6 @@ pub fn verdicts(texts: &[&str]) -> String {
     }
     flush(&mut current, &mut out);
     out.join("\n")
-}
-
-fn strip_markers(s: &str) -> String {
-    let mut out = String::new();
-    let mut depth = 0;
-    for c in s.chars() {
-        match c {
-            '[' => depth += 1,
-            ']' if depth > 0 => depth -= 1,
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]
