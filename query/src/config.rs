@@ -269,6 +269,7 @@ impl Config {
             config.query.request_timeout_ms,
         );
         config.transform.validate(llm, timeout)?;
+        crate::openai::assistants::validate(&config)?;
         Ok(config)
     }
 }

@@ -24,9 +24,16 @@ pub use freshet_service::ApiError;
 /// The router of the query node's API port (with `/metrics` unless `admin_listen` is set).
 pub fn router(node: Arc<Node>) -> Router {
     let limit = node.engine.config.query.max_body_bytes;
+    crate::openai::http::started();
     let mut r = Router::new()
         .route("/v1/retrieve", post(retrieve))
         .route("/v1/answer", post(crate::answer::http::answer))
+        .route("/v1/models", get(crate::openai::http::models))
+        .route("/v1/models/{model}", get(crate::openai::http::model))
+        .route(
+            "/v1/chat/completions",
+            post(crate::openai::http::chat_completions),
+        )
         .route("/v1/index", get(crate::wait::index_state))
         .route("/v1/index/wait", get(crate::wait::index_wait))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))

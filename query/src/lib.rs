@@ -5,7 +5,7 @@
 //! (validated [`request::Plan`]) → `retrieve` ([`retrieve::Engine`]: both routes in parallel,
 //! filtered inside each search, then `fusion`, parent-child and expansion in `passage`, `rerank`,
 //! `pack`); `answer` turns a retrieval into a cited answer from the language model
-//! (`[llm]`). `indexes` keeps the node on the newest pipeline commit without restarts; a request
+//! (`[llm]`), and `openai` serves those answers as an OpenAI-compatible chat API. `indexes` keeps the node on the newest pipeline commit without restarts; a request
 //! reads one pinned snapshot of it, and `visible` checks every chunk of the answer against the
 //! request's filter and principals; `transform` rewrites the question with the language model
 //! before the routes run (multi-query, HyDE, conversations); `overload` bounds the retrievals running and waiting and stops
@@ -21,6 +21,7 @@ pub mod indexes;
 pub mod language;
 pub mod metrics;
 pub mod node;
+pub mod openai;
 pub mod openapi;
 pub mod overload;
 pub mod pack;

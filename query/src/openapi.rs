@@ -25,6 +25,18 @@ pub fn document() -> Value {
     doc["components"]["schemas"]["AnswerResponse"] = crate::answer::openapi::response_schema();
     doc["paths"]["/v1/answer"] =
         json!({"post": secured(crate::answer::openapi::operation(&err_resp))});
+    if let (Some(schemas), Some(own)) = (
+        doc["components"]["schemas"].as_object_mut(),
+        crate::openai::openapi::schemas().as_object().cloned(),
+    ) {
+        schemas.extend(own);
+    }
+    if let (Some(paths), Some(own)) = (
+        doc["paths"].as_object_mut(),
+        crate::openai::openapi::paths().as_object().cloned(),
+    ) {
+        paths.extend(own);
+    }
     nullable_optionals(
         &mut doc["paths"]["/pathway/v1/retrieve"]["post"]["requestBody"]["content"]
             ["application/json"]["schema"],

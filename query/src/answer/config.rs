@@ -1,5 +1,6 @@
 //! The `[answer]` section: how `POST /v1/answer` retrieves, packs and refuses when the request
-//! does not say. Checked at start against `[query]`'s limits.
+//! does not say, and the assistants the OpenAI-compatible chat API serves. Checked at start
+//! against `[query]`'s limits.
 
 use std::collections::BTreeMap;
 
@@ -37,6 +38,9 @@ pub struct AnswerConfig {
     /// Check each cited statement against its passages with a second call to the model, when
     /// the request does not say.
     pub grounding: bool,
+    /// The assistants of the OpenAI-compatible chat API (`[[answer.assistants]]`), beside the
+    /// default `freshet`: `crate::openai::assistants`.
+    pub assistants: Vec<crate::openai::assistants::Assistant>,
 }
 
 impl Default for AnswerConfig {
@@ -48,6 +52,7 @@ impl Default for AnswerConfig {
             refusal: "The passages do not contain the answer.".into(),
             refusals: BTreeMap::new(),
             grounding: false,
+            assistants: Vec::new(),
         }
     }
 }

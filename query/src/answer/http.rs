@@ -23,7 +23,9 @@ use serde_json::json;
 
 use super::request::{self, AnswerOptions};
 use super::{llm_failure, Prepared, Said};
+use crate::auth::Admission;
 use crate::node::Node;
+use crate::request::RetrieveRequest;
 use crate::retrieve::Engine;
 use crate::wait::{wait_for_offset, DEFAULT_WAIT_MS};
 
@@ -37,19 +39,7 @@ pub async fn answer(State(node): State<Arc<Node>>, headers: HeaderMap, body: Bod
         let body = body::read(body, engine.config.query.max_body_bytes).await?;
         let (req, opts) = request::parse(&body, &engine.config.answer, llm.settings().max_tokens)
             .map_err(|e| ApiError::bad_request(e.0))?;
-        let requested = req.principals.clone();
-        let mut plan = req
-            .plan_with(
-                &engine.config.query,
-                &engine.config.transform,
-                engine.reranker.is_some(),
-                true,
-            )
-            .map_err(|e| ApiError::bad_request(e.0))?;
-        mode = plan.mode.as_str();
-        plan.filter.principals = Some(node.auth.principals(&admission, requested)?);
-        wait_all(&engine, &opts).await?;
-        let p = crate::http::run_with_timeout(&engine, engine.prepare_answer(plan)).await?;
+        let p = prepare(&node, &admission, req, &opts, &mut mode).await?;
         Ok::<_, ApiError>((p, opts))
     }
     .await;
@@ -79,6 +69,31 @@ pub async fn answer(State(node): State<Arc<Node>>, headers: HeaderMap, body: Bod
             e.into_response()
         }
     }
+}
+
+/// Plans `req` with the node's settings and the caller's principals, waits for its
+/// `wait_for` offsets, retrieves and builds the prompt; `mode` is set once the plan has one.
+pub(crate) async fn prepare(
+    node: &Node,
+    admission: &Admission,
+    req: RetrieveRequest,
+    opts: &AnswerOptions,
+    mode: &mut &'static str,
+) -> Result<Prepared, ApiError> {
+    let engine = &node.engine;
+    let requested = req.principals.clone();
+    let mut plan = req
+        .plan_with(
+            &engine.config.query,
+            &engine.config.transform,
+            engine.reranker.is_some(),
+            true,
+        )
+        .map_err(|e| ApiError::bad_request(e.0))?;
+    *mode = plan.mode.as_str();
+    plan.filter.principals = Some(node.auth.principals(admission, requested)?);
+    wait_all(engine, opts).await?;
+    crate::http::run_with_timeout(engine, engine.prepare_answer(plan)).await
 }
 
 /// Waits until every offset of `wait_for` is searchable (504 when one is not in time).
@@ -113,7 +128,7 @@ fn chat_options(opts: &AnswerOptions) -> ChatOptions {
     }
 }
 
-async fn whole(
+pub(crate) async fn whole(
     engine: &Engine,
     mut p: Prepared,
     opts: &AnswerOptions,
@@ -140,7 +155,7 @@ async fn whole(
 }
 
 /// An error code as the `&'static str` [`ApiError`] takes: one of the model's classes.
-fn leak(code: &str) -> &'static str {
+pub(crate) fn leak(code: &str) -> &'static str {
     const CODES: [&str; 6] = [
         "llm_timeout",
         "llm_rate_limited",
@@ -177,7 +192,7 @@ fn stream(engine: Arc<Engine>, p: Prepared, opts: AnswerOptions) -> impl IntoRes
         }
         let said = match (&p.messages, engine.llm.as_ref()) {
             (Some(messages), Some(llm)) => {
-                match relay(llm, messages, &opts, &mut tx).await {
+                match relay(llm, messages, &opts, &mut tx, delta).await {
                     Ok(Some((said, first_token_ms, llm_ms))) => {
                         let mut p = p;
                         if let Some(ft) = first_token_ms {
@@ -212,12 +227,19 @@ fn stream(engine: Arc<Engine>, p: Prepared, opts: AnswerOptions) -> impl IntoRes
     Sse::new(rx.map(Ok::<_, Infallible>)).keep_alive(KeepAlive::default())
 }
 
-/// Relays the model's pieces as `delta` events. `Ok(None)` when the client went away.
-async fn relay(
+/// A `delta` event of `piece`.
+fn delta(piece: &str) -> Event {
+    event("delta", &json!({"text": piece}))
+}
+
+/// Relays the model's pieces as events (`as_event` makes each one). `Ok(None)` when the
+/// client went away.
+pub(crate) async fn relay(
     llm: &freshet_llm::LlmClient,
     messages: &[freshet_llm::Message],
     opts: &AnswerOptions,
     tx: &mut mpsc::Sender<Event>,
+    as_event: impl Fn(&str) -> Event,
 ) -> Result<Option<(Said, Option<f64>, f64)>, freshet_llm::LlmError> {
     let s = std::time::Instant::now();
     let mut events = llm.chat_stream(messages, &chat_options(opts)).await?;
@@ -228,11 +250,7 @@ async fn relay(
             ChatEvent::Delta(piece) => {
                 first_token.get_or_insert_with(|| super::ms(s));
                 text.push_str(&piece);
-                if tx
-                    .send(event("delta", &json!({"text": piece})))
-                    .await
-                    .is_err()
-                {
+                if tx.send(as_event(&piece)).await.is_err() {
                     return Ok(None);
                 }
             }

@@ -10,7 +10,7 @@ use crate::request::{BadRequest, PackRequest, RetrieveRequest};
 use crate::wait::{WaitParams, MAX_WAIT_MS};
 
 /// The fields that are the answer's, not retrieval's.
-const ANSWER_FIELDS: [&str; 5] = [
+pub const ANSWER_FIELDS: [&str; 5] = [
     "stream",
     "max_tokens",
     "temperature",
@@ -53,8 +53,17 @@ pub fn parse(
     cfg: &AnswerConfig,
     llm_max_tokens: u32,
 ) -> Result<(RetrieveRequest, AnswerOptions), BadRequest> {
-    let mut v: Value = serde_json::from_slice(body)
+    let v: Value = serde_json::from_slice(body)
         .map_err(|e| BadRequest(format!("invalid request body: {e}")))?;
+    parse_value(v, cfg, llm_max_tokens)
+}
+
+/// [`parse`] of a body already read as JSON (the chat route builds one).
+pub fn parse_value(
+    mut v: Value,
+    cfg: &AnswerConfig,
+    llm_max_tokens: u32,
+) -> Result<(RetrieveRequest, AnswerOptions), BadRequest> {
     let Some(obj) = v.as_object_mut() else {
         return Err(BadRequest("the request body must be a JSON object".into()));
     };
