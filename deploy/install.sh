@@ -71,6 +71,8 @@ PY_BASE_PKGS=(
     "schemathesis==4.32.5"
     # the model export's tests (model-export/tests, run by deploy/test.sh)
     "pytest==9.2.0"
+    # the OpenAI-compatible chat API's client test (tests/tests/openai_chat_e2e.rs)
+    "openai==3.57.0"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
 # multilingual-e5-small: the 4-bit weights and the tools its exporter needs (model-export/, e5)
