@@ -6,7 +6,8 @@
 //! answered as its standalone question with the client's system message kept from the model,
 //! the node's refusal as an ordinary message, API keys and their principals (a key without the
 //! group gets no restricted text through the chat route, whole or streamed), and OpenAI-shaped
-//! errors for an unknown model, a bad key, forbidden principals and unsupported requests.
+//! errors for an unknown model, a bad key, forbidden principals and unsupported requests, and
+//! a failing model as a 503 or, mid-stream, an error chunk without `[DONE]`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -396,5 +397,63 @@ fn openai_clients_get_cited_answers_under_the_nodes_identities() -> Result<()> {
     ] {
         ensure!(metrics.contains(line), "no {line} in\n{metrics}");
     }
+    drop(node);
+
+    // A model that fails: a 503 in OpenAI's shape; mid-stream, an error chunk and no [DONE].
+    let chat = |node: &freshet_tests::query::QueryNode, stream: bool| {
+        let body = json!({"model": "freshet", "stream": stream,
+            "messages": [{"role": "user", "content": "When do herons wait at the estuary?"}],
+            "freshet": {"mode": "bm25"}})
+        .to_string();
+        request(
+            &node.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Authorization", "Bearer key-public"),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+    };
+    let keys = r#"[{name = "public", key = "key-public", principals = []}]"#;
+    let mut settings = model.node_settings("standin-500");
+    settings.push(("FRESHET_QUERY_KEYS", keys.into()));
+    let failing = case.start_query(&settings)?;
+    failing.wait_ready(Duration::from_secs(60))?;
+    let r = chat(&failing, false)?;
+    let e = r.json()?;
+    ensure!(
+        r.status == 503
+            && e["error"]["code"] == "llm_server_error"
+            && e["error"]["type"] == "server_error",
+        "{}",
+        r.body
+    );
+    drop(failing);
+    let mut settings = model.node_settings("standin-stall-after-1");
+    settings.push(("FRESHET_QUERY_KEYS", keys.into()));
+    let stalling = case.start_query(&settings)?;
+    stalling.wait_ready(Duration::from_secs(60))?;
+    let r = chat(&stalling, true)?;
+    ensure!(r.status == 200, "{}", r.body);
+    let data: Vec<&str> = r
+        .body
+        .split("\n\n")
+        .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data: ")))
+        .collect();
+    ensure!(data.len() == 3 && !r.body.contains("[DONE]"), "{}", r.body);
+    let last: Value = serde_json::from_str(data[2])?;
+    ensure!(
+        last["error"]["code"] == "llm_timeout" && last["error"]["type"] == "server_error",
+        "{last}"
+    );
+    let piece: Value = serde_json::from_str(data[1])?;
+    ensure!(
+        piece["choices"][0]["delta"]["content"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{piece}"
+    );
     Ok(())
 }

@@ -149,6 +149,11 @@ pub fn parse(body: &Value, limits: HistoryLimits) -> Result<ChatRequest, BadPara
         },
         Some(_) => return Err(bad("stream_options", "stream_options must be an object")),
     };
+    for p in ["max_tokens", "max_completion_tokens"] {
+        if get(p).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0)) {
+            return Err(bad(p, format!("{p} must be a positive integer")));
+        }
+    }
     // max_completion_tokens is the newer name; it wins when both are sent.
     let max_tokens = get("max_completion_tokens")
         .or_else(|| get("max_tokens"))

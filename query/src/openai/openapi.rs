@@ -40,8 +40,7 @@ pub fn schemas() -> Value {
                 "messages": {"type": "array", "minItems": 1, "description": "The last one is the user's question; earlier user and assistant turns are the conversation; system and developer messages are ignored (the node's instructions are fixed).", "items": {
                     "type": "object", "required": ["role"], "properties": {
                         "role": {"type": "string", "enum": ["system", "developer", "user", "assistant"]},
-                        "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": part}, {"type": "null"}]},
-                        "name": {"type": "string"}
+                        "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": part}, {"type": "null"}]}
                     }}},
                 "stream": {"type": ["boolean", "null"], "default": false},
                 "stream_options": {"type": ["object", "null"], "properties": {"include_usage": {"type": ["boolean", "null"]}}},

@@ -204,6 +204,16 @@ fn what_the_node_cannot_honour_is_a_400_naming_the_parameter() {
             "n must be 1",
         ),
         (
+            json!({"model": "m", "messages": m(), "max_tokens": -1, "max_completion_tokens": 5}),
+            Some("max_tokens"),
+            "positive integer",
+        ),
+        (
+            json!({"model": "m", "messages": m(), "max_completion_tokens": 0}),
+            Some("max_completion_tokens"),
+            "positive integer",
+        ),
+        (
             json!({"model": "m", "messages": m(), "logprobs": true}),
             Some("logprobs"),
             "logprobs",
@@ -284,7 +294,10 @@ fn the_default_assistant_exists_unless_one_takes_its_name() {
     };
     assert_eq!(names(&[]), [DEFAULT_ASSISTANT]);
     let docs = assistant("freshet-docs", json!({"mode": "bm25"}));
-    assert_eq!(names(&[docs.clone()]), ["freshet-docs", DEFAULT_ASSISTANT]);
+    assert_eq!(
+        names(std::slice::from_ref(&docs)),
+        ["freshet-docs", DEFAULT_ASSISTANT]
+    );
     let mine = assistant(DEFAULT_ASSISTANT, json!({"k": 4}));
     assert_eq!(
         names(&[mine.clone(), docs.clone()]),
@@ -573,4 +586,47 @@ fn the_documented_assistant_loads() {
     assert_eq!(c.answer.assistants.len(), 1);
     assert_eq!(c.answer.assistants[0].name, "freshet-docs");
     assert!(assistants::find(&c.answer.assistants, DEFAULT_ASSISTANT).is_some());
+}
+
+/// The routes are in `/openapi.json`, with OpenAI's error shape and schemas that resolve.
+#[test]
+fn the_routes_are_documented() {
+    let doc = crate::openapi::document();
+    for (path, method) in [
+        ("/v1/models", "get"),
+        ("/v1/models/{model}", "get"),
+        ("/v1/chat/completions", "post"),
+    ] {
+        let op = &doc["paths"][path][method];
+        assert!(op["security"].is_array(), "{path}: {op}");
+        assert_eq!(
+            op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/OpenAIError",
+            "{path}"
+        );
+    }
+    let text = doc.to_string();
+    for r in text.split("\"#/components/schemas/").skip(1) {
+        let name = &r[..r.find('"').unwrap()];
+        assert!(
+            doc["components"]["schemas"].get(name).is_some(),
+            "unresolved $ref {name}"
+        );
+    }
+    let fields = doc["components"]["schemas"]["ChatCompletionRequest"]["properties"]
+        .as_object()
+        .unwrap();
+    for f in [
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "n",
+        "freshet",
+    ] {
+        assert!(fields.contains_key(f), "{f} undocumented");
+    }
 }
