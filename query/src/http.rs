@@ -37,6 +37,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/v1/index", get(crate::wait::index_state))
         .route("/v1/index/wait", get(crate::wait::index_wait))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))
+        .route("/pathway/v1/inputs", post(pathway_inputs))
         .route(
             "/pathway/v1/statistics",
             post(pathway_statistics).get(pathway_statistics),
@@ -154,26 +155,33 @@ async fn pathway_retrieve(
     }
 }
 
+/// Runs a blocking read of the tantivy reader (none yet: `empty`).
+async fn read_tantivy<T: Send + 'static>(
+    engine: &Engine,
+    empty: T,
+    read: impl FnOnce(&freshet_tantivy::ChunkIndexReader) -> freshet_tantivy::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    let Some(r) = engine.indexes.tantivy() else {
+        return Ok(empty);
+    };
+    tokio::task::spawn_blocking(move || read(&r))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("tantivy: {e}"),
+            )
+        })
+}
+
 async fn pathway_statistics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
     let engine = &node.engine;
     let result = async {
         let admission = node.auth.admit(&headers)?;
         let filter = crate::visible::visible_to(node.auth.principals(&admission, None)?);
-        let count = match engine.indexes.tantivy() {
-            Some(r) => tokio::task::spawn_blocking(move || r.count_matching(&filter))
-                .await
-                .map_err(|e| {
-                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-                })?
-                .map_err(|e| {
-                    ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "unavailable",
-                        format!("tantivy: {e}"),
-                    )
-                })?,
-            None => 0,
-        };
+        let count = read_tantivy(engine, 0, move |r| r.count_documents_matching(&filter)).await?;
         let f = engine.indexes.freshness();
         Ok::<_, ApiError>(Json(json!({
             "file_count": count,
@@ -183,8 +191,43 @@ async fn pathway_statistics(State(node): State<Arc<Node>>, headers: HeaderMap) -
     }
     .await;
     match result {
-        Ok(v) => v.into_response(),
-        Err(e) => e.into_response(),
+        Ok(v) => {
+            engine.metrics.request("pathway_statistics", "none", "ok");
+            v.into_response()
+        }
+        Err(e) => {
+            engine.metrics.request("pathway_statistics", "none", e.code);
+            e.into_response()
+        }
+    }
+}
+
+async fn pathway_inputs(State(node): State<Arc<Node>>, headers: HeaderMap, body: Body) -> Response {
+    let engine = &node.engine;
+    let result = async {
+        let admission = node.auth.admit(&headers)?;
+        let body = body::read(body, engine.config.query.max_body_bytes).await?;
+        let req = pathway::parse_inputs(&body).map_err(|e| ApiError::bad_request(e.0))?;
+        let mut filter = pathway::inputs_filter(&req, engine)
+            .await
+            .map_err(|e| ApiError::bad_request(e.0))?;
+        filter.principals = Some(node.auth.principals(&admission, None)?);
+        let docs = read_tantivy(engine, Vec::new(), move |r| r.documents_matching(&filter)).await?;
+        Ok::<_, ApiError>(pathway::inputs_answer(
+            &docs,
+            req.return_status.unwrap_or(false),
+        ))
+    }
+    .await;
+    match result {
+        Ok(v) => {
+            engine.metrics.request("pathway_inputs", "none", "ok");
+            Json(v).into_response()
+        }
+        Err(e) => {
+            engine.metrics.request("pathway_inputs", "none", e.code);
+            e.into_response()
+        }
     }
 }
 

@@ -233,13 +233,18 @@ fn components() -> Value {
     })
 }
 
+/// The filter language of the Pathway routes.
+const PATHWAY_FILTER: &str = "JMESPath subset: key == 'v', key == `json`, contains(key, 'v'); on path (the document source): path == 'v', contains(path, 'v') (a substring), globmatch('pattern', path); joined by &&";
+/// The glob of the Pathway routes.
+const PATHWAY_GLOB: &str = "A glob over the document source, as Pathway's globmatch: * and ? within a /-separated segment, ** any number of segments, [abc], {a,b}";
+
 /// Pathway's statistics route (GET or POST, no body).
 fn pathway_statistics() -> Value {
     secured(json!({
-        "summary": "Pathway DocumentStore-compatible statistics: chunks visible to the credential's principals, last commit and visibility times",
+        "summary": "Pathway DocumentStore-compatible statistics: documents visible to the credential's principals, last commit and visibility times",
         "responses": {
             "200": {"description": "{file_count, last_modified, last_indexed} (Unix seconds)", "content": {"application/json": {"schema": {"type": "object", "properties": {
-                "file_count": {"type": "integer", "description": "Chunks the caller may see"}, "last_modified": {"type": "integer"}, "last_indexed": {"type": "integer"}
+                "file_count": {"type": "integer", "description": "Documents the caller may see (each once, however many chunks it has)"}, "last_modified": {"type": "integer"}, "last_indexed": {"type": "integer"}
             }}}}},
             "503": err_resp("The index is not readable")
         }
@@ -263,8 +268,8 @@ fn paths() -> Value {
             "summary": "Pathway DocumentStore-compatible retrieve",
             "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["query"], "properties": {
                 "query": {"type": "string", "minLength": 1}, "k": {"type": "integer", "minimum": 1},
-                "metadata_filter": {"type": ["string", "null"], "description": "JMESPath subset: key == 'v', key == `json`, contains(key, 'v'), joined by &&"},
-                "filepath_globpattern": {"type": ["string", "null"]}
+                "metadata_filter": {"type": ["string", "null"], "description": PATHWAY_FILTER},
+                "filepath_globpattern": {"type": ["string", "null"], "description": PATHWAY_GLOB}
             }}}}},
             "responses": {
                 "200": {"description": "[{text, metadata, dist}]", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object", "properties": {
@@ -305,6 +310,22 @@ fn paths() -> Value {
             }
         }))},
         "/pathway/v1/statistics": {"get": pathway_statistics(), "post": pathway_statistics()},
+        "/pathway/v1/inputs": {"post": secured(json!({
+            "summary": "Pathway DocumentStore-compatible inputs: the metadata of each document visible to the credential's principals that matches the filters (path, doc_id, title and its own metadata), sorted by doc_id",
+            "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {
+                "metadata_filter": {"type": ["string", "null"], "description": PATHWAY_FILTER},
+                "filepath_globpattern": {"type": ["string", "null"], "description": PATHWAY_GLOB},
+                "return_status": {"type": ["boolean", "null"], "description": "Adds _indexing_status (INDEXED) to each document"}
+            }}}}},
+            "responses": {
+                "200": {"description": "[{path, doc_id, title, ...}]", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object", "properties": {
+                    "path": {"type": "string"}, "doc_id": {"type": "string"}, "title": {"type": "string"}, "_indexing_status": {"type": "string"}
+                }}}}}},
+                "400": err_resp("Invalid request"),
+                "413": err_resp("Body too large"),
+                "503": err_resp("The index is not readable")
+            }
+        }))},
         "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
         "/readyz": {"get": {"summary": "Both indexes reachable and, with a jwks_url, its keys fetched (jwks); also how callers are authenticated (auth: keys, jwt, keys+jwt, trusted_proxy, none) and auth_warnings", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics (on query.admin_listen instead when set)", "security": [{}, {"adminKey": []}], "responses": {"200": {"description": "OpenMetrics text"}, "401": err_resp("query.admin_keys is set and the key is missing or wrong")}}},
@@ -394,6 +415,7 @@ mod tests {
             ("/v1/answer", "post"),
             ("/pathway/v1/retrieve", "post"),
             ("/pathway/v1/statistics", "get"),
+            ("/pathway/v1/inputs", "post"),
             ("/v1/index", "get"),
             ("/v1/index/wait", "get"),
         ] {
@@ -454,6 +476,7 @@ mod tests {
             ("/pathway/v1/retrieve", "post"),
             ("/pathway/v1/statistics", "get"),
             ("/pathway/v1/statistics", "post"),
+            ("/pathway/v1/inputs", "post"),
             ("/healthz", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),

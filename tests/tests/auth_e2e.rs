@@ -122,6 +122,29 @@ fn visible_chunks(case: &Case, principals: &[&str]) -> Result<u64> {
         .count() as u64)
 }
 
+/// Documents of the case's index visible to `principals` (each once, however many chunks).
+fn visible_documents(case: &Case, principals: &[&str]) -> Result<u64> {
+    Ok(case
+        .tantivy_chunks()?
+        .iter()
+        .filter(|c| c.acl.is_empty() || c.acl.iter().any(|a| principals.contains(&a.as_str())))
+        .map(|c| c.doc_id.clone())
+        .collect::<BTreeSet<_>>()
+        .len() as u64)
+}
+
+/// The document ids `/pathway/v1/inputs` lists for `cred`.
+fn pathway_inputs(node: &QueryNode, cred: &str, body: &Value) -> Result<BTreeSet<String>> {
+    let r = post(node, "/pathway/v1/inputs", cred, body)?;
+    anyhow::ensure!(r.status == 200, "inputs {body} → {}: {}", r.status, r.body);
+    Ok(r.json()?
+        .as_array()
+        .ok_or_else(|| anyhow::anyhow!("inputs answer is not an array: {}", r.body))?
+        .iter()
+        .map(|d| d["doc_id"].as_str().unwrap_or_default().to_owned())
+        .collect())
+}
+
 /// A key and a token bound to group A get nothing of group B anywhere; naming B is a 403.
 #[test]
 fn credentials_for_group_a_never_see_group_b() -> Result<()> {
@@ -220,11 +243,14 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
         );
         let glob = json!({"query": QUERY, "k": 10, "filepath_globpattern": "test://team-*"});
         assert_eq!(pathway_ids(&node, cred, &glob)?, set(&["team-a"]));
-        // Counts are of visible chunks only.
+        // Inputs list visible documents only, and so do the counts.
+        assert_eq!(pathway_inputs(&node, cred, &json!({}))?, of_a);
+        let filtered = json!({"metadata_filter": "contains(path, 'team')", "return_status": true});
+        assert_eq!(pathway_inputs(&node, cred, &filtered)?, set(&["team-a"]));
         let stats = post(&node, "/pathway/v1/statistics", cred, &json!({}))?.json()?;
         assert_eq!(
             stats["file_count"],
-            visible_chunks(&case, &["group:a"])?,
+            visible_documents(&case, &["group:a"])?,
             "{stats}"
         );
         let auth = format!("Bearer {cred}");
@@ -243,7 +269,11 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
     let stats = post(&node, "/pathway/v1/statistics", "key-all", &json!({}))?.json()?;
     assert_eq!(
         stats["file_count"],
-        visible_chunks(&case, &["group:a", "group:b"])?
+        visible_documents(&case, &["group:a", "group:b"])?
+    );
+    assert_eq!(
+        pathway_inputs(&node, "key-all", &json!({}))?,
+        set(&["public", "team-a", "team-b"])
     );
     assert!(visible_chunks(&case, &["group:a"])? < visible_chunks(&case, &["group:a", "group:b"])?);
 
@@ -251,6 +281,10 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
     let q = json!({"query": QUERY, "k": 10});
     assert_eq!(retrieve(&node, "legacy-key", &q)?.0, set(&["public"]));
     assert_eq!(pathway_ids(&node, "legacy-key", &q)?, set(&["public"]));
+    assert_eq!(
+        pathway_inputs(&node, "legacy-key", &json!({}))?,
+        set(&["public"])
+    );
     let named = json!({"query": QUERY, "principals": ["group:a"]});
     assert_forbidden(
         &post(&node, "/v1/retrieve", "legacy-key", &named)?,
@@ -269,6 +303,7 @@ fn credentials_for_group_a_never_see_group_b() -> Result<()> {
             "/v1/retrieve",
             "/pathway/v1/retrieve",
             "/pathway/v1/statistics",
+            "/pathway/v1/inputs",
         ] {
             let r = post(&node, path, cred, &q)?;
             assert_eq!(r.status, 401, "{path} {cred:.12}: {}", r.body);
@@ -395,7 +430,8 @@ fn an_unauthenticated_node_serves_public_documents_only() -> Result<()> {
         set(&["public"])
     );
     let stats = node.post("/pathway/v1/statistics", &json!({}))?.json()?;
-    assert_eq!(stats["file_count"], visible_chunks(&case, &[])?);
+    assert_eq!(stats["file_count"], visible_documents(&case, &[])?);
+    assert_eq!(pathway_inputs(&node, "", &json!({}))?, set(&["public"]));
     // /metrics on the API port, behind the admin key.
     assert_eq!(get(&node.addr, "/metrics", "")?.status, 401);
     assert_eq!(get(&node.addr, "/metrics", "admin-key")?.status, 200);

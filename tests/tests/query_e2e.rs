@@ -343,6 +343,51 @@ fn publish_update_delete_through_every_route() -> Result<()> {
         &json!({"query": "x", "metadata_filter": "lang != 'fr'"}),
     )?;
     assert_eq!(r.status, 400, "{}", r.body);
+    // Conditions on the source as hits carry it (metadata.path): a substring, Pathway's
+    // globmatch, equality.
+    let q = "comet glacier dumpling";
+    let pw = |filter: &str| {
+        node.pathway_doc_ids(&json!({"query": q, "k": 5, "metadata_filter": filter}))
+    };
+    assert_eq!(pw("contains(path, 'olcan')")?, ["volcano"]);
+    assert_eq!(
+        pw("globmatch('test://[cd]*', path) && year == `2020`")?,
+        ["comet"]
+    );
+    assert_eq!(pw("path == 'test://dumpling'")?, ["dumpling"]);
+    assert!(pw("contains(path, 'no-such-source')")?.is_empty());
+    // Inputs: each document's metadata, sorted by id (bread is deleted); statistics count
+    // documents.
+    let inputs = |body: Value| -> Result<Vec<Value>> {
+        let r = node.post("/pathway/v1/inputs", &body)?;
+        anyhow::ensure!(r.status == 200, "inputs {body} → {}: {}", r.status, r.body);
+        Ok(r.json()?.as_array().cloned().unwrap_or_default())
+    };
+    let ids = |docs: &[Value]| -> Vec<String> {
+        docs.iter()
+            .map(|d| d["doc_id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let all = inputs(json!({"metadata_filter": null, "filepath_globpattern": null}))?;
+    assert_eq!(ids(&all), ["comet", "dumpling", "volcano"]);
+    assert_eq!(
+        all[0],
+        json!({"doc_id": "comet", "path": "test://comet", "title": "Comets", "lang": "fr", "year": 2020})
+    );
+    assert_eq!(
+        ids(&inputs(json!({"metadata_filter": "lang == 'en'"}))?),
+        ["volcano"]
+    );
+    let status = inputs(json!({"filepath_globpattern": "test://d*", "return_status": true}))?;
+    assert_eq!(ids(&status), ["dumpling"]);
+    assert_eq!(status[0]["_indexing_status"], "INDEXED");
+    let r = node.post(
+        "/pathway/v1/inputs",
+        &json!({"metadata_filter": "lang = 'en'"}),
+    )?;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let stats = node.post("/pathway/v1/statistics", &json!({}))?.json()?;
+    assert_eq!(stats["file_count"], 3, "{stats}");
 
     // A repeated query text takes its vector from the node's query cache: same answer.
     let count = |m: &str, outcome: &str| -> f64 {

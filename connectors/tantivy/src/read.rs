@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use freshet_core::chunk::Chunk;
 use tantivy::collector::{Count, DocSetCollector, TopDocs};
+use tantivy::columnar::StrColumn;
 use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{
@@ -15,7 +16,7 @@ use crate::bm25::Bm25Params;
 use crate::error::Result;
 use crate::payload::CommitPayload;
 use crate::query::{bm25_query, filter_clauses, ChunkFilter};
-use crate::schema::ChunkSchema;
+use crate::schema::{ChunkSchema, DOC_ID_FIELD};
 
 pub(crate) fn load_all(searcher: &Searcher, s: &ChunkSchema) -> Result<Vec<Chunk>> {
     let mut out = Vec::with_capacity(searcher.num_docs() as usize);
@@ -35,13 +36,71 @@ pub(crate) fn count_matching(
     s: &ChunkSchema,
     filter: &ChunkFilter,
 ) -> Result<u64> {
+    Ok(searcher.search(&filtered_all(filter, s)?, &Count)? as u64)
+}
+
+/// The live chunks that pass `filter`, as one query.
+fn filtered_all(filter: &ChunkFilter, s: &ChunkSchema) -> Result<BooleanQuery> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
     clauses.extend(
         filter_clauses(filter, s)?
             .into_iter()
             .map(|q| (Occur::Must, q)),
     );
-    Ok(searcher.search(&BooleanQuery::new(clauses), &Count)? as u64)
+    Ok(BooleanQuery::new(clauses))
+}
+
+/// The documents with a live chunk that passes `filter`: each document id with the address of
+/// its first such chunk (lowest address), sorted by id. Reads the `doc_id` fast field only, no
+/// stored document.
+pub(crate) fn documents_matching(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    filter: &ChunkFilter,
+) -> Result<BTreeMap<String, DocAddress>> {
+    let mut out = BTreeMap::new();
+    if filter.matches_nothing() {
+        return Ok(out);
+    }
+    let mut addrs: Vec<DocAddress> = searcher
+        .search(&filtered_all(filter, s)?, &DocSetCollector)?
+        .into_iter()
+        .collect();
+    addrs.sort_unstable();
+    let mut column: Option<(u32, Option<StrColumn>)> = None;
+    let mut id = String::new();
+    for addr in addrs {
+        if column.as_ref().map(|c| c.0) != Some(addr.segment_ord) {
+            let c = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .str(DOC_ID_FIELD)?;
+            column = Some((addr.segment_ord, c));
+        }
+        let Some((_, Some(c))) = &column else {
+            continue;
+        };
+        for ord in c.term_ords(addr.doc_id) {
+            id.clear();
+            if c.ord_to_str(ord, &mut id).map_err(TantivyError::from)? && !out.contains_key(&id) {
+                out.insert(id.clone(), addr);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The first live chunk (see [`documents_matching`]) of each document with a chunk that passes
+/// `filter`, sorted by document id.
+pub(crate) fn first_chunks_of_documents(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    filter: &ChunkFilter,
+) -> Result<Vec<Chunk>> {
+    documents_matching(searcher, s, filter)?
+        .into_values()
+        .map(|addr| s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?))
+        .collect()
 }
 
 pub(crate) fn get(searcher: &Searcher, s: &ChunkSchema, chunk_id: &str) -> Result<Option<Chunk>> {

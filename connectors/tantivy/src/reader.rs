@@ -219,6 +219,19 @@ impl ChunkIndexReader {
         read::count_matching(&self.reader.searcher(), &self.schema, filter)
     }
 
+    /// Number of documents with a chunk visible to this reader that passes `filter` (each
+    /// document once, however many of its chunks pass).
+    pub fn count_documents_matching(&self, filter: &ChunkFilter) -> Result<u64> {
+        Ok(read::documents_matching(&self.reader.searcher(), &self.schema, filter)?.len() as u64)
+    }
+
+    /// One chunk of each document with a chunk visible to this reader that passes `filter`
+    /// (its first passing chunk), sorted by document id: the document's id, source, title,
+    /// metadata and ACL as its chunks carry them.
+    pub fn documents_matching(&self, filter: &ChunkFilter) -> Result<Vec<Chunk>> {
+        read::first_chunks_of_documents(&self.reader.searcher(), &self.schema, filter)
+    }
+
     /// The payload of the latest commit on disk (which may be newer than what searches see
     /// until the next reload; [`Snapshot::payload`] is the payload of what a snapshot holds).
     pub fn last_payload(&self) -> Result<Option<CommitPayload>> {

@@ -65,6 +65,9 @@ pub(crate) const PRINCIPAL_PREFIX: &str = "p:";
 pub const MAX_TERM_BYTES: usize = tantivy::tokenizer::MAX_TOKEN_LEN;
 
 /// File next to tantivy's `meta.json` that records the freshet schema version of the index.
+/// The document-id field (raw, stored, and a fast field: [`crate::read`] lists documents by it).
+pub(crate) const DOC_ID_FIELD: &str = "doc_id";
+
 pub(crate) const VERSION_FILE: &str = "freshet_schema.json";
 
 /// Fields of the chunk index. Every [`Chunk`] field is stored so that a chunk round-trips exactly.
@@ -156,7 +159,7 @@ impl ChunkSchema {
 
         let mut b = Schema::builder();
         let chunk_id = b.add_text_field("chunk_id", raw_stored.clone());
-        let doc_id = b.add_text_field("doc_id", raw_stored.clone().set_fast("raw"));
+        let doc_id = b.add_text_field(DOC_ID_FIELD, raw_stored.clone().set_fast("raw"));
         let kind = b.add_text_field("kind", raw_stored.clone());
         let parent_id = b.add_text_field("parent_id", raw_stored.clone());
         let index = b.add_u64_field("index", u64_opts.clone());
