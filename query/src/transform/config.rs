@@ -86,7 +86,9 @@ impl TransformConfig {
         if self.max_multi_query > 10 {
             bail!("transform.max_multi_query must be at most 10 (each rewrite is a full search)");
         }
-        if self.timeout_ms == 0 || self.timeout_ms >= request_timeout_ms {
+        // Without a model no transformation runs, so its time share cannot clash with the
+        // request timeout (a node with a short request timeout and no [llm] starts).
+        if self.timeout_ms == 0 || (llm && self.timeout_ms >= request_timeout_ms) {
             bail!(
                 "transform.timeout_ms must be between 1 and query.request_timeout_ms - 1 ({}), \
                  got {}: the search needs time after the rewrites",
@@ -195,5 +197,8 @@ mod tests {
         };
         let e = slow.validate(true, 10_000).unwrap_err().to_string();
         assert!(e.contains("request_timeout_ms"), "{e}");
+        // Without a model nothing transforms: a short request timeout is no clash.
+        assert!(TransformConfig::default().validate(false, 800).is_ok());
+        assert!(TransformConfig::default().validate(true, 800).is_err());
     }
 }
