@@ -56,8 +56,16 @@ fn publish_update_delete_through_every_route() -> Result<()> {
     case.wait_indexed(WAIT)?;
     node.wait_ready(Duration::from_secs(60))?;
     // The pipeline counts the corpus by language: one chunk in four is Chinese, which the
-    // English-only model does not cover.
-    let m = case.metrics()?;
+    // English-only model does not cover. The count follows the commit's bookkeeping, which may
+    // come a moment after the index shows the commit.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut m = case.metrics()?;
+    while !m.contains_key("freshet_pipeline_corpus_chunks{language=\"zh\"}")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        m = case.metrics()?;
+    }
     assert_eq!(
         m.get("freshet_pipeline_corpus_chunks{language=\"zh\"}"),
         Some(&1.0),
