@@ -100,18 +100,26 @@ async fn retrieve(State(node): State<Arc<Node>>, headers: HeaderMap, body: Body)
         run_with_timeout(engine, engine.retrieve(plan)).await
     }
     .await;
+    respond(engine, "retrieve", mode, result, |r| !r.degraded.is_empty())
+}
+
+/// A JSON answer or its error, counted in `requests_total` as `ok`, `degraded` (when
+/// `degraded` says so) or the error's code.
+pub(crate) fn respond<T: serde::Serialize>(
+    engine: &Engine,
+    endpoint: &str,
+    mode: &str,
+    result: Result<T, ApiError>,
+    degraded: impl Fn(&T) -> bool,
+) -> Response {
     match result {
         Ok(r) => {
-            let outcome = if r.degraded.is_empty() {
-                "ok"
-            } else {
-                "degraded"
-            };
-            engine.metrics.request("retrieve", mode, outcome);
+            let outcome = if degraded(&r) { "degraded" } else { "ok" };
+            engine.metrics.request(endpoint, mode, outcome);
             Json(r).into_response()
         }
         Err(e) => {
-            engine.metrics.request("retrieve", mode, e.code);
+            engine.metrics.request(endpoint, mode, e.code);
             e.into_response()
         }
     }

@@ -14,7 +14,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use freshet_llm::{ChatEvent, ChatOptions};
 use freshet_service::{body, ApiError};
 use futures::channel::mpsc;
@@ -54,21 +53,8 @@ pub async fn answer(State(node): State<Arc<Node>>, headers: HeaderMap, body: Bod
         engine.metrics.request("answer", mode, "ok");
         return stream(engine, p, opts).into_response();
     }
-    match whole(&engine, p, &opts).await {
-        Ok(r) => {
-            let outcome = if r.degraded.is_empty() {
-                "ok"
-            } else {
-                "degraded"
-            };
-            engine.metrics.request("answer", mode, outcome);
-            Json(r).into_response()
-        }
-        Err(e) => {
-            engine.metrics.request("answer", mode, e.code);
-            e.into_response()
-        }
-    }
+    let result = whole(&engine, p, &opts).await;
+    crate::http::respond(&engine, "answer", mode, result, |r| !r.degraded.is_empty())
 }
 
 /// Plans `req` with the node's settings and the caller's principals, waits for its
