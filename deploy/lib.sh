@@ -4,7 +4,7 @@
 #
 # Layout:
 #   FRESHET_HOME     (default $HOME/.freshet)   installed things: tools/bin/tansu,
-#                                                venv/, venv-lite/, venv-llama/, models/, logs/, env.sh
+#                                                venv/, venv-lite/, venv-llama/, venv-pathway/, models/, logs/, env.sh
 #   FRESHET_RUN_DIR  (default $FRESHET_HOME/run) runtime state: tansu/, milvus/, logs/, pids/
 
 if [[ -z "${BASH_VERSION:-}" ]]; then
@@ -23,7 +23,7 @@ fi
 if [[ -f "$FRESHET_HOME/env.sh" ]]; then
     _freshet_saved=()
     for _v in FRESHET_HOME FRESHET_RUN_DIR FRESHET_TANSU_BIN FRESHET_MILVUS_BIN FRESHET_MILVUS_LITE_BIN \
-        FRESHET_PYTHON FRESHET_LLAMA_PYTHON ORT_DYLIB_PATH; do
+        FRESHET_PYTHON FRESHET_LLAMA_PYTHON FRESHET_PATHWAY_PYTHON ORT_DYLIB_PATH; do
         if [[ -n "${!_v:-}" ]]; then _freshet_saved+=("$_v=${!_v}"); fi
     done
     # shellcheck disable=SC1091 # written by install.sh at run time, not a file of the repository
@@ -38,10 +38,12 @@ FRESHET_TANSU_BIN="${FRESHET_TANSU_BIN:-$FRESHET_HOME/tools/bin/tansu}"
 FRESHET_VENV="${FRESHET_VENV:-$FRESHET_HOME/venv}"
 FRESHET_LITE_VENV="${FRESHET_LITE_VENV:-$FRESHET_HOME/venv-lite}"
 FRESHET_LLAMA_VENV="${FRESHET_LLAMA_VENV:-$FRESHET_HOME/venv-llama}"
+FRESHET_PATHWAY_VENV="${FRESHET_PATHWAY_VENV:-$FRESHET_HOME/venv-pathway}"
 FRESHET_PYTHON="${FRESHET_PYTHON:-$FRESHET_VENV/bin/python}"
 FRESHET_MILVUS_BIN="${FRESHET_MILVUS_BIN:-$FRESHET_VENV/bin/milvus-server}"
 FRESHET_MILVUS_LITE_BIN="${FRESHET_MILVUS_LITE_BIN:-$FRESHET_LITE_VENV/bin/milvus-lite}"
 FRESHET_LLAMA_PYTHON="${FRESHET_LLAMA_PYTHON:-$FRESHET_LLAMA_VENV/bin/python}"
+FRESHET_PATHWAY_PYTHON="${FRESHET_PATHWAY_PYTHON:-$FRESHET_PATHWAY_VENV/bin/python}"
 
 FRESHET_LOG_TAG="${FRESHET_LOG_TAG:-$(basename "${0:-freshet}" .sh)}"
 

@@ -9,7 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-"$here/install.sh" --lite --e5 --llama
+"$here/install.sh" --lite --e5 --llama --pathway
 FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 # shellcheck source=/dev/null
 . "$FRESHET_HOME/env.sh"
@@ -63,6 +63,8 @@ export FRESHET_INT8_MODEL_DIR="$FRESHET_HOME/models/all-MiniLM-L6-v2-int8"
 # multilingual-e5-small (the documented alternative model), for connectors/embedding/tests/live_e5.rs
 export FRESHET_E5_MODEL_DIR="$FRESHET_HOME/models/multilingual-e5-small"
 export FRESHET_PYTHON="$FRESHET_HOME/venv/bin/python"
+# Pathway itself (install.sh --pathway), for its own clients in tests/tests/clients_e2e.rs
+export FRESHET_PATHWAY_PYTHON="$FRESHET_HOME/venv-pathway/bin/python"
 
 shift_args=()
 if [[ "${1:-}" == "--" ]]; then shift; shift_args=("$@"); fi

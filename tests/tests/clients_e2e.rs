@@ -1,6 +1,8 @@
 //! The client packages people already use, unchanged, against a live node (real broker, Milvus,
 //! model): LangChain's `PathwayVectorClient` and LlamaIndex's `PathwayRetriever` on `/pathway`
-//! (tests/fixtures/pathway_clients.py: k, a metadata filter, statistics, inputs), and the
+//! (tests/fixtures/pathway_clients.py: k, a metadata filter, statistics, inputs), Pathway's own
+//! `DocumentStoreClient` and `VectorStoreClient` (tests/fixtures/pathway_document_store.py, in
+//! FRESHET_PATHWAY_PYTHON's venv: a glob too), and the
 //! pytest suite of freshet's own Python client (clients/python/tests: retrieve, answer whole and
 //! streamed, index wait, writes through the ingest service, its LangChain and LlamaIndex
 //! retrievers). The packages are the pinned ones deploy/install.sh puts in FRESHET_PYTHON's venv.
@@ -146,9 +148,9 @@ fn pathway_clients_and_the_python_client_against_a_live_node() -> Result<()> {
     assert_eq!(input_ids(&li["inputs"]), ["guide", "notes"], "{li}");
     assert_eq!(input_ids(&li["inputs_glob"]), ["guide"], "{li}");
 
-    // Pathway's own client (the pathway package) where FRESHET_PATHWAY_PYTHON names a venv
-    // with it: deploy/install.sh does not install it (about 1.3 GB of dependencies).
-    if let Ok(pathway_python) = std::env::var("FRESHET_PATHWAY_PYTHON") {
+    // Pathway's own clients (the pathway package, in its own venv: install.sh --pathway).
+    {
+        let pathway_python = env("FRESHET_PATHWAY_PYTHON");
         let out = Command::new(&pathway_python)
             .arg(workspace_root().join("tests/fixtures/pathway_document_store.py"))
             .arg(format!("http://{}/pathway", node.addr))
@@ -179,9 +181,6 @@ fn pathway_clients_and_the_python_client_against_a_live_node() -> Result<()> {
             "{pw}"
         );
         assert_eq!(input_ids(&pw["legacy_inputs"]), ["notes"], "{pw}");
-        println!("Pathway's DocumentStoreClient: checked with {pathway_python}");
-    } else {
-        println!("FRESHET_PATHWAY_PYTHON is not set: Pathway's own client not checked");
     }
 
     // freshet's own client: its pytest suite against this node and an ingest service.
