@@ -9,9 +9,9 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
+import sseclient
 
 from .errors import FreshetError
-from .sse import events
 from .types import (
     Answer,
     AnswerDelta,
@@ -93,7 +93,7 @@ class FreshetClient:
         resp = self._send("POST", self.url, "/v1/answer", self.api_key, body, stream=True)
         with resp:
             done = False
-            for ev in events(_lines(resp)):
+            for ev in sseclient.SSEClient(resp.iter_content(chunk_size=None)).events():
                 data = _decode(ev.data, resp.status_code)
                 if ev.event == "retrieval":
                     yield AnswerRetrieval(
@@ -225,19 +225,6 @@ def _body(
         if value is not None:
             body[name] = value
     return body
-
-
-def _lines(resp: requests.Response) -> Iterator[str]:
-    """The lines of a streamed body as they arrive, split at ``\n`` only (a JSON string may hold
-    U+2028, which ``str.splitlines`` would split at), each decoded as UTF-8."""
-    buf = b""
-    for chunk in resp.iter_content(chunk_size=None):
-        buf += chunk
-        *complete, buf = buf.split(b"\n")
-        for line in complete:
-            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
-    if buf:
-        yield buf.rstrip(b"\r").decode("utf-8", errors="replace")
 
 
 def _decode(text: str, status: int) -> Any:
