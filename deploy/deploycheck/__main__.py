@@ -32,13 +32,22 @@ def find_tools() -> dict[str, str] | None:
     return found
 
 
+def guarded(what: str, check, *args) -> None:
+    """A file too broken for a check to read fails that check (its schema errors say why)."""
+    report = args[-1]
+    try:
+        check(*args)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+        report.error(f"{what}: cannot be read for its references ({type(e).__name__}: {e})")
+
+
 def static(layout: Layout, tools: dict[str, str], report: Report) -> None:
-    dockerfiles.check_static(layout, report)
+    guarded("deploy/docker", dockerfiles.check_static, layout, report)
     dockerfiles.hadolint(layout, tools, report)
     compose.schema(layout, tools, report)
-    compose.check(layout, report)
+    guarded("deploy/compose/compose.yaml", compose.check, layout, report)
     k8s.schema(layout, tools, report)
-    k8s.check(layout, report)
+    guarded("deploy/k8s", k8s.check, layout, report)
 
 
 def with_binaries(layout: Layout, bin_dirs: list[Path], require: bool, report: Report) -> None:

@@ -117,7 +117,17 @@ BREAKS = [
     ),
 ]
 
-COPIED = ("deploy/docker", "deploy/compose", "deploy/k8s", "deploy/install.sh", "rust-toolchain.toml", ".dockerignore")
+COPIED = (
+    "deploy/docker",
+    "deploy/compose",
+    "deploy/k8s",
+    "deploy/install.sh",
+    "deploy/export-model.sh",
+    "rust-toolchain.toml",
+    ".dockerignore",
+)
+# what the Dockerfiles copy that no check reads: present as empty stand-ins
+STAND_INS = ("model-export",)
 
 
 def copy(root: Path, dest: Path) -> None:
@@ -128,6 +138,8 @@ def copy(root: Path, dest: Path) -> None:
         else:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
+    for rel in STAND_INS:
+        (dest / rel).mkdir(parents=True, exist_ok=True)
 
 
 def run(root: Path, tools: dict[str, str], bin_dirs: list[Path], static, with_binaries) -> int:
