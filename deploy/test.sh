@@ -74,6 +74,11 @@ fi
 
 # The examples too: tests/tests/examples_e2e.rs runs them, also when only some tests are asked for.
 cargo build --workspace --bins --examples
+# The container and cluster files with the binaries just built: their runtime libraries (ldd
+# against each image's packages) and every config file read by the real binaries.
+if [[ ${#shift_args[@]} -eq 0 ]]; then
+    "$here/validate-deploy.sh" --require-binaries --bin-dir "$root/target/debug"
+fi
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
 
 # Retrieval quality on SciFact, zh-poetry and ja-ko through the real pipeline and query node (CI gate).

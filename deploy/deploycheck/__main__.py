@@ -1,4 +1,4 @@
-"""python -m deploycheck [--root DIR] [--bin-dir DIR]... [--require-binaries] [--self-test]
+"""python -m deploycheck [--root DIR] [--bin-dir DIR]... [--require-binaries | --no-binaries] [--self-test]
 
 Run by deploy/validate-deploy.sh (which finds the validators in the freshet venv). Exit 0: every
 check passed (warnings name what was not checked); 1: a check failed; 2: a validator is missing.
@@ -59,7 +59,8 @@ def with_binaries(layout: Layout, bin_dirs: list[Path], require: bool, report: R
     dockerfiles.check_runtime_libraries(layout, bins, ort, report)
     missing = [n for n in names if n not in bins]
     if missing or assets is None:
-        what = f"no {', '.join(missing)} in {', '.join(map(str, bin_dirs))}" if missing else ""
+        where = ", ".join(map(str, bin_dirs)) or "(--no-binaries)"
+        what = f"no {', '.join(missing)} in {where}" if missing else ""
         if assets is None:
             what += ("; " if what else "") + f"no model, dictionary or ORT_DYLIB_PATH under {home}"
         (report.error if require else report.warn)(f"config files not read by the binaries: {what}")
@@ -82,13 +83,14 @@ def main() -> int:
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2])
     ap.add_argument("--bin-dir", type=Path, action="append", default=[], help="where the built binaries are")
     ap.add_argument("--require-binaries", action="store_true", help="fail instead of skipping the binary checks")
+    ap.add_argument("--no-binaries", action="store_true", help="only the checks that need no built binary")
     ap.add_argument("--self-test", action="store_true", help="break each file on purpose: every break must fail")
     args = ap.parse_args()
     tools = find_tools()
     if tools is None:
         return 2
     root = args.root.resolve()
-    bin_dirs = args.bin_dir or [root / "target" / "release", root / "target" / "debug"]
+    bin_dirs = [] if args.no_binaries else args.bin_dir or [root / "target" / "release", root / "target" / "debug"]
     if args.self_test:
         return selftest.run(root, tools, bin_dirs, static, with_binaries)
     report = Report()

@@ -267,7 +267,7 @@ def check_runtime_libraries(layout: Layout, bins: dict[str, Path], ort: Path | N
         if binary in bins:
             objects.append(bins[binary])
         else:
-            report.warn(f"{where}: no {binary} binary built here: its libraries were not checked")
+            report.warn(f"{where}: no {binary} binary here: its libraries were not checked")
         ships_ort = any("--from=ort" in c for c in df.runtime.all("COPY"))
         if ships_ort:
             if ort is None:
