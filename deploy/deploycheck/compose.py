@@ -92,6 +92,16 @@ def check(layout: Layout, report: Report) -> None:
             str(port) in str(svc.get("healthcheck", {}).get("test", "")),
             f"{where}: {name}'s healthcheck does not ask {port}",
         )
+    # The query node opens the pipeline's index, which takes tantivy's lock file: not read-only.
+    query_mounts = [v for v in (services.get("query") or {}).get("volumes") or [] if isinstance(v, str)]
+    for v in query_mounts:
+        if v.startswith("freshet-state:"):
+            report.check(
+                not v.endswith(":ro"), f"{where}: query mounts freshet-state read-only: tantivy's reader cannot lock it"
+            )
+    report.check(
+        any(v.startswith("freshet-state:") for v in query_mounts), f"{where}: query does not mount the pipeline's state"
+    )
     # Variables the file requires (${VAR:?...}) are the ones env.example lists.
     required = set(re.findall(r"\$\{(\w+):\?", text))
     example = layout.compose_dir / "env.example"

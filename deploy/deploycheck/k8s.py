@@ -108,6 +108,14 @@ def check(layout: Layout, report: Report) -> None:
             if "persistentVolumeClaim" in v:
                 claim = v["persistentVolumeClaim"]["claimName"]
                 report.check(claim in claims, f"deploy/k8s: {name}: claim {claim} is no StatefulSet's claim")
+                # tantivy's reader takes the index's lock file: the index's volume is not read-only
+                ro = v["persistentVolumeClaim"].get("readOnly") or any(
+                    m.get("readOnly")
+                    for c in spec["containers"]
+                    for m in c.get("volumeMounts", [])
+                    if m["name"] == v["name"]
+                )
+                report.check(not ro, f"deploy/k8s: {name}: mounts {claim} read-only: tantivy's reader cannot lock it")
         for c in spec["containers"]:
             cname = f"{name} container {c['name']}"
             ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from . import Layout, Report
 
+# the lines after the query node's state mount in compose.yaml (the pipeline's differ)
+QUERY_NEXT = "      - ./freshet.toml:/etc/freshet/freshet.toml:ro\n    depends_on:\n      pipeline"
+
 # (what, file, text, replacement, expected in an error, needs the binaries)
 BREAKS = [
     (
@@ -65,6 +68,22 @@ BREAKS = [
         "claimName: state-freshet-pipeline-0",
         "claimName: state-freshet-pipeline",
         "no StatefulSet's claim",
+        False,
+    ),
+    (
+        "k8s: the query pods mount the index read-only",
+        "deploy/k8s/query.yaml",
+        "mountPath: /var/lib/freshet\n",
+        "mountPath: /var/lib/freshet\n              readOnly: true\n",
+        "tantivy's reader cannot lock it",
+        False,
+    ),
+    (
+        "compose: the query node mounts the index read-only",
+        "deploy/compose/compose.yaml",
+        "freshet-state:/var/lib/freshet\n" + QUERY_NEXT,
+        "freshet-state:/var/lib/freshet:ro\n" + QUERY_NEXT,
+        "tantivy's reader cannot lock it",
         False,
     ),
     (
