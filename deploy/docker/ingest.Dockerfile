@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # The ingest service, `freshet-ingest` (docs/ingest.md): documents over HTTP onto the document
 # topic. It embeds nothing: no ONNX Runtime, model or dictionary, and it keeps no state.
-# Build from the repository root (deploy/README.md, "Containers"):
+# Build from the repository root (docs/deploy.md):
 #   docker build -f deploy/docker/ingest.Dockerfile -t freshet-ingest .
 # Build arguments: RUST_IMAGE, RUNTIME_IMAGE (pinned below; pin digests in your registry).
 ARG RUST_IMAGE=rust:1.95.0-bookworm

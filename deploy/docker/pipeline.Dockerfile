@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # The indexing pipeline, `freshet` (`run`, also `publish` and `watch`), with what it loads at
 # start: the ONNX Runtime, the embedding model and the Japanese dictionary of the BM25 index.
-# Build from the repository root (deploy/README.md, "Containers"):
+# Build from the repository root (docs/deploy.md):
 #   docker build -f deploy/docker/pipeline.Dockerfile -t freshet-pipeline .
 # Build arguments: MODEL (default all-MiniLM-L6-v2-int8; any name deploy/export-model.sh
 # knows), RUST_IMAGE, PYTHON_IMAGE, RUNTIME_IMAGE (pinned below; pin digests in your registry).

@@ -2,7 +2,7 @@
 # The query node, `freshet-query`, with what it loads at start: the ONNX Runtime (query
 # embeddings, a local reranker), the embedding model and the Japanese dictionary of the BM25 index:
 # the same ones as the pipeline image (the same MODEL), as the index and collection require.
-# Build from the repository root (deploy/README.md, "Containers"):
+# Build from the repository root (docs/deploy.md):
 #   docker build -f deploy/docker/query.Dockerfile -t freshet-query .
 # Build arguments: MODEL (default all-MiniLM-L6-v2-int8; any name deploy/export-model.sh
 # knows), RUST_IMAGE, PYTHON_IMAGE, RUNTIME_IMAGE (pinned below; pin digests in your registry).
@@ -70,8 +70,8 @@ COPY deploy/docker/healthcheck.sh /usr/local/bin/freshet-healthcheck
 COPY deploy/docker/freshet.toml /etc/freshet/freshet.toml
 # The image's settings (deploy/docker/freshet.toml): the model in /opt/freshet/model, the
 # dictionary, listening on every interface, the index under /var/lib/freshet: the pipeline's
-# volume, mounted here (the node reads the pipeline's tantivy index from disk; deploy/README.md,
-# "Containers"). Mount your own file over /etc/freshet/freshet.toml, or set
+# volume, mounted here (the node reads the pipeline's tantivy index from disk; docs/deploy.md,
+# "The index on disk"). Mount your own file over /etc/freshet/freshet.toml, or set
 # FRESHET_<SECTION>_<KEY> variables, which win over the file.
 ENV FRESHET_CONFIG=/etc/freshet/freshet.toml \
     FRESHET_HOME=/var/lib/freshet \
