@@ -45,7 +45,8 @@ def mapped(text: str, tmp: Path, venv_python: Path) -> str:
 
 
 def run_stage(stage: Stage, df: Dockerfile, root: Path, tmp: Path, venv_bin: Path, report: Report) -> bool:
-    env = dict(os.environ)
+    # the caller's environment (proxies, pip's index) without freshet's own settings
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHET_")}
     env["PATH"] = f"{venv_bin}:{env.get('PATH', '/usr/bin:/bin')}"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     for kw, args in stage.instructions:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -14,6 +15,8 @@ import yaml
 from . import Layout, Report
 
 WORKLOADS = ("Deployment", "StatefulSet")
+# The config section of each image's binary whose [[section.keys]] key_file the pod must mount.
+KEY_SECTIONS = {"freshet-query": "query", "freshet-ingest": "ingest"}
 
 
 def manifests(layout: Layout) -> list[Path]:
@@ -144,6 +147,7 @@ def check(layout: Layout, report: Report) -> None:
                 scrape is not None and int(scrape) in ports.values(),
                 f"deploy/k8s: {name}: the scrape annotation's port {scrape} is not a container port",
             )
+    check_key_files(workloads, configmaps, report)
     for svc in by_kind.get("Service", []):
         name = f"Service {svc['metadata']['name']}"
         sel = svc["spec"].get("selector", {})
@@ -168,3 +172,42 @@ def config_text(layout: Layout) -> str | None:
         if doc["kind"] == "ConfigMap" and "freshet.toml" in doc.get("data", {}):
             return doc["data"]["freshet.toml"]
     return None
+
+
+def mounted_files(spec: dict, container: dict) -> set[str]:
+    """The paths of the Secret files a container sees (the items of its secret volumes)."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    files = set()
+    for m in container.get("volumeMounts", []):
+        secret = volumes.get(m["name"], {}).get("secret")
+        if secret:
+            for item in secret.get("items", []):
+                files.add(f"{m['mountPath'].rstrip('/')}/{item['path']}")
+    return files
+
+
+def check_key_files(workloads: list[dict], configmaps: dict, report: Report) -> None:
+    """Each key file the ConfigMap names for a service is mounted into that service's pods."""
+    text = (configmaps.get("freshet-config") or {}).get("data", {}).get("freshet.toml")
+    if not report.check(text is not None, "deploy/k8s: no ConfigMap freshet-config with freshet.toml"):
+        return
+    try:
+        cfg = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        report.error(f"deploy/k8s/configmap.yaml: freshet.toml is not TOML: {e}")
+        return
+    for w in workloads:
+        spec = pod_spec(w)
+        for c in spec["containers"]:
+            section = KEY_SECTIONS.get(c["image"].split(":")[0].rsplit("/", 1)[-1])
+            if section is None:
+                continue
+            files = mounted_files(spec, c)
+            for key in cfg.get(section, {}).get("keys", []):
+                path = key.get("key_file")
+                if path:
+                    report.check(
+                        path in files,
+                        f"deploy/k8s: {w['kind']} {w['metadata']['name']} does not mount {path} "
+                        f"([[{section}.keys]] {key.get('name')})",
+                    )

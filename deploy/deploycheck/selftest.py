@@ -95,6 +95,14 @@ BREAKS = [
         False,
     ),
     (
+        "k8s: a key file the config names that the pod does not mount",
+        "deploy/k8s/query.yaml",
+        "path: query-app",
+        "path: app",
+        "does not mount /run/secrets/freshet/query-app",
+        False,
+    ),
+    (
         "Dockerfile: the runtime stage as root",
         "deploy/docker/pipeline.Dockerfile",
         "USER 10001:10001",
