@@ -109,6 +109,7 @@ def check(layout: Layout, report: Report) -> None:
     for var in sorted(required - listed):
         report.error(f"{where}: requires ${var}, which deploy/compose/env.example does not list")
     check_prometheus(layout, services, report)
+    check_grafana(layout, services.get("grafana") or {}, report)
     report.ok(f"{where}: {len(services)} services: references, tags, loopback ports, healthchecks, variables")
 
 
@@ -142,3 +143,36 @@ def check_prometheus(layout: Layout, services: dict, report: Report) -> None:
 
 def config_file(layout: Layout) -> Path:
     return layout.compose_dir / "freshet.toml"
+
+
+def check_grafana(layout: Layout, grafana: dict, report: Report) -> None:
+    """The provisioning that compose mounts works on the compose network: its data source is the
+    compose Prometheus (or a variable compose sets), its dashboards are under a mounted path."""
+    prov = layout.deploy / "grafana" / "provisioning"
+    if not prov.exists():
+        report.warn("deploy/grafana/provisioning is not in this checkout: Grafana's provisioning was not checked")
+        return
+    env = grafana.get("environment") or {}
+    mounts = {"/etc/grafana/freshet/": layout.deploy / "grafana", "/etc/grafana/provisioning/": prov}
+    dashboards = 0
+    for path in sorted(prov.rglob("*.y*ml")):
+        doc = yaml.safe_load(path.read_text()) or {}
+        rel = path.relative_to(layout.root)
+        for ds in doc.get("datasources") or []:
+            url = str(ds.get("url", ""))
+            if ds.get("type") == "prometheus" and "$" not in url:
+                report.check(
+                    url.rstrip("/") == "http://prometheus:9090", f"{rel}: data source {url}, not prometheus:9090"
+                )
+            for var in re.findall(r"\$\{?(\w+)", url):
+                report.check(var in env, f"{rel}: data source URL uses ${var}, which compose does not set for grafana")
+        for provider in doc.get("providers") or []:
+            where = str((provider.get("options") or {}).get("path", ""))
+            where = where.rstrip("/") + "/"
+            base = next((m for m in mounts if where.startswith(m)), None)
+            if report.check(base is not None, f"{rel}: dashboards at {where}, which compose does not mount"):
+                local = mounts[base] / where[len(base) :]
+                found = list(local.rglob("*.json")) if local.is_dir() else []
+                dashboards += len(found)
+                report.check(bool(found), f"{rel}: no dashboard JSON under {local.relative_to(layout.root)}")
+    report.ok(f"deploy/grafana/provisioning: data sources and {dashboards} dashboards reachable in compose")
