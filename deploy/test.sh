@@ -76,6 +76,13 @@ fi
 
 # The examples too: tests/tests/examples_e2e.rs runs them, also when only some tests are asked for.
 cargo build --workspace --bins --examples
+# The container and cluster files with the binaries just built: the images' asset stages run here
+# (the ONNX Runtime from PyPI by hash, the model export, the dictionary from Debian's IPADIC),
+# their runtime libraries (ldd against each image's packages), and every config file read by the
+# real binaries with those assets.
+if [[ ${#shift_args[@]} -eq 0 ]]; then
+    "$here/validate-deploy.sh" --require-binaries --build-steps --bin-dir "$root/target/debug"
+fi
 cargo test --workspace --features freshet-tests/live "${shift_args[@]}"
 
 # Retrieval quality on SciFact, zh-poetry and ja-ko through the real pipeline and query node (CI gate).
