@@ -85,13 +85,21 @@ pub struct AnswerArgs {
     pub language: Option<String>,
 }
 
-/// A tool's arguments as its struct, or why not (for a tool error).
+/// A tool's arguments as its struct, or why not, naming the argument (for a tool error).
 pub fn parse<T: for<'de> Deserialize<'de>>(
     tool: &str,
     arguments: Option<Map<String, Value>>,
 ) -> Result<T, String> {
     let v = Value::Object(arguments.unwrap_or_default());
-    serde_json::from_value(v).map_err(|e| format!("invalid arguments for {tool}: {e}"))
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let at = e.path().to_string();
+        let e = e.into_inner();
+        if at == "." {
+            format!("invalid arguments for {tool}: {e}")
+        } else {
+            format!("invalid arguments for {tool}: {at}: {e}")
+        }
+    })
 }
 
 fn text_arg(name: &str, v: &str) -> Result<(), String> {

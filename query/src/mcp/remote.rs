@@ -63,9 +63,15 @@ impl HttpBackend {
             } else {
                 "unavailable"
             };
+            let mut chain = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                chain.push_str(&format!(": {s}"));
+                source = s.source();
+            }
             ToolFailure::new(
                 why,
-                format!("the query node at {} did not answer: {e}", self.base),
+                format!("the query node at {} did not answer: {chain}", self.base),
             )
         })?;
         let status = resp.status();

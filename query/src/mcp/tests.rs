@@ -71,7 +71,11 @@ fn good_arguments_are_the_nodes_requests() {
 #[test]
 fn bad_arguments_say_what_is_wrong() {
     for (tool, a, needle) in [
-        ("search", json!({"query": "x", "k": "many"}), "invalid type"),
+        (
+            "search",
+            json!({"query": "x", "k": "many"}),
+            "search: k: invalid type",
+        ),
         ("search", json!({"k": 3}), "missing field `query`"),
         ("search", json!({"query": "   "}), "query is empty"),
         ("search", json!({"query": "x", "k": 0}), "at least 1"),
