@@ -6,7 +6,8 @@
 //! and a chunk with its neighbours, `answer` with citations; a key without the group can
 //! neither find nor fetch the private document and cannot tell it exists (its fetch answers
 //! exactly as one of a document that does not exist); bad arguments are tool errors and the
-//! same session then answers; a wrong key is refused (on `/mcp` a 401 before any MCP work).
+//! same session then answers; a wrong key is refused (on `/mcp` a 401 before any MCP work);
+//! a failing model makes `answer` a tool error and the session goes on.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -377,6 +378,52 @@ fn agents_use_search_fetch_and_answer_over_http_and_stdio() -> Result<()> {
     ] {
         ensure!(m.body.contains(line), "{line} not in\n{}", m.body);
     }
+    drop(node);
+
+    // A model that fails: the answer is a tool error with the model's failure class, and the
+    // same session then answers a search.
+    let mut settings = model.node_settings("standin-500");
+    settings.push((
+        "FRESHET_QUERY_KEYS",
+        r#"[{name = "public", key = "key-public", principals = []}]"#.into(),
+    ));
+    let failing = case.start_query(&settings)?;
+    failing.wait_ready(Duration::from_secs(60))?;
+    let run = Command::new(&python)
+        .arg(&script)
+        .arg("outage")
+        .arg(format!("http://{}", failing.addr))
+        .arg(query_bin())
+        .arg("key-public")
+        .output()
+        .with_context(|| format!("running {python}"))?;
+    ensure!(
+        run.status.success(),
+        "{} outage failed ({}): {}\n{}",
+        script.display(),
+        run.status,
+        String::from_utf8_lossy(&run.stderr),
+        failing.log_tail()
+    );
+    let out: Value = serde_json::from_slice(&run.stdout).context("the outage report")?;
+    for name in ["http", "stdio"] {
+        let a = &out[name]["answer"];
+        ensure!(
+            a["isError"] == true
+                && error_text(a).starts_with("llm_server_error: ")
+                && a["structuredContent"]["error"]["code"] == "llm_server_error",
+            "{name}: {a}"
+        );
+        ensure!(
+            doc_ids(&out[name]["search_after"])
+                .first()
+                .map(String::as_str)
+                == Some("birds"),
+            "{name}: {}",
+            out[name]["search_after"]
+        );
+    }
+    drop(failing);
     drop(model);
     Ok(())
 }
