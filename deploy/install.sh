@@ -77,6 +77,8 @@ PY_BASE_PKGS=(
     "pytest==9.2.0"
     # the OpenAI-compatible chat API's client test (tests/tests/openai_chat_e2e.rs)
     "openai==3.57.0"
+    # the MCP server's client test over streamable HTTP and stdio (tests/tests/mcp_e2e.rs)
+    "mcp==2.3.0"
     # the client packages tests/tests/clients_e2e.rs runs unchanged against a live node
     # (docs/integrations.md): LangChain's and LlamaIndex's Pathway clients and the retriever
     # interfaces freshet's own client (clients/python) implements

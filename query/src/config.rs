@@ -191,6 +191,9 @@ pub struct QueryConfig {
     /// unavailable (Milvus down); `false` answers 503 instead. A request's `allow_partial`
     /// overrides it.
     pub allow_partial: bool,
+    /// `Host` names (or `host:port`) the MCP endpoint `/mcp` answers; a request naming another
+    /// host gets 403 (DNS-rebinding protection). `["*"]`: any host.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 impl Default for QueryConfig {
@@ -247,6 +250,7 @@ impl Default for QueryConfig {
             max_waiting_retrievals: 64,
             max_wait_ms: 1000,
             allow_partial: true,
+            mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
         }
     }
 }

@@ -28,6 +28,10 @@ pub fn router(node: Arc<Node>) -> Router {
     let mut r = Router::new()
         .route("/v1/retrieve", post(retrieve))
         .route("/v1/answer", post(crate::answer::http::answer))
+        .route(
+            "/v1/documents/{doc_id}/chunks",
+            get(crate::documents::chunks),
+        )
         .route("/v1/models", get(crate::openai::http::models))
         .route("/v1/models/{model}", get(crate::openai::http::model))
         .route(
@@ -48,6 +52,7 @@ pub fn router(node: Arc<Node>) -> Router {
     if node.engine.config.query.admin_listen.is_empty() {
         r = r.route("/metrics", get(metrics));
     }
+    let r = r.merge(crate::mcp::http::router(node.clone()));
     with_fallbacks(r)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(node)
@@ -85,22 +90,34 @@ async fn retrieve(State(node): State<Arc<Node>>, headers: HeaderMap, body: Body)
     let result = async {
         let admission = node.auth.admit(&headers)?;
         let body = body::read(body, engine.config.query.max_body_bytes).await?;
-        let req = request::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
-        let requested = req.principals.clone();
-        let mut plan = req
-            .plan_with(
-                &engine.config.query,
-                &engine.config.transform,
-                engine.reranker.is_some(),
-                engine.llm.is_some(),
-            )
-            .map_err(|e| ApiError::bad_request(e.0))?;
-        mode = plan.mode.as_str();
-        plan.filter.principals = Some(node.auth.principals(&admission, requested)?);
-        run_with_timeout(engine, engine.retrieve(plan)).await
+        retrieve_for(&node, &admission, &body, &mut mode).await
     }
     .await;
     respond(engine, "retrieve", mode, result, |r| !r.degraded.is_empty())
+}
+
+/// A `/v1/retrieve` body run for `admission` (the route and the MCP `search` tool); `mode` is
+/// set once the plan has one.
+pub(crate) async fn retrieve_for(
+    node: &Node,
+    admission: &crate::auth::Admission,
+    body: &[u8],
+    mode: &mut &'static str,
+) -> Result<crate::retrieve::Response, ApiError> {
+    let engine = &node.engine;
+    let req = request::parse(body).map_err(|e| ApiError::bad_request(e.0))?;
+    let requested = req.principals.clone();
+    let mut plan = req
+        .plan_with(
+            &engine.config.query,
+            &engine.config.transform,
+            engine.reranker.is_some(),
+            engine.llm.is_some(),
+        )
+        .map_err(|e| ApiError::bad_request(e.0))?;
+    *mode = plan.mode.as_str();
+    plan.filter.principals = Some(node.auth.principals(admission, requested)?);
+    run_with_timeout(engine, engine.retrieve(plan)).await
 }
 
 /// A JSON answer or its error, counted in `requests_total` as `ok`, `degraded` (when

@@ -15,10 +15,12 @@
 pub mod answer;
 pub mod auth;
 pub mod config;
+pub mod documents;
 pub mod fusion;
 pub mod http;
 pub mod indexes;
 pub mod language;
+pub mod mcp;
 pub mod metrics;
 pub mod node;
 pub mod openai;

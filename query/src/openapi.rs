@@ -309,6 +309,35 @@ fn paths() -> Value {
                 "504": err_resp("Not searchable within timeout_ms (code timeout)")
             }
         }))},
+        "/v1/documents/{doc_id}/chunks": {"get": secured(json!({
+            "summary": "A document's chunks in order (a page of `limit` leaf chunks from position `from`), or with `around` one chunk with `neighbours` chunks of its kind on either side; only what the credential's principals may see. A document (or chunk) the caller may not see answers 404 exactly as one that does not exist",
+            "parameters": [
+                {"name": "doc_id", "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}, "description": "The document id (percent-encode `/`)"},
+                {"name": "around", "in": "query", "required": false, "schema": {"type": "string", "minLength": 1}, "description": "A chunk id of the document"},
+                {"name": "neighbours", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 0, "maximum": crate::documents::MAX_NEIGHBOURS, "default": 1}},
+                {"name": "from", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 0, "maximum": u32::MAX, "default": 0}},
+                {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": crate::documents::MAX_LIMIT, "default": crate::documents::DEFAULT_LIMIT}}
+            ],
+            "responses": {
+                "200": {"description": "The chunks", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "doc_id": {"type": "string"}, "title": {"type": "string"}, "source": {"type": "string"}, "metadata": {"type": "object"},
+                    "chunks": {"type": "array", "items": {"type": "object", "properties": {
+                        "chunk_id": {"type": "string"}, "kind": {"type": "string", "enum": ["leaf", "parent"]}, "index": {"type": "integer"},
+                        "parent_id": {"type": ["string", "null"]}, "section": {"type": "array", "items": {"type": "string"}},
+                        "char_start": {"type": "integer"}, "char_end": {"type": "integer"},
+                        "page_start": {"type": "integer"}, "page_end": {"type": "integer"}, "text": {"type": "string"}
+                    }}},
+                    "total_chunks": {"type": "integer", "description": "Leaf chunks of the document visible to the caller"},
+                    "next_from": {"type": "integer", "description": "The `from` of the next page, when chunks remain"},
+                    "index": {"type": "object", "description": "The index commit read", "properties": {
+                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
+                    }}
+                }}}}},
+                "400": err_resp("Invalid parameter"),
+                "404": err_resp("No such document or chunk visible to the caller (code not_found)"),
+                "503": err_resp("The index is not open, the request timed out (code timeout), or the node runs all the retrievals it may (code overloaded, with Retry-After)")
+            }
+        }))},
         "/pathway/v1/statistics": {"get": pathway_statistics(), "post": pathway_statistics()},
         "/pathway/v1/inputs": {"post": secured(json!({
             "summary": "Pathway DocumentStore-compatible inputs: the metadata of each document visible to the credential's principals that matches the filters (path, doc_id, title and its own metadata), sorted by doc_id",
@@ -418,6 +447,7 @@ mod tests {
             ("/pathway/v1/inputs", "post"),
             ("/v1/index", "get"),
             ("/v1/index/wait", "get"),
+            ("/v1/documents/{doc_id}/chunks", "get"),
         ] {
             let op = &doc["paths"][path][method];
             assert_eq!(op["security"].as_array().map(Vec::len), Some(3), "{path}");
@@ -473,6 +503,7 @@ mod tests {
             ("/v1/answer", "post"),
             ("/v1/index", "get"),
             ("/v1/index/wait", "get"),
+            ("/v1/documents/{doc_id}/chunks", "get"),
             ("/pathway/v1/retrieve", "post"),
             ("/pathway/v1/statistics", "get"),
             ("/pathway/v1/statistics", "post"),

@@ -524,6 +524,21 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
             send(&addr, method, path, b"", ""),
         );
     }
+    // A document's chunks: bad parameters and ids.
+    for path in [
+        "/v1/documents/x/chunks?limit=0",
+        "/v1/documents/x/chunks?limit=99999999999999999999",
+        "/v1/documents/x/chunks?neighbours=-1",
+        "/v1/documents/x/chunks?around=&neighbours=1",
+        "/v1/documents/x/chunks?colour=red",
+        "/v1/documents/x/chunks?around=y&around=z&from=%FF",
+        "/v1/documents/%FF%FE/chunks",
+        "/v1/documents/%00/chunks?around=%00",
+        "/v1/documents/a%2Fb/chunks?from=4294967296",
+        "/v1/documents//chunks",
+    ] {
+        check(format!("GET {path}"), send(&addr, "GET", path, b"", ""));
+    }
     // without the key, and with a wrong one
     for headers in [
         vec![],
@@ -540,6 +555,40 @@ fn query_and_ingest_apis_fuzzed() -> Result<()> {
         )?;
         assert_eq!(r.status, 401, "{}", r.body);
         problems.extend(problem("retrieve without the key", &r));
+    }
+    // MCP: malformed JSON-RPC gets the protocol's own errors (JSON-RPC or HTTP), never a 5xx,
+    // and a tool call with bad arguments is an ordinary answer.
+    for body in [
+        &b"{"[..],
+        b"[]",
+        b"null",
+        br#"{"jsonrpc":"2.0","id":1}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"nope"}"#,
+        br#"{"jsonrpc":"2.0","id":99999999999999999999999,"method":"tools/list"}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"lava","k":-1}}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fetch","arguments":{"doc_id":"\u0000","neighbours":1e99}}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":"lava"}}"#,
+    ] {
+        sent += 1;
+        let r = request(
+            &addr,
+            "POST",
+            "/mcp",
+            &[
+                ("X-API-Key", KEY),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            body,
+        )?;
+        if r.status >= 500 {
+            problems.push(format!(
+                "/mcp {} → {}: {}",
+                String::from_utf8_lossy(body),
+                r.status,
+                cut(&r.body)
+            ));
+        }
     }
     println!("corpus: {sent} requests, {} problems", problems.len());
     assert!(

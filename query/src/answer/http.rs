@@ -57,6 +57,22 @@ pub async fn answer(State(node): State<Arc<Node>>, headers: HeaderMap, body: Bod
     crate::http::respond(&engine, "answer", mode, result, |r| !r.degraded.is_empty())
 }
 
+/// A `/v1/answer` body answered whole for `admission` (the MCP `answer` tool); `mode` is set
+/// once the plan has one. A `stream` request is answered whole.
+pub(crate) async fn answer_for(
+    node: &Node,
+    admission: &Admission,
+    body: &[u8],
+    mode: &mut &'static str,
+) -> Result<super::AnswerResponse, ApiError> {
+    let engine = &node.engine;
+    let llm = engine.answer_model().map_err(ApiError::from)?;
+    let (req, opts) = request::parse(body, &engine.config.answer, llm.settings().max_tokens)
+        .map_err(|e| ApiError::bad_request(e.0))?;
+    let p = prepare(node, admission, req, &opts, mode).await?;
+    whole(engine, p, &opts).await
+}
+
 /// Plans `req` with the node's settings and the caller's principals, waits for its
 /// `wait_for` offsets, retrieves and builds the prompt; `mode` is set once the plan has one.
 pub(crate) async fn prepare(

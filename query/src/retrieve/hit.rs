@@ -14,7 +14,7 @@ pub(crate) fn passage_text(c: &Candidate) -> String {
 }
 
 /// A chunk's pages from its metadata (`page_start`, `page_end`), if it has them.
-fn pages_of(metadata: &serde_json::Value) -> Option<(u32, u32)> {
+pub(crate) fn pages_of(metadata: &serde_json::Value) -> Option<(u32, u32)> {
     let page = |k: &str| {
         metadata
             .get(k)

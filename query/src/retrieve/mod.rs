@@ -9,7 +9,7 @@
 //! ends up in the answer passed the request's filter and principals once more
 //! ([`crate::visible`]). `hit.rs` turns candidates into results.
 
-mod hit;
+pub(crate) mod hit;
 mod load;
 #[cfg(test)]
 mod tests;
@@ -459,7 +459,7 @@ impl Engine {
 }
 
 /// The commit an answer reflects: the one its snapshot holds.
-fn index_info(snapshot: &Snapshot) -> IndexInfo {
+pub(crate) fn index_info(snapshot: &Snapshot) -> IndexInfo {
     let (epoch, committed_at_ms) = snapshot
         .payload()
         .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
