@@ -339,7 +339,8 @@ fi
 # --- (6) Prometheus and promtool, for the monitoring checks (deploy/prometheus) ------------------
 if ((DO_PROMETHEUS)); then
     prom_before=$(stat -c %Y "$FRESHET_HOME/tools/prometheus/bin/promtool" 2>/dev/null || echo none)
-    bash "$FRESHET_DEPLOY_DIR/install-prometheus.sh" || die "deploy/install-prometheus.sh failed"
+    bash "$FRESHET_DEPLOY_DIR/install-prometheus.sh" ||
+        die "deploy/install-prometheus.sh failed (--no-prometheus skips it; .ci/fast and tests/tests/prometheus_e2e.rs need it)"
     if [[ "$(stat -c %Y "$FRESHET_HOME/tools/prometheus/bin/promtool")" != "$prom_before" ]]; then
         did "Prometheus and promtool installed in $FRESHET_HOME/tools/prometheus"
     fi
