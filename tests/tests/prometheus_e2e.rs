@@ -544,7 +544,7 @@ fn every_dashboard_and_alert_expression_has_data_from_the_live_binaries() -> Res
     if !problems.is_empty() {
         case.keep = true;
         bail!(
-            "{} of {} dashboard expressions and {} alerts checked; no data or an error:\n  {}\n\
+            "{} problems among {} dashboard expressions and {} alerts: no data or an error:\n  {}\n\
              (Prometheus data and logs kept in {})",
             problems.len(),
             exprs.len(),
