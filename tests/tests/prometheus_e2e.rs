@@ -1,24 +1,28 @@
 //! The monitoring files against the live binaries: the real Prometheus (Debian's package,
 //! `deploy/install-prometheus.sh`) scrapes a pipeline, an ingest service and two query nodes
-//! with the scrape configuration of `deploy/prometheus/prometheus.yml` (its targets replaced by
-//! the test's ports, a 1 s interval) and evaluates `deploy/prometheus/alerts.yml`; traffic of
+//! and the quality canary (`freshet-tools canary`, two canary queries every second) with the
+//! scrape configuration of `deploy/prometheus/prometheus.yml` (its targets replaced by the
+//! test's ports, a 1 s interval) and evaluates `deploy/prometheus/alerts.yml`; traffic of
 //! every kind the dashboard shows (documents through Kafka and the ingest service, refused
 //! writes, a dead letter, retrievals in every mode, a bad request, answers whole and streamed
 //! through the stand-in model, and a second node whose model fails: degraded retrievals and
-//! failed answers). Then every expression of the Grafana dashboard must return data, every
+//! failed answers). Then every expression of the Grafana dashboard must return data (and the
+//! canaries their known answers: nDCG over 0.5, both answered), every
 //! alert rule must evaluate without error, and every series an alert is built on (its metric
 //! names with their `=` label matchers) must exist. A failure names each expression that
 //! returned nothing. Without Prometheus the test fails and says how to install it.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use freshet_tests::ingest::IngestService;
 use freshet_tests::llm::LiveStandIn;
+use freshet_tests::prometheus::{dashboard_exprs, prometheus_bin, selectors, Prometheus};
 use freshet_tests::query::QueryNode;
-use freshet_tests::{free_port, workspace_root, Case};
+use freshet_tests::spawned::Spawned;
+use freshet_tests::{free_port, freshet_bin, workspace_root, Case};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -30,116 +34,6 @@ const VARIABLES: [(&str, &str); 4] = [
     ("$ingest", ".+"),
     ("$query", ".+"),
 ];
-
-/// The Prometheus binary: `FRESHET_PROMETHEUS_BIN`, else the one `deploy/install.sh` puts under
-/// `$FRESHET_HOME/tools/prometheus`.
-fn prometheus_bin() -> Result<PathBuf> {
-    let bin = match std::env::var("FRESHET_PROMETHEUS_BIN") {
-        Ok(b) => PathBuf::from(b),
-        Err(_) => {
-            let home = std::env::var("FRESHET_HOME")
-                .map(PathBuf::from)
-                .or_else(|_| std::env::var("HOME").map(|h| Path::new(&h).join(".freshet")))
-                .context("neither FRESHET_HOME nor HOME is set")?;
-            home.join("tools/prometheus/bin/prometheus")
-        }
-    };
-    ensure!(
-        bin.is_file(),
-        "Prometheus not found at {} (FRESHET_PROMETHEUS_BIN overrides): deploy/install.sh \
-         installs it (deploy/install-prometheus.sh)",
-        bin.display()
-    );
-    Ok(bin)
-}
-
-/// A Prometheus server run by the test (stopped on drop, also when the test fails).
-struct Prometheus {
-    child: Child,
-    base: String,
-    log: PathBuf,
-    http: reqwest::blocking::Client,
-}
-
-impl Prometheus {
-    fn start(config: &Path, dir: &Path) -> Result<Prometheus> {
-        let port = free_port();
-        let log = dir.join("prometheus.log");
-        let file = std::fs::File::create(&log)?;
-        let child = Command::new(prometheus_bin()?)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("prometheus-data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::from(file.try_clone()?))
-            .stderr(Stdio::from(file))
-            .spawn()
-            .context("starting prometheus")?;
-        let mut p = Prometheus {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-            http: reqwest::blocking::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()?,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = p
-                .http
-                .get(format!("{}/-/ready", p.base))
-                .send()
-                .is_ok_and(|r| r.status().is_success());
-            if ready {
-                return Ok(p);
-            }
-            if let Some(status) = p.child.try_wait()? {
-                bail!("prometheus exited ({status}): {}", p.log_tail());
-            }
-            if Instant::now() > deadline {
-                bail!("prometheus not ready in 30 s: {}", p.log_tail());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-
-    fn api(&self, path: &str, query: &[(&str, &str)]) -> Result<Value> {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .query(query)
-            .send()
-            .with_context(|| format!("GET {path}"))?;
-        let status = r.status();
-        let body: Value = r.json().with_context(|| format!("GET {path}: not JSON"))?;
-        ensure!(
-            status.is_success() && body["status"] == "success",
-            "GET {path} {query:?} → {status}: {body}"
-        );
-        Ok(body["data"].clone())
-    }
-
-    /// The instant vector of `expr` now (an error for a query Prometheus refuses).
-    fn query(&self, expr: &str) -> Result<Vec<Value>> {
-        let data = self.api("/api/v1/query", &[("query", expr)])?;
-        Ok(data["result"].as_array().cloned().unwrap_or_default())
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `text` with `from` replaced by `to`, which must occur exactly once (the configuration file
 /// changed shape otherwise, and the test must be told).
@@ -153,7 +47,7 @@ fn replace_once(text: &str, from: &str, to: &str) -> Result<String> {
 
 /// deploy/prometheus/prometheus.yml for the test's ports: a 1 s interval, the alert rules by
 /// absolute path.
-fn scrape_config(pipeline: u16, ingest: &str, queries: &[&str]) -> Result<String> {
+fn scrape_config(pipeline: u16, ingest: &str, queries: &[&str], canary: &str) -> Result<String> {
     let dir = workspace_root().join("deploy/prometheus");
     let text = std::fs::read_to_string(dir.join("prometheus.yml"))?;
     let text = replace_once(&text, "scrape_interval: 15s", "scrape_interval: 1s")?;
@@ -174,111 +68,43 @@ fn scrape_config(pipeline: u16, ingest: &str, queries: &[&str]) -> Result<String
         r#"targets: ["127.0.0.1:8090"]"#,
         &format!("targets: {}", json!([ingest])),
     )?;
-    replace_once(
+    let text = replace_once(
         &text,
         r#"targets: ["127.0.0.1:8080"]"#,
         &format!("targets: {}", json!(queries)),
+    )?;
+    replace_once(
+        &text,
+        r#"targets: ["127.0.0.1:9465"]"#,
+        &format!("targets: {}", json!([canary])),
     )
 }
 
-/// Every (panel title, expression) of a dashboard, rows' nested panels included, and the
-/// metrics its instance variables list (`label_values(metric, instance)`).
-fn dashboard_exprs(dash: &Value) -> Vec<(String, String)> {
-    fn walk(panels: &Value, out: &mut Vec<(String, String)>) {
-        for p in panels.as_array().into_iter().flatten() {
-            walk(&p["panels"], out);
-            for t in p["targets"].as_array().into_iter().flatten() {
-                if let Some(e) = t["expr"].as_str() {
-                    let title = p["title"].as_str().unwrap_or("?").to_owned();
-                    out.push((title, e.to_owned()));
-                }
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&dash["panels"], &mut out);
-    for v in dash["templating"]["list"].as_array().into_iter().flatten() {
-        let q = v["query"]["query"].as_str().or_else(|| v["query"].as_str());
-        if let Some(metric) = q
-            .and_then(|q| q.strip_prefix("label_values("))
-            .and_then(|q| q.split(',').next())
-        {
-            let name = format!("variable ${}", v["name"].as_str().unwrap_or("?"));
-            out.push((name, format!("count({})", metric.trim())));
-        }
-    }
-    out
-}
-
-/// The series selectors of an expression: each freshet metric name (and `up`) with its `=`
-/// label matchers, as a selector of its own (`name{l="v",…}`). Regular-expression and negative
-/// matchers are left out: they name alternatives, not one series that must exist.
-fn selectors(expr: &str) -> Vec<String> {
-    let b = expr.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                i += if b[i] == b'\\' { 2 } else { 1 };
-            }
-            i += 1;
-            continue;
-        }
-        if !ident(b[i]) || (i > 0 && ident(b[i - 1])) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && ident(b[i]) {
-            i += 1;
-        }
-        let name = &expr[start..i];
-        if !(name.starts_with("freshet_") || name == "up") {
-            continue;
-        }
-        let mut matchers = Vec::new();
-        if b.get(i) == Some(&b'{') {
-            let end = expr[i..].find('}').map_or(b.len(), |e| i + e);
-            for m in split_matchers(&expr[i + 1..end]) {
-                if let Some((label, value)) = m.split_once('=') {
-                    let label = label.trim();
-                    let value = value.trim();
-                    if !label.ends_with('!') && !value.starts_with('~') {
-                        matchers.push(format!("{label}={value}"));
-                    }
-                }
-            }
-            i = end + 1;
-        }
-        let sel = format!("{name}{{{}}}", matchers.join(","));
-        if !out.contains(&sel) {
-            out.push(sel);
-        }
-    }
-    out
-}
-
-/// The matchers inside `{…}`, split at the commas outside quotes.
-fn split_matchers(inner: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    for (i, c) in inner.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            ',' if !quoted => {
-                out.push(&inner[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&inner[start..]);
-    out.into_iter().filter(|m| !m.trim().is_empty()).collect()
+/// Runs `freshet-tools canary` against `node` every second with two canary queries whose
+/// answers the traffic indexed.
+fn start_canary(case: &Case, node: &QueryNode) -> Result<(Spawned, String)> {
+    let queries = case.dir.join("canaries.jsonl");
+    std::fs::write(
+        &queries,
+        [
+            json!({"query": "heron estuary tide", "mode": "bm25",
+                   "relevant": {"heron": 2, "heron-copy": 1}}),
+            json!({"query": "salmon spawn upstream", "mode": "hybrid", "relevant": ["salmon"]}),
+        ]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>(),
+    )?;
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut cmd = Command::new(freshet_bin().with_file_name("freshet-tools"));
+    cmd.arg("canary")
+        .arg("--queries")
+        .arg(&queries)
+        .args(["--node", &format!("http://{}", node.addr)])
+        .args(["--interval-s", "1", "--listen", &addr]);
+    let log = case.dir.join("canary.log");
+    let canary = Spawned::start("the canary", cmd, &addr, log, Duration::from_secs(30))?;
+    Ok((canary, addr))
 }
 
 fn doc(id: &str, title: &str, text: &str) -> Value {
@@ -439,14 +265,20 @@ fn every_dashboard_and_alert_expression_has_data_from_the_live_binaries() -> Res
     case.start_pipeline()?;
     let standin = LiveStandIn::start()?;
     let services = traffic(&mut case, &standin)?;
+    let (_canary, canary_addr) = start_canary(&case, &services.nodes[0])?;
     let queries: Vec<&str> = services.nodes.iter().map(|n| n.addr.as_str()).collect();
-    let config = scrape_config(case.metrics_port, &services.ingest.addr, &queries)?;
+    let config = scrape_config(
+        case.metrics_port,
+        &services.ingest.addr,
+        &queries,
+        &canary_addr,
+    )?;
     let config_path = case.dir.join("prometheus.yml");
     std::fs::write(&config_path, config)?;
     let prometheus = Prometheus::start(&config_path, &case.dir)?;
 
-    // Every target up: the pipeline, the ingest service, both query nodes.
-    let targets = 2 + queries.len();
+    // Every target up: the pipeline, the ingest service, both query nodes, the canary.
+    let targets = 3 + queries.len();
     let down = until_complete(Duration::from_secs(30), || {
         let up = prometheus.query(r#"up{job=~"freshet-.*"} == 1"#)?;
         Ok(if up.len() == targets {
@@ -488,6 +320,32 @@ fn every_dashboard_and_alert_expression_has_data_from_the_live_binaries() -> Res
         }
         Ok(missing)
     })?;
+
+    // The canaries found their known answers.
+    let canary_low = until_complete(Duration::from_secs(30), || {
+        let mut missing = Vec::new();
+        for e in [
+            "freshet_canary_answered_queries == 2",
+            "freshet_canary_ndcg > 0.5",
+            "freshet_canary_recall > 0.5",
+        ] {
+            if prometheus.query(e)?.is_empty() {
+                missing.push(format!(
+                    "canary: {e}: {:?}",
+                    prometheus.query("{job=\"freshet-canary\"}")?
+                ));
+            }
+        }
+        Ok(missing)
+    })?;
+
+    for e in ["freshet_canary_ndcg", "freshet_canary_recall"] {
+        let v = prometheus.query(e)?;
+        eprintln!(
+            "{e}: {}",
+            v.first().map_or(Value::Null, |s| s["value"][1].clone())
+        );
+    }
 
     // Every alert rule loaded and evaluated without error, and every series it is built on
     // exists.
@@ -538,6 +396,7 @@ fn every_dashboard_and_alert_expression_has_data_from_the_live_binaries() -> Res
 
     let problems: Vec<String> = empty_panels
         .into_iter()
+        .chain(canary_low)
         .chain(unhealthy)
         .chain(empty_series)
         .collect();
@@ -556,17 +415,4 @@ fn every_dashboard_and_alert_expression_has_data_from_the_live_binaries() -> Res
     drop(prometheus);
     case.stop_pipeline()?;
     Ok(())
-}
-
-#[test]
-fn selectors_keep_names_and_equality_matchers() {
-    let expr = r#"sum by (job) (rate(freshet_pipeline_stall_retries_total{at="milvus", instance=~"a|b"}[5m])) / sum(freshet_query_ready{job!="x",le="30.0"}) and up{job=~"freshet-.*"} > 0 and on (job) label_replace(vector(1), "x", "freshet_not_a_series", "", "")"#;
-    assert_eq!(
-        selectors(expr),
-        vec![
-            r#"freshet_pipeline_stall_retries_total{at="milvus"}"#,
-            r#"freshet_query_ready{le="30.0"}"#,
-            "up{}",
-        ]
-    );
 }
