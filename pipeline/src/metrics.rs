@@ -53,6 +53,19 @@ pub struct Partition {
     pub partition: String,
 }
 
+/// Where a write is retried (`stall_retries_total{at}`), exported from the start at 0.
+pub const STALL_AT: [&str; 5] = [
+    "milvus",
+    "tantivy",
+    "dlq",
+    "embedding_cache",
+    "embedding_server",
+];
+
+/// What a read-back of a tantivy commit finds (`index_repairs_total{finding}`), exported from
+/// the start at 0.
+pub const REPAIR_FINDINGS: [&str; 3] = ["stale", "absent", "doubled"];
+
 /// Every metric the pipeline exports. Cheap to clone (handles are shared).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LanguageLabel {
@@ -179,6 +192,22 @@ impl Metrics {
             "corpus_uncovered_share",
             "Share of the leaf chunks in languages the embedding model does not declare",
         );
+        // The series of rare events start at 0, so that dashboards show 0 rather than no data
+        // and `increase()` in an alert counts the first one (deploy/prometheus/alerts.yml).
+        for outcome in ["embedded", "cache_hit"] {
+            let _ = embedding_texts.get_or_create(&Outcome {
+                outcome: outcome.into(),
+            });
+        }
+        for at in STALL_AT {
+            let _ = stall_retries.get_or_create(&StallAt { at: at.into() });
+        }
+        for finding in REPAIR_FINDINGS {
+            let _ = index_repairs.get_or_create(&Repair {
+                sink: "tantivy".into(),
+                finding: finding.into(),
+            });
+        }
         let milvus = MilvusMetrics::register(&mut r);
         let remote_embedding = EmbeddingsMetrics::register(&mut r);
         let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
@@ -295,5 +324,24 @@ mod tests {
             &Metrics::new().registry,
         );
         assert!(problems.is_empty(), "pipeline/METRICS.md: {problems:#?}");
+    }
+
+    #[test]
+    fn rare_event_counters_are_exported_at_zero_from_the_start() {
+        let text = Metrics::new().encode();
+        for at in STALL_AT {
+            let line = format!("freshet_pipeline_stall_retries_total{{at=\"{at}\"}} 0");
+            assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+        }
+        for outcome in ["embedded", "cache_hit"] {
+            let line = format!("freshet_pipeline_embedding_texts_total{{outcome=\"{outcome}\"}} 0");
+            assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+        }
+        for finding in REPAIR_FINDINGS {
+            let line = format!(
+                "freshet_pipeline_index_repairs_total{{sink=\"tantivy\",finding=\"{finding}\"}} 0"
+            );
+            assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+        }
     }
 }

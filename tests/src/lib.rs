@@ -21,6 +21,7 @@ pub mod http;
 pub mod ingest;
 pub mod llm;
 mod milvus;
+pub mod prometheus;
 pub mod proxy;
 pub mod query;
 pub mod spawned;

@@ -14,6 +14,8 @@
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
 //! - `llm-standin`: the tests' deterministic OpenAI-compatible chat server (docs/llm.md).
 //! - `ja-dict`: builds the Japanese dictionary of the BM25 index from MeCab's IPADIC sources.
+//! - `canary`: live retrieval quality: canary queries with known answers against a query node
+//!   on a schedule, their nDCG and recall served as Prometheus metrics (docs/monitoring.md).
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
 //! services: the sections [`config`] names, or the pipeline's whole configuration for the two
@@ -21,6 +23,7 @@
 
 mod answer_bench;
 mod answers;
+mod canary;
 mod config;
 mod eval;
 mod inspect;
@@ -92,6 +95,9 @@ enum Command {
     /// Build the Japanese (IPADIC) dictionary of the BM25 index from MeCab's IPADIC sources
     /// (`[tantivy] ja_dictionary`; deploy/install.sh runs it).
     JaDict(ja_dict::JaDictArgs),
+    /// Run canary queries with known answers against a query node on a schedule and serve
+    /// their nDCG@k and Recall@k as Prometheus metrics (freshet_canary_*, docs/monitoring.md).
+    Canary(canary::CanaryArgs),
 }
 
 /// What each command's arguments do: run the command with the configuration file given (or
@@ -134,5 +140,6 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchWatch(args) => args.run(config),
         Command::LlmStandin(args) => args.run(config),
         Command::JaDict(args) => args.run(config),
+        Command::Canary(args) => args.run(config),
     }
 }
