@@ -86,6 +86,20 @@ pub mod dlq_headers {
     pub const SOURCE_OFFSET: &str = "freshet.source.offset";
     /// Wall-clock time of the failure, milliseconds since the Unix epoch (decimal).
     pub const FAILED_AT_MS: &str = "freshet.failed_at_ms";
+    /// Set on a record replayed from the dead-letter topic (`freshet dlq replay`): the dead
+    /// letter it came from, `<dead-letter topic>/<partition>/<offset>`.
+    pub const REPLAY_OF: &str = "freshet.replay.of";
+
+    /// The headers [`crate::DlqProducer::send`] puts before the original record's, in order.
+    pub const FAILURE: [&str; 7] = [
+        ERROR_CLASS,
+        ERROR_STAGE,
+        ERROR_MESSAGE,
+        SOURCE_TOPIC,
+        SOURCE_PARTITION,
+        SOURCE_OFFSET,
+        FAILED_AT_MS,
+    ];
 }
 
 /// Errors of the Kafka transport.
@@ -339,6 +353,29 @@ mod tests {
         assert_eq!(partitions_for_worker(&all, 1, 2), vec![1, 3]);
         assert_eq!(partitions_for_worker(&all, 2, 3), vec![2]);
         assert!(partitions_for_worker(&all, 5, 6).is_empty());
+    }
+
+    /// What a replay strips from a dead letter is what the producer put there.
+    #[test]
+    fn a_dead_letter_opens_with_the_failure_headers() {
+        let original = Record {
+            topic: "docs".into(),
+            partition: 2,
+            offset: 9,
+            key: Some(b"k".to_vec()),
+            value: None,
+            headers: vec![("content-type".into(), Some(b"x".to_vec()))],
+            timestamp_ms: None,
+        };
+        let failure = Failure {
+            class: "malformed_json",
+            stage: "decode",
+            message: "m",
+        };
+        let headers = producer::dlq_header_list(&original, &failure, 5);
+        let names: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names[..7], dlq_headers::FAILURE);
+        assert_eq!(headers[7..], original.headers);
     }
 
     #[test]

@@ -102,6 +102,8 @@ impl Drop for Inner {
 
 /// One record to produce, borrowed: raw key, value and headers.
 struct RawRecord<'a> {
+    /// The partition to write to; `None`: the partitioner's choice by key.
+    partition: Option<i32>,
     key: Option<&'a [u8]>,
     value: Option<&'a [u8]>,
     headers: Option<OwnedHeaders>,
@@ -164,6 +166,9 @@ impl Inner {
         }
         if let Some(h) = rec.headers {
             record = record.headers(h);
+        }
+        if let Some(p) = rec.partition {
+            record = record.partition(p);
         }
         loop {
             match self.producer.send(record) {
@@ -378,9 +383,41 @@ impl DocumentProducer {
             inner.produce_one(
                 topic,
                 RawRecord {
+                    partition: None,
                     key: Some(key),
                     value,
                     headers: None,
+                },
+            )
+        })
+    }
+
+    /// Produces one record as given, to `partition` of `topic`, with its `headers` in order,
+    /// and waits for its acknowledgement: a record written again where it was read (a replayed
+    /// dead letter). Returns the partition and offset it was written at.
+    pub fn send_record(
+        &self,
+        topic: &str,
+        partition: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(String, Option<Vec<u8>>)],
+    ) -> Result<(i32, i64)> {
+        check_topic(topic)?;
+        if partition < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "negative partition {partition}"
+            )));
+        }
+        let owned = owned_headers(headers);
+        self.inner.run(|inner| {
+            inner.produce_one(
+                topic,
+                RawRecord {
+                    partition: Some(partition),
+                    key,
+                    value,
+                    headers: Some(owned),
                 },
             )
         })
@@ -410,6 +447,7 @@ impl DocumentProducer {
             let mut batch = Batch::new(inner, topic);
             for (key, value) in records {
                 batch.push(RawRecord {
+                    partition: None,
                     key: Some(&key),
                     value: value.as_deref(),
                     headers: None,
@@ -483,19 +521,13 @@ impl DlqProducer {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let headers = dlq_header_list(original, failure, failed_at_ms);
-        let mut owned = OwnedHeaders::new_with_capacity(headers.len());
-        for (k, v) in &headers {
-            owned = owned.insert(Header {
-                key: k,
-                value: v.as_deref(),
-            });
-        }
+        let owned = owned_headers(&dlq_header_list(original, failure, failed_at_ms));
         let start = Instant::now();
         let res = self.inner.run(|inner| {
             inner.produce_one(
                 &self.topic,
                 RawRecord {
+                    partition: None,
                     key: original.key.as_deref(),
                     value: original.value.as_deref(),
                     headers: Some(owned),
@@ -519,6 +551,18 @@ impl DlqProducer {
     pub fn flush(&self) -> Result<()> {
         self.inner.current()?.flush()
     }
+}
+
+/// `headers` as librdkafka takes them, in order.
+fn owned_headers(headers: &[(String, Option<Vec<u8>>)]) -> OwnedHeaders {
+    let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+    for (k, v) in headers {
+        owned = owned.insert(Header {
+            key: k,
+            value: v.as_deref(),
+        });
+    }
+    owned
 }
 
 /// The headers of a dead-letter record: failure description, then the original headers.

@@ -29,6 +29,7 @@ pub mod verify;
 
 pub use apply::apply_epochs;
 pub use operator::{sink, Fatal, SinkWriter};
+pub use refusals::{EMBED_FAILED, MILVUS_REFUSED};
 
 use std::collections::BTreeSet;
 

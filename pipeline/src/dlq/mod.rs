@@ -11,6 +11,10 @@
 //! (read again by a process resuming from older group offsets) was dead-lettered before the
 //! commit that covered it. This module holds the records and the scan; the sink's writer is
 //! [`crate::sink`]'s `dead_letters` service.
+//!
+//! The day-2 side (`freshet dlq list|show|replay`, and whatever else shows dead letters):
+//! [`letters`] reads the topic for people, [`replay`] writes dead letters back to their source
+//! topics, each once.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -20,6 +24,11 @@ use freshet_kafka::{admin, dlq_headers, Failure, KafkaConfig, PartitionReader, R
 use serde::{Deserialize, Serialize};
 
 use crate::sink::plan::RecordRef;
+
+pub mod letters;
+pub mod replay;
+#[cfg(test)]
+mod tests;
 
 /// How long reading the dead-letter topic at start may take.
 const SCAN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -172,23 +181,4 @@ fn source_of(r: &Record) -> Option<(String, i32, i64)> {
     let partition = text(dlq_headers::SOURCE_PARTITION)?.parse().ok()?;
     let offset = text(dlq_headers::SOURCE_OFFSET)?.parse().ok()?;
     Some((topic, partition, offset))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_commit_resumes_at_the_first_pending_dead_letter() {
-        let next = BTreeMap::from([(0, 40), (1, 7)]);
-        let mut pending = Sent::new();
-        assert_eq!(resume_marks(&next, &pending), next);
-        pending.insert(("docs".into(), 2, 100), (0, 12));
-        pending.insert(("docs".into(), 0, 5), (0, 30));
-        pending.insert(("docs".into(), 1, 9), (2, 3));
-        assert_eq!(
-            resume_marks(&next, &pending),
-            BTreeMap::from([(0, 12), (1, 7), (2, 3)])
-        );
-    }
 }
