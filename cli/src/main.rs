@@ -7,6 +7,8 @@
 //!   document contract.
 //! - `freshet watch DIR…`: folder sync, keeping the topic equal to the directories' files (until
 //!   SIGINT/SIGTERM).
+//! - `freshet dlq list|show|replay`: the dead letters listed by class, key and time, one shown
+//!   whole, and replayed to their source topics, each once.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +23,7 @@ use freshet_pipeline::preflight::binding::BindFlags;
 use freshet_pipeline::preflight::StartFlags;
 
 mod config;
+mod dlq;
 mod publish;
 mod watch;
 
@@ -57,6 +60,8 @@ enum Command {
     },
     /// Keep the document topic in sync with directories: scan, then follow file-system events.
     Watch(watch::WatchArgs),
+    /// The dead-letter topic: list, show and replay the records the pipeline refused.
+    Dlq(dlq::DlqArgs),
 }
 
 /// The choices a start can make that the configuration never makes (docs/faults.md, "Wrong
@@ -125,6 +130,7 @@ fn real_main() -> Result<()> {
         }
         Command::Publish { jsonl, dir, acl } => publish::publish(&config, jsonl, dir, &acl),
         Command::Watch(args) => watch::run(&config, args, &*stop_flag()?),
+        Command::Dlq(args) => dlq::run(&config, args),
     }
 }
 
