@@ -133,7 +133,7 @@ pub fn show(l: &Letter, dlq_topic: &str, replayed_as: Option<&Source>) -> String
         "source",
         match &l.source {
             Some(s) => place(s),
-            None => "(not known: the dead letter has no source headers)".into(),
+            None => "(none: not a record of a topic, e.g. a file `freshet watch` refused)".into(),
         },
     );
     field(

@@ -29,8 +29,10 @@ pub struct DlqArgs {
 
 #[derive(Subcommand)]
 enum DlqCommand {
-    /// List dead letters (place, time, key, class, stage, replayed?, message), oldest first,
-    /// then the count per class. Exits 1 when none match.
+    /// List dead letters by class, key and time, with the count per class.
+    ///
+    /// One row per dead letter, oldest first: place, time, key, class, stage, replayed?,
+    /// message. Exits 1 when none match.
     List {
         #[command(flatten)]
         filter: FilterArgs,
@@ -38,8 +40,10 @@ enum DlqCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one dead letter whole: why it was refused, where it came from, the original
-    /// record's headers and its value (a safe preview).
+    /// Show one dead letter whole.
+    ///
+    /// Why it was refused, where it came from, whether it was replayed, the original record's
+    /// headers and its value (a safe preview; --raw for its bytes).
     Show {
         /// Its place on the dead-letter topic: PARTITION:OFFSET (`0:17`), or OFFSET for
         /// partition 0, as `list` shows it.
@@ -52,9 +56,11 @@ enum DlqCommand {
         #[arg(long)]
         raw: bool,
     },
-    /// Write dead letters back to their source topics (the partition each was read from) with
-    /// their key and headers and a `freshet.replay.of` header naming the dead letter. A dead
-    /// letter replayed before is not written again. Without --yes, only says what it would do.
+    /// Write dead letters back to their source topics, each once (a dry run without --yes).
+    ///
+    /// Each goes to the partition it was read from, with its key and headers and a
+    /// `freshet.replay.of` header naming the dead letter. A dead letter replayed before is not
+    /// written again. Without --yes, only says what it would do.
     Replay {
         /// Only these dead letters (PARTITION:OFFSET), among those the filters take.
         at: Vec<At>,
@@ -128,7 +134,7 @@ pub fn run(config: &Config, args: DlqArgs) -> Result<()> {
     let kafka = &config.pipeline.kafka;
     match args.command {
         DlqCommand::List { filter, json } => {
-            let sel = select(config, &filter, &[])?;
+            let sel = select(config, &filter, &[], false)?;
             let replays = replay::find_replays(kafka, &kafka.dlq_topic, &sel.letters)?;
             if json {
                 out(&format::json_lines(&sel, &replays)?)?;
@@ -170,12 +176,12 @@ pub fn run(config: &Config, args: DlqArgs) -> Result<()> {
     }
 }
 
-/// The dead letters `filter` (and `at`, when not empty) take, the newest `--limit`; an error
-/// when none match.
-fn select(config: &Config, args: &FilterArgs, at: &[At]) -> Result<Selection> {
+/// The dead letters `filter` (and `at`, when not empty) take, the newest `--limit`, their
+/// values only `with_values`; an error when none match.
+fn select(config: &Config, args: &FilterArgs, at: &[At], with_values: bool) -> Result<Selection> {
     let filter = args.filter(SystemTime::now())?;
     let kafka = &config.pipeline.kafka;
-    let mut found = letters::read(kafka, &filter)?;
+    let mut found = letters::read(kafka, &filter, with_values)?;
     if !at.is_empty() {
         found.retain(|l| at.contains(&l.at));
         if let Some(missing) = at.iter().find(|a| !found.iter().any(|l| l.at == **a)) {
@@ -205,7 +211,7 @@ fn newest_of_key(config: &Config, key: &str) -> Result<Letter> {
         key: Some(key.to_string()),
         ..FilterArgs::default()
     };
-    let sel = select(config, &args, &[])?;
+    let sel = select(config, &args, &[], true)?;
     if sel.matched > 1 {
         eprintln!(
             "{} dead letters have this key; the newest is shown (`freshet dlq list --key` lists them)",
@@ -227,7 +233,7 @@ fn replay_cmd(
 ) -> Result<()> {
     let kafka = &config.pipeline.kafka;
     let dlq = &kafka.dlq_topic;
-    let sel = select(config, args, at)?;
+    let sel = select(config, args, at, true)?;
     let fixed = match &fix {
         None => None,
         Some(path) => {

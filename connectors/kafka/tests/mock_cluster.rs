@@ -112,3 +112,38 @@ fn dlq_on_mock() {
     );
     assert_eq!(got[0].header("h"), Some(Some(&b"1"[..])));
 }
+
+/// A record written again where it was read: the partition named, not the key's, and its
+/// headers in order.
+#[test]
+fn send_record_on_mock() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("documents", 4, 1).unwrap();
+    let cfg = config(&cluster);
+    let producer = DocumentProducer::new(&cfg).unwrap();
+    let headers = vec![
+        ("a".to_string(), Some(b"1".to_vec())),
+        ("n".to_string(), None),
+        (dlq_headers::REPLAY_OF.to_string(), Some(b"d/0/7".to_vec())),
+    ];
+    let mut placed = Vec::new();
+    for p in [3, 1] {
+        placed.push(
+            producer
+                .send_record("documents", p, Some(b"same-key"), Some(b"v"), &headers)
+                .unwrap(),
+        );
+    }
+    assert_eq!(placed, vec![(3, 0), (1, 0)]);
+    let mut r = PartitionReader::new(&cfg, "documents", &[1, 3], &BTreeMap::new()).unwrap();
+    let got = read_n(&mut r, 2);
+    assert_eq!(got.len(), 2);
+    for rec in &got {
+        assert_eq!(rec.key.as_deref(), Some(&b"same-key"[..]));
+        assert_eq!(rec.value.as_deref(), Some(&b"v"[..]));
+        assert_eq!(rec.headers, headers);
+    }
+    assert!(producer
+        .send_record("documents", -1, None, None, &[])
+        .is_err());
+}

@@ -87,10 +87,14 @@ pub struct Letter {
     pub class: String,
     pub stage: String,
     pub message: String,
-    /// `None` for a dead letter without the source headers.
+    /// `None` when it is not from a record of a topic (a file `freshet watch` refused) or has
+    /// no source headers.
     pub source: Option<Source>,
     pub key: Option<Vec<u8>>,
+    /// `None` for a null value, or when it was not kept ([`read`] without values).
     pub value: Option<Vec<u8>>,
+    /// The value's size; `None` for a null value.
+    pub value_bytes: Option<usize>,
     /// The original record's headers, in order.
     pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
@@ -140,6 +144,7 @@ impl Letter {
             message,
             source,
             key: r.key,
+            value_bytes: r.value.as_ref().map(Vec::len),
             value: r.value,
             headers: r.headers.into_iter().skip(failure).collect(),
         }
@@ -165,7 +170,7 @@ impl Letter {
             stage: self.stage.clone(),
             message: self.message.clone(),
             source: self.source.clone(),
-            value_bytes: self.value.as_ref().map(Vec::len),
+            value_bytes: self.value_bytes,
             replayed_as: replayed_as.cloned(),
         }
     }
@@ -277,16 +282,20 @@ impl Selection {
     }
 }
 
-/// The dead letters on `kafka.dlq_topic` that `filter` takes, in the order read.
-pub fn read(kafka: &KafkaConfig, filter: &Filter) -> Result<Vec<Letter>> {
+/// The dead letters on `kafka.dlq_topic` that `filter` takes, in the order read; their values
+/// only `with_values` (a listing needs only their sizes, and a value may be megabytes).
+pub fn read(kafka: &KafkaConfig, filter: &Filter, with_values: bool) -> Result<Vec<Letter>> {
     let topic = &kafka.dlq_topic;
     let partitions = admin::partitions_with_timeout(kafka, topic, Duration::from_secs(30))
         .with_context(|| format!("finding the dead-letter topic {topic:?} on the broker"))?;
     let from = partitions.iter().map(|p| (*p, -2)).collect();
     let mut out = Vec::new();
     read_to_end(kafka, topic, &from, |r| {
-        let l = Letter::from_record(r);
+        let mut l = Letter::from_record(r);
         if filter.matches(&l) {
+            if !with_values {
+                l.value = None;
+            }
             out.push(l);
         }
         Ok(())

@@ -28,7 +28,8 @@ pub enum Verdict {
     Replay,
     /// Replayed before, there: it is not written again.
     Replayed(Source),
-    /// Without the `freshet.source.*` headers: where it came from is not known.
+    /// Not from a record of a topic (a file `freshet watch` refused), or without the
+    /// `freshet.source.*` headers: there is nowhere to write it.
     NoSource,
     /// Its value is null (the stand-in of a record the topic no longer held): replaying it
     /// would delete the document; only a replay with a fixed value writes it.
@@ -55,7 +56,7 @@ impl Verdict {
         match self {
             Verdict::Replay => "replay",
             Verdict::Replayed(_) => "replayed before",
-            Verdict::NoSource => "no source headers",
+            Verdict::NoSource => "no source record",
             Verdict::NullValue => "null value (needs --fix)",
         }
     }

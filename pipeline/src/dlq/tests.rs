@@ -88,6 +88,19 @@ mod letters {
         let mut r = record(8, "k", "invalid_field", 1_000);
         r.headers.retain(|(k, _)| k != dlq_headers::SOURCE_OFFSET);
         assert_eq!(Letter::from_record(r).source, None);
+        // A file `freshet watch` refused names no record of a topic: it cannot be replayed.
+        let mut file = record(9, "notes/a.md", "file_too_large", 1_000);
+        for (k, v) in &mut file.headers {
+            if k == dlq_headers::SOURCE_TOPIC {
+                *v = Some(b"file".to_vec());
+            }
+            if k == dlq_headers::SOURCE_PARTITION || k == dlq_headers::SOURCE_OFFSET {
+                *v = Some(b"-1".to_vec());
+            }
+        }
+        let file = Letter::from_record(file);
+        assert_eq!(file.source, None);
+        assert_eq!(Verdict::of(&file, &Replays::new(), true), Verdict::NoSource);
     }
 
     #[test]
