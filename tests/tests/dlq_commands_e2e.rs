@@ -2,7 +2,8 @@
 //! records the pipeline refuses (a misspelt ACL key, a value that is not JSON) are listed by
 //! class, key and time, shown whole, and a corrected one replayed makes its document indexed
 //! in both indexes; the replay names its dead letter in a header, and a second replay writes
-//! nothing. Bad filters, an empty match and an unreachable broker are errors.
+//! nothing. A dead letter whose key has a newer record is not replayed over it unless asked.
+//! Bad filters, an empty match and an unreachable broker are errors.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
@@ -177,6 +178,30 @@ fn list_show_and_replay_once() -> Result<()> {
     );
     let e = fails(dlq(&case, &["show", "0:999"])?)?;
     ensure!(e.contains("no dead letter at 0:999"), "{e}");
+
+    // A dead letter whose key has a newer record is not replayed over it unless asked.
+    let newer = doc(
+        "The broken gauge was repaired and reads the tide again.",
+        "acl",
+    )?;
+    send(&mut case, "broken", &newer)?;
+    case.wait_indexed(WAIT)?;
+    let ends_now = ends(&case)?;
+    let out = ok(dlq(&case, &["replay", "--key", "broken", "--yes"])?)?;
+    ensure!(
+        out.contains("superseded by")
+            && out.contains("nothing to replay: 0 replayed before, 1 left out"),
+        "{out}"
+    );
+    ensure!(
+        ends(&case)? == ends_now,
+        "a superseded dead letter was replayed"
+    );
+    let dry = ok(dlq(
+        &case,
+        &["replay", "--key", "broken", "--even-if-superseded"],
+    )?)?;
+    ensure!(dry.contains("dry run: would replay 1"), "{dry}");
 
     // replay --fix: a dry run first, which writes nothing.
     let fixed = doc(

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use anyhow::Result;
 use freshet_pipeline::dlq::letters::{format_time, shown, Letter, Selection, Source};
-use freshet_pipeline::dlq::replay::{Replays, Verdict};
+use freshet_pipeline::dlq::replay::{ReplayScan, Verdict};
 use unicode_width::UnicodeWidthStr;
 
 /// The widest a key is shown in a table (characters).
@@ -56,7 +56,7 @@ fn place(s: &Source) -> String {
 }
 
 /// `list`'s table.
-pub fn table(sel: &Selection, replays: &Replays) -> String {
+pub fn table(sel: &Selection, replays: &ReplayScan) -> String {
     let rows: Vec<Vec<String>> = sel
         .letters
         .iter()
@@ -67,10 +67,11 @@ pub fn table(sel: &Selection, replays: &Replays) -> String {
                 key_cell(l, KEY_CHARS),
                 shown(l.class.as_bytes(), 40),
                 shown(l.stage.as_bytes(), 20),
-                match (&l.source, replays.get(&l.at)) {
+                match (&l.source, replays.replayed(l)) {
                     (None, _) => "-".into(),
-                    (Some(_), Some(_)) => "yes".into(),
-                    (Some(_), None) => "no".into(),
+                    (Some(_), Some(Some(_))) => "yes".into(),
+                    (Some(_), Some(None)) => "no".into(),
+                    (Some(_), None) => "?".into(),
                 },
                 shown(l.message.as_bytes(), MESSAGE_CHARS),
             ]
@@ -83,10 +84,10 @@ pub fn table(sel: &Selection, replays: &Replays) -> String {
 }
 
 /// `list --json`: one [`freshet_pipeline::dlq::letters::Summary`] a line.
-pub fn json_lines(sel: &Selection, replays: &Replays) -> Result<String> {
+pub fn json_lines(sel: &Selection, replays: &ReplayScan) -> Result<String> {
     let mut out = String::new();
     for l in &sel.letters {
-        out.push_str(&serde_json::to_string(&l.summary(replays.get(&l.at)))?);
+        out.push_str(&serde_json::to_string(&l.summary(replays.replayed(l)))?);
         out.push('\n');
     }
     Ok(out)
@@ -114,7 +115,14 @@ pub fn counts(sel: &Selection) -> String {
 }
 
 /// `show`: the dead letter whole.
-pub fn show(l: &Letter, dlq_topic: &str, replayed_as: Option<&Source>) -> String {
+/// `replayed`: whether and where it was replayed, `None` when that is not known; `newer`: the
+/// newest record of its key after it on the source topic.
+pub fn show(
+    l: &Letter,
+    dlq_topic: &str,
+    replayed: Option<Option<&Source>>,
+    newer: Option<&Source>,
+) -> String {
     let mut out = String::new();
     let mut field = |name: &str, value: String| {
         let _ = writeln!(out, "{name:<10} {value}");
@@ -138,12 +146,22 @@ pub fn show(l: &Letter, dlq_topic: &str, replayed_as: Option<&Source>) -> String
     );
     field(
         "replayed",
-        match (&l.source, replayed_as) {
-            (_, Some(s)) => format!("yes, as {}", place(s)),
-            (None, None) => "no (cannot be: no source)".into(),
-            (Some(_), None) => "no".into(),
+        match (&l.source, replayed) {
+            (_, Some(Some(s))) => format!("yes, as {}", place(s)),
+            (None, _) => "no (cannot be: no source record)".into(),
+            (Some(_), Some(None)) => "no".into(),
+            (Some(s), None) => format!("not known ({} could not be read)", s.topic),
         },
     );
+    if let Some(n) = newer {
+        field(
+            "newer",
+            format!(
+                "{} has this key too: a replay would undo it (--even-if-superseded)",
+                place(n)
+            ),
+        );
+    }
     field("key", key_cell(l, usize::MAX));
     let _ = writeln!(out, "headers    {}", l.headers.len());
     for (k, v) in &l.headers {
@@ -204,6 +222,10 @@ pub fn plan(plan: &[(&Letter, Verdict)]) -> String {
                 l.source.as_ref().map(place).unwrap_or_else(|| "-".into()),
                 match v {
                     Verdict::Replayed(s) => format!("replayed before, as {}", place(s)),
+                    Verdict::Superseded(s) => format!(
+                        "superseded by {} (--even-if-superseded replays it over that)",
+                        place(s)
+                    ),
                     v => v.as_str().into(),
                 },
             ]

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use freshet_kafka::DocumentProducer;
 use freshet_pipeline::dlq::letters::{self, At, Filter, KeyMatch, Letter, Selection};
-use freshet_pipeline::dlq::replay::{self, Replays, Verdict};
+use freshet_pipeline::dlq::replay::{self, ReplayScan, Verdict};
 
 use crate::config::Config;
 
@@ -70,6 +70,10 @@ enum DlqCommand {
         /// value; it must decode under its topic's format and limits.
         #[arg(long, value_name = "FILE")]
         fix: Option<PathBuf>,
+        /// Replay a dead letter even when its key has a newer record on the source topic (an
+        /// edit or a delete after it), which the replay would undo.
+        #[arg(long)]
+        even_if_superseded: bool,
         /// Write the replays (without it, a dry run).
         #[arg(long, conflicts_with = "dry_run")]
         yes: bool,
@@ -136,6 +140,7 @@ pub fn run(config: &Config, args: DlqArgs) -> Result<()> {
         DlqCommand::List { filter, json } => {
             let sel = select(config, &filter, &[], false)?;
             let replays = replay::find_replays(kafka, &kafka.dlq_topic, &sel.letters)?;
+            warn_unreadable(&replays);
             if json {
                 out(&format::json_lines(&sel, &replays)?)?;
                 eprint!("{}", format::counts(&sel));
@@ -160,19 +165,22 @@ pub fn run(config: &Config, args: DlqArgs) -> Result<()> {
             }
             let replays =
                 replay::find_replays(kafka, &kafka.dlq_topic, std::slice::from_ref(&letter))?;
+            warn_unreadable(&replays);
             out(&format::show(
                 &letter,
                 &kafka.dlq_topic,
-                replays.get(&letter.at),
+                replays.replayed(&letter),
+                replays.newer.get(&letter.at),
             ))
         }
         DlqCommand::Replay {
             at,
             filter,
             fix,
+            even_if_superseded,
             yes,
             dry_run: _,
-        } => replay_cmd(config, &at, &filter, fix, yes),
+        } => replay_cmd(config, &at, &filter, fix, even_if_superseded, yes),
     }
 }
 
@@ -229,6 +237,7 @@ fn replay_cmd(
     at: &[At],
     args: &FilterArgs,
     fix: Option<PathBuf>,
+    superseded_too: bool,
     yes: bool,
 ) -> Result<()> {
     let kafka = &config.pipeline.kafka;
@@ -256,11 +265,14 @@ fn replay_cmd(
             Some(bytes)
         }
     };
-    let replays: Replays = replay::find_replays(kafka, dlq, &sel.letters)?;
+    let scan = replay::find_replays(kafka, dlq, &sel.letters)?.complete()?;
     let plan: Vec<(&Letter, Verdict)> = sel
         .letters
         .iter()
-        .map(|l| (l, Verdict::of(l, &replays, fixed.is_some())))
+        .map(|l| {
+            let v = Verdict::of(l, &scan, fixed.is_some(), superseded_too);
+            (l, v)
+        })
         .collect();
     out(&format::plan(&plan))?;
     let todo: Vec<&Letter> = plan
@@ -275,13 +287,13 @@ fn replay_cmd(
     let cannot = plan.len() - todo.len() - before;
     if todo.is_empty() {
         out(&format!(
-            "nothing to replay: {before} replayed before, {cannot} cannot be replayed\n"
+            "nothing to replay: {before} replayed before, {cannot} left out (see REPLAY)\n"
         ))?;
         return Ok(());
     }
     if !yes {
         out(&format!(
-            "dry run: would replay {} ({before} replayed before, {cannot} cannot be); run again \
+            "dry run: would replay {} ({before} replayed before, {cannot} left out); run again \
              with --yes to write them\n",
             todo.len()
         ))?;
@@ -305,9 +317,17 @@ fn replay_cmd(
         }
     }
     out(&format!(
-        "replayed {} ({before} replayed before, {cannot} cannot be)\n",
+        "replayed {} ({before} replayed before, {cannot} left out)\n",
         todo.len()
     ))
+}
+
+/// Says on stderr which source topics could not be read (their dead letters' `replayed` is
+/// `?`).
+fn warn_unreadable(scan: &ReplayScan) {
+    for (topic, why) in &scan.unreadable {
+        eprintln!("whether the dead letters of {topic:?} were replayed is not known: {why}");
+    }
 }
 
 /// The fixed value in `path`, at most `max` bytes.

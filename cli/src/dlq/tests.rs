@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use clap::Parser;
 use freshet_kafka::{dlq_headers, Record};
 use freshet_pipeline::dlq::letters::{At, KeyMatch, Letter, Selection, Source};
-use freshet_pipeline::dlq::replay::{Replays, Verdict};
+use freshet_pipeline::dlq::replay::{ReplayScan, Replays, Verdict};
 
 use super::*;
 
@@ -84,14 +84,17 @@ fn the_table_aligns_wide_keys_and_escapes_user_bytes() {
     );
     let b = letter(4, b"k\xff", "malformed_json", b"expected value", b"{");
     let sel = Selection::newest(vec![a.clone(), b], None);
-    let replays = Replays::from([(
-        a.at,
-        Source {
-            topic: "documents".into(),
-            partition: 1,
-            offset: 90,
-        },
-    )]);
+    let replays = ReplayScan {
+        found: Replays::from([(
+            a.at,
+            Source {
+                topic: "documents".into(),
+                partition: 1,
+                offset: 90,
+            },
+        )]),
+        ..ReplayScan::default()
+    };
     let t = format::table(&sel, &replays);
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(lines.len(), 3, "{t}");
@@ -126,6 +129,27 @@ fn the_table_aligns_wide_keys_and_escapes_user_bytes() {
     let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
     assert_eq!(first["key"], "报告/季度.md");
     assert_eq!(first["replayed_as"]["offset"], 90);
+    // A source topic that could not be read: not known, neither yes nor no.
+    let unknown = ReplayScan {
+        unreadable: [("documents".to_string(), "gone".to_string())].into(),
+        ..ReplayScan::default()
+    };
+    let t = format::table(&Selection::newest(vec![a.clone()], None), &unknown);
+    assert!(t.lines().nth(1).is_some_and(|l| l.contains(" ? ")), "{t}");
+    let newer = Source {
+        topic: "documents".into(),
+        partition: 1,
+        offset: 12,
+    };
+    let s = format::show(&a, "documents.dlq", unknown.replayed(&a), Some(&newer));
+    assert!(
+        s.contains("newer      documents 1:12 has this key too: a replay would undo it"),
+        "{s}"
+    );
+    assert!(
+        s.contains("replayed   not known (documents could not be read)"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -137,7 +161,7 @@ fn show_prints_everything_safely_and_a_plan_says_what_happens() {
         b"m",
         "{\"id\":\"doc-1\",\n\"text\":\"中文\x07\"}".as_bytes(),
     );
-    let s = format::show(&l, "documents.dlq", None);
+    let s = format::show(&l, "documents.dlq", Some(None), None);
     assert!(s.contains("at         documents.dlq 0:5"), "{s}");
     assert!(s.contains("failed at  2026-11-26T05:00:00Z"), "{s}");
     assert!(s.contains("source     documents 1:5"), "{s}");
@@ -146,7 +170,7 @@ fn show_prints_everything_safely_and_a_plan_says_what_happens() {
     // A control character inside a JSON string is not JSON.
     assert!(s.contains("32 bytes, text"), "{s}");
     let json = letter(6, b"doc-1", "invalid_field", b"m", br#"{"id":"doc-1"}"#);
-    assert!(format::show(&json, "documents.dlq", None).contains("14 bytes, JSON"));
+    assert!(format::show(&json, "documents.dlq", Some(None), None).contains("14 bytes, JSON"));
     assert!(s.contains("  \"text\":\"中文\\u{7}\"}"), "{s}");
     assert!(!s.contains('\x1b') && !s.contains('\x07'), "{s}");
     let placed = Source {
@@ -154,9 +178,14 @@ fn show_prints_everything_safely_and_a_plan_says_what_happens() {
         partition: 1,
         offset: 77,
     };
-    assert!(format::show(&l, "documents.dlq", Some(&placed))
+    assert!(format::show(&l, "documents.dlq", Some(Some(&placed)), None)
         .contains("replayed   yes, as documents 1:77"));
-    let p = format::plan(&[(&l, Verdict::Replay), (&l, Verdict::Replayed(placed))]);
+    let p = format::plan(&[
+        (&l, Verdict::Replay),
+        (&l, Verdict::Replayed(placed.clone())),
+        (&l, Verdict::Superseded(placed)),
+    ]);
+    assert!(p.contains("superseded by documents 1:77"), "{p}");
     assert!(
         p.contains(" replay\n") && p.contains("replayed before, as documents 1:77"),
         "{p}"

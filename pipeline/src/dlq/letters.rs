@@ -160,8 +160,9 @@ impl Letter {
         format!("{dlq_topic}/{}/{}", self.at.partition, self.at.offset)
     }
 
-    /// What a list shows of it, with where its replay is (`None`: not replayed).
-    pub fn summary(&self, replayed_as: Option<&Source>) -> Summary {
+    /// What a list shows of it, with whether and where it was replayed (`None`: not known;
+    /// `Some(None)`: not replayed).
+    pub fn summary(&self, replayed: Option<Option<&Source>>) -> Summary {
         Summary {
             at: self.at.to_string(),
             time: self.time_ms().map(format_time),
@@ -171,7 +172,8 @@ impl Letter {
             message: self.message.clone(),
             source: self.source.clone(),
             value_bytes: self.value_bytes,
-            replayed_as: replayed_as.cloned(),
+            replayed: replayed.map(|r| r.is_some()),
+            replayed_as: replayed.flatten().cloned(),
         }
     }
 }
@@ -191,6 +193,8 @@ pub struct Summary {
     pub source: Option<Source>,
     /// The value's size; `None` for a null value.
     pub value_bytes: Option<usize>,
+    /// Whether it was replayed; `None` when its source topic could not be read.
+    pub replayed: Option<bool>,
     /// Where its replay was written on the source topic.
     pub replayed_as: Option<Source>,
 }

@@ -34,21 +34,29 @@ pub enum Verdict {
     /// Its value is null (the stand-in of a record the topic no longer held): replaying it
     /// would delete the document; only a replay with a fixed value writes it.
     NullValue,
+    /// Its key has a newer record on the source topic, there (an edit or a delete after the
+    /// refused version): a replay would go after it and bring the older version back, so it is
+    /// written only when asked (`--even-if-superseded`).
+    Superseded(Source),
 }
 
 impl Verdict {
-    /// What a dead letter gets: `fixed` when a corrected value replaces its own.
-    pub fn of(letter: &Letter, replays: &Replays, fixed: bool) -> Verdict {
+    /// What a dead letter gets, by what `scan` found: `fixed` when a corrected value replaces
+    /// its own, `superseded_too` to replay it over a newer record of its key.
+    pub fn of(letter: &Letter, scan: &ReplayScan, fixed: bool, superseded_too: bool) -> Verdict {
         if letter.source.is_none() {
             return Verdict::NoSource;
         }
-        if let Some(s) = replays.get(&letter.at) {
+        if let Some(s) = scan.found.get(&letter.at) {
             return Verdict::Replayed(s.clone());
         }
         if letter.value.is_none() && !fixed {
             return Verdict::NullValue;
         }
-        Verdict::Replay
+        match scan.newer.get(&letter.at) {
+            Some(s) if !superseded_too => Verdict::Superseded(s.clone()),
+            _ => Verdict::Replay,
+        }
     }
 
     /// A short word for a table.
@@ -58,17 +66,63 @@ impl Verdict {
             Verdict::Replayed(_) => "replayed before",
             Verdict::NoSource => "no source record",
             Verdict::NullValue => "null value (needs --fix)",
+            Verdict::Superseded(_) => "superseded",
         }
+    }
+}
+
+/// What [`find_replays`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayScan {
+    pub found: Replays,
+    /// Dead letter → the newest record of its key after its source record on the source
+    /// partition (its own replays aside).
+    pub newer: Replays,
+    /// The source topics that could not be read (a topic or partition gone, a read that
+    /// stalled), with why: whether their dead letters were replayed is not known.
+    pub unreadable: BTreeMap<String, String>,
+}
+
+impl ReplayScan {
+    /// Whether `letter` was replayed: `None` when that is not known.
+    pub fn replayed(&self, letter: &Letter) -> Option<Option<&Source>> {
+        match (&letter.source, self.found.get(&letter.at)) {
+            (_, Some(s)) => Some(Some(s)),
+            (Some(s), None) if self.unreadable.contains_key(&s.topic) => None,
+            _ => Some(None),
+        }
+    }
+
+    /// `Err` naming the unreadable topics, if any: a replay must know of every dead letter it
+    /// takes whether it was replayed.
+    pub fn complete(self) -> Result<ReplayScan> {
+        if self.unreadable.is_empty() {
+            return Ok(self);
+        }
+        let why: Vec<String> = self
+            .unreadable
+            .iter()
+            .map(|(t, e)| format!("{t:?}: {e}"))
+            .collect();
+        bail!(
+            "whether these dead letters were replayed is not known, so none is replayed; \
+             narrow the filters to leave their source topics out, or fix the topics: {}",
+            why.join("; ")
+        )
     }
 }
 
 /// The replays of `letters` on their source topics (`dlq_topic` is the topic they were read
 /// from). Reads each source partition from just past the first of their source offsets to its
-/// end. `Err` when a source topic or partition is gone or cannot be read: whether a dead letter
-/// was replayed is then not known.
-pub fn find_replays(kafka: &KafkaConfig, dlq_topic: &str, letters: &[Letter]) -> Result<Replays> {
+/// end. A source topic or partition that is gone or cannot be read is noted, with why, in
+/// [`ReplayScan::unreadable`].
+pub fn find_replays(
+    kafka: &KafkaConfig,
+    dlq_topic: &str,
+    letters: &[Letter],
+) -> Result<ReplayScan> {
     let mut from: BTreeMap<&str, BTreeMap<i32, i64>> = BTreeMap::new();
-    let mut wanted: BTreeMap<String, At> = BTreeMap::new();
+    let mut wanted = Wanted::default();
     for l in letters {
         let Some(s) = &l.source else { continue };
         let first = from
@@ -77,36 +131,78 @@ pub fn find_replays(kafka: &KafkaConfig, dlq_topic: &str, letters: &[Letter]) ->
             .entry(s.partition)
             .or_insert(s.offset + 1);
         *first = (*first).min(s.offset + 1);
-        wanted.insert(l.origin(dlq_topic), l.at);
-    }
-    let mut found = Replays::new();
-    for (topic, parts) in from {
-        let existing = admin::partitions_with_timeout(kafka, topic, Duration::from_secs(30))
-            .with_context(|| format!("finding the source topic {topic:?} on the broker"))?;
-        if let Some(p) = parts.keys().find(|p| !existing.contains(p)) {
-            bail!("the source topic {topic:?} has no partition {p}; its dead letters cannot be replayed there");
+        let origin = l.origin(dlq_topic);
+        wanted.origins.insert(origin.clone(), l.at);
+        if let Some(k) = &l.key {
+            let of_key = (s.topic.clone(), s.partition, k.clone());
+            wanted
+                .keys
+                .entry(of_key)
+                .or_default()
+                .push((l.at, s.offset, origin));
         }
-        read_to_end(kafka, topic, &parts, |r| {
-            for (name, value) in &r.headers {
-                if name != dlq_headers::REPLAY_OF {
-                    continue;
-                }
-                let Some(v) = value.as_deref().and_then(|v| std::str::from_utf8(v).ok()) else {
-                    continue;
-                };
-                if let Some(at) = wanted.get(v) {
-                    found.entry(*at).or_insert_with(|| Source {
-                        topic: r.topic.clone(),
-                        partition: r.partition,
-                        offset: r.offset,
-                    });
-                }
-            }
-            Ok(())
-        })
-        .with_context(|| format!("looking for replays on {topic:?}"))?;
     }
-    Ok(found)
+    let mut scan = ReplayScan::default();
+    for (topic, parts) in from {
+        if let Err(e) = scan_topic(kafka, topic, &parts, &wanted, &mut scan) {
+            scan.unreadable.insert(topic.to_string(), format!("{e:#}"));
+        }
+    }
+    Ok(scan)
+}
+
+/// What [`scan_topic`] looks for.
+#[derive(Default)]
+struct Wanted {
+    /// `freshet.replay.of` → dead letter.
+    origins: BTreeMap<String, At>,
+    /// (source topic, partition, key) → its dead letters.
+    keys: BTreeMap<(String, i32, Vec<u8>), Vec<OfKey>>,
+}
+
+/// A dead letter of a key: its place, its source offset and its origin.
+type OfKey = (At, i64, String);
+
+/// Adds to `scan` what `parts` (partition → first offset) of `topic` hold of the `wanted` dead
+/// letters: their replays, and the newer records of their keys.
+fn scan_topic(
+    kafka: &KafkaConfig,
+    topic: &str,
+    parts: &BTreeMap<i32, i64>,
+    wanted: &Wanted,
+    scan: &mut ReplayScan,
+) -> Result<()> {
+    let existing = admin::partitions_with_timeout(kafka, topic, Duration::from_secs(30))
+        .context("the topic is not on the broker")?;
+    if let Some(p) = parts.keys().find(|p| !existing.contains(p)) {
+        bail!("the topic has no partition {p}");
+    }
+    read_to_end(kafka, topic, parts, |r| {
+        let place = || Source {
+            topic: r.topic.clone(),
+            partition: r.partition,
+            offset: r.offset,
+        };
+        let replay_of: Vec<&str> = r
+            .headers
+            .iter()
+            .filter(|(name, _)| name == dlq_headers::REPLAY_OF)
+            .filter_map(|(_, v)| v.as_deref().and_then(|v| std::str::from_utf8(v).ok()))
+            .collect();
+        for origin in &replay_of {
+            if let Some(at) = wanted.origins.get(*origin) {
+                scan.found.entry(*at).or_insert_with(place);
+            }
+        }
+        let Some(key) = &r.key else { return Ok(()) };
+        let of_key = (r.topic.clone(), r.partition, key.clone());
+        for (at, offset, origin) in wanted.keys.get(&of_key).into_iter().flatten() {
+            if r.offset > *offset && !replay_of.contains(&origin.as_str()) {
+                scan.newer.insert(*at, place());
+            }
+        }
+        Ok(())
+    })
 }
 
 /// The headers of `letter`'s replay: the original record's, but an earlier `freshet.replay.of`,

@@ -100,7 +100,10 @@ mod letters {
         }
         let file = Letter::from_record(file);
         assert_eq!(file.source, None);
-        assert_eq!(Verdict::of(&file, &Replays::new(), true), Verdict::NoSource);
+        assert_eq!(
+            Verdict::of(&file, &ReplayScan::default(), true, true),
+            Verdict::NoSource
+        );
     }
 
     #[test]
@@ -259,12 +262,46 @@ mod letters {
             partition: 3,
             offset: 200,
         };
-        let json = serde_json::to_value(l.summary(Some(&replay))).unwrap();
+        let json = serde_json::to_value(l.summary(Some(Some(&replay)))).unwrap();
+        assert_eq!(json["replayed"], true);
         assert_eq!(json["at"], "0:4");
         assert_eq!(json["key"], "k\\n");
         assert_eq!(json["time"], "2026-11-26T05:00:00Z");
         assert_eq!(json["replayed_as"]["offset"], 200);
         assert_eq!(json["value_bytes"], 10);
+        let unknown = serde_json::to_value(l.summary(None)).unwrap();
+        assert!(unknown["replayed"].is_null() && unknown["replayed_as"].is_null());
+        assert_eq!(
+            serde_json::to_value(l.summary(Some(None))).unwrap()["replayed"],
+            false
+        );
+    }
+
+    #[test]
+    fn a_source_topic_not_read_leaves_its_replays_unknown_and_stops_a_replay() {
+        let l = Letter::from_record(record(1, "k", "invalid_field", 1));
+        let placed = Source {
+            topic: "documents".into(),
+            partition: 3,
+            offset: 9,
+        };
+        let mut scan = ReplayScan::default();
+        assert_eq!(scan.replayed(&l), Some(None));
+        scan.found.insert(l.at, placed.clone());
+        assert_eq!(scan.replayed(&l), Some(Some(&placed)));
+        scan.found.clear();
+        scan.unreadable
+            .insert("documents".into(), "the topic is not on the broker".into());
+        assert_eq!(scan.replayed(&l), None);
+        let e = scan.complete().unwrap_err().to_string();
+        assert!(
+            e.contains("none is replayed") && e.contains("not on the broker"),
+            "{e}"
+        );
+        assert_eq!(
+            ReplayScan::default().complete().unwrap(),
+            ReplayScan::default()
+        );
     }
 
     #[test]
@@ -279,28 +316,41 @@ mod letters {
                 h(dlq_headers::REPLAY_OF, "documents.dlq/0/9")
             ]
         );
-        let mut replays = Replays::new();
-        assert_eq!(Verdict::of(&l, &replays, false), Verdict::Replay);
+        let none = ReplayScan::default();
+        assert_eq!(Verdict::of(&l, &none, false, false), Verdict::Replay);
         let placed = Source {
             topic: "documents".into(),
             partition: 3,
             offset: 500,
         };
-        replays.insert(l.at, placed.clone());
+        let mut scan = ReplayScan::default();
+        scan.found.insert(l.at, placed.clone());
+        // Replayed before: never again, with a fix or over newer records either.
+        for (fixed, superseded_too) in [(false, false), (true, false), (true, true)] {
+            assert_eq!(
+                Verdict::of(&l, &scan, fixed, superseded_too),
+                Verdict::Replayed(placed.clone())
+            );
+        }
+        // A newer record of its key: left out unless asked.
+        let newer = Source {
+            topic: "documents".into(),
+            partition: 3,
+            offset: 120,
+        };
+        let mut scan = ReplayScan::default();
+        scan.newer.insert(l.at, newer.clone());
         assert_eq!(
-            Verdict::of(&l, &replays, false),
-            Verdict::Replayed(placed.clone())
+            Verdict::of(&l, &scan, true, false),
+            Verdict::Superseded(newer)
         );
-        assert_eq!(Verdict::of(&l, &replays, true), Verdict::Replayed(placed));
+        assert_eq!(Verdict::of(&l, &scan, true, true), Verdict::Replay);
         let mut null = Letter::from_record(record(10, "k", "invalid_field", 1));
         null.value = None;
-        assert_eq!(
-            Verdict::of(&null, &Replays::new(), false),
-            Verdict::NullValue
-        );
-        assert_eq!(Verdict::of(&null, &Replays::new(), true), Verdict::Replay);
+        assert_eq!(Verdict::of(&null, &none, false, false), Verdict::NullValue);
+        assert_eq!(Verdict::of(&null, &none, true, false), Verdict::Replay);
         null.source = None;
-        assert_eq!(Verdict::of(&null, &Replays::new(), true), Verdict::NoSource);
+        assert_eq!(Verdict::of(&null, &none, true, true), Verdict::NoSource);
     }
 
     #[test]
