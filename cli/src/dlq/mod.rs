@@ -125,6 +125,7 @@ impl FilterArgs {
             key,
             since_ms: time(&self.since, "since")?,
             until_ms: time(&self.until, "until")?,
+            places: Vec::new(),
         };
         filter.check()?;
         if self.limit == Some(0) {
@@ -187,11 +188,13 @@ pub fn run(config: &Config, args: DlqArgs) -> Result<()> {
 /// The dead letters `filter` (and `at`, when not empty) take, the newest `--limit`, their
 /// values only `with_values`; an error when none match.
 fn select(config: &Config, args: &FilterArgs, at: &[At], with_values: bool) -> Result<Selection> {
-    let filter = args.filter(SystemTime::now())?;
+    let filter = Filter {
+        places: at.to_vec(),
+        ..args.filter(SystemTime::now())?
+    };
     let kafka = &config.pipeline.kafka;
-    let mut found = letters::read(kafka, &filter, with_values)?;
+    let found = letters::read(kafka, &filter, with_values)?;
     if !at.is_empty() {
-        found.retain(|l| at.contains(&l.at));
         if let Some(missing) = at.iter().find(|a| !found.iter().any(|l| l.at == **a)) {
             bail!(
                 "no dead letter at {missing} on {:?} that the filters take",

@@ -217,6 +217,8 @@ pub struct Filter {
     pub since_ms: Option<i64>,
     /// Refused before.
     pub until_ms: Option<i64>,
+    /// Only these places (none: any).
+    pub places: Vec<At>,
 }
 
 impl Filter {
@@ -253,7 +255,8 @@ impl Filter {
         let time = l.time_ms();
         let since = self.since_ms.is_none_or(|s| time.is_some_and(|t| t >= s));
         let until = self.until_ms.is_none_or(|u| time.is_some_and(|t| t < u));
-        class && key && since && until
+        let place = self.places.is_empty() || self.places.contains(&l.at);
+        class && key && since && until && place
     }
 }
 

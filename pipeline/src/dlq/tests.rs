@@ -148,6 +148,20 @@ mod letters {
             until_ms: Some(10_000),
             ..Filter::default()
         }));
+        assert!(f(Filter {
+            places: vec![At {
+                partition: 0,
+                offset: 1
+            }],
+            ..Filter::default()
+        }));
+        assert!(!f(Filter {
+            places: vec![At {
+                partition: 0,
+                offset: 2
+            }],
+            ..Filter::default()
+        }));
     }
 
     #[test]
