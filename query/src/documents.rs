@@ -197,14 +197,10 @@ impl Engine {
             .await
             .map_err(RetrieveError::Overloaded)?;
         let _cancel = job.cancel_on_drop();
-        let snapshot = self.indexes.snapshot().ok_or_else(|| {
-            RetrieveError::Unavailable(
-                self.indexes
-                    .status()
-                    .tantivy
-                    .unwrap_or_else(|| "tantivy index not open".into()),
-            )
-        })?;
+        let snapshot = self
+            .indexes
+            .snapshot_to_search()
+            .map_err(RetrieveError::Unavailable)?;
         let gate = Arc::new(Gate::new(&visible_to(principals), self.metrics.clone()));
         let index = crate::retrieve::index_info(&snapshot);
         let unavailable =

@@ -246,6 +246,14 @@ impl Indexes {
     pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
         self.served.read().ok().and_then(|g| g.clone())
     }
+    /// The snapshot to search, or why there is none (the index not open or not loaded yet).
+    pub fn snapshot_to_search(&self) -> std::result::Result<Arc<Snapshot>, String> {
+        self.snapshot().ok_or_else(|| {
+            self.status()
+                .tantivy
+                .unwrap_or_else(|| "tantivy index not open".into())
+        })
+    }
     pub fn milvus(&self) -> Option<Arc<MilvusSink>> {
         self.milvus.read().ok().and_then(|g| g.clone())
     }

@@ -273,14 +273,10 @@ impl Engine {
             .map_err(RetrieveError::Overloaded)?;
         // A request that times out (this future dropped) stops the work it left running.
         let _cancel = job.cancel_on_drop();
-        let snapshot = self.indexes.snapshot().ok_or_else(|| {
-            RetrieveError::Unavailable(
-                self.indexes
-                    .status()
-                    .tantivy
-                    .unwrap_or_else(|| "tantivy index not open".into()),
-            )
-        })?;
+        let snapshot = self
+            .indexes
+            .snapshot_to_search()
+            .map_err(RetrieveError::Unavailable)?;
         let loads = Loads {
             snapshot,
             gate: Gate::new(&plan.filter, self.metrics.clone()),
