@@ -42,8 +42,14 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && apt-get download prometheus >"$work/download.log" 2>&1) ||
-    die "apt-get download prometheus failed: $(tail -n 3 "$work/download.log")"
+# A new machine may have no package lists yet: refresh them once (as root or with sudo) and retry.
+if ! (cd "$work" && apt-get download prometheus >"$work/download.log" 2>&1); then
+    sudo=()
+    if ((EUID != 0)) && command -v sudo >/dev/null 2>&1; then sudo=(sudo); fi
+    log "apt-get download prometheus failed; refreshing the package lists and trying again"
+    { "${sudo[@]}" apt-get update && (cd "$work" && apt-get download prometheus); } >>"$work/download.log" 2>&1 ||
+        die "apt-get download prometheus failed: $(tail -n 3 "$work/download.log")"
+fi
 deb=("$work"/prometheus_*.deb)
 [[ -f "${deb[0]}" ]] || die "apt-get download prometheus wrote no .deb"
 dpkg-deb -x "${deb[0]}" "$work/deb"
