@@ -19,6 +19,16 @@ pub fn query_bin() -> PathBuf {
         .unwrap_or_else(|_| workspace_root().join("target/debug/freshet-query"))
 }
 
+/// The finance ledger of the answer, chat and MCP tests: a document only `group:finance` may
+/// see, whose figure must never reach another key's results, prompts or answers.
+pub const LEDGER_TEXT: &str =
+    "The estuary dredging budget is forty million crowns, kept confidential.";
+
+/// `FRESHET_QUERY_KEYS` with two keys: `key-public` (public documents only) and `key-finance`
+/// (`group:finance` too), for the tests of what each identity may see.
+pub const PUBLIC_AND_FINANCE_KEYS: &str = r#"[{name = "public", key = "key-public", principals = []},
+        {name = "finance", key = "key-finance", principals = ["group:finance"]}]"#;
+
 /// A running query node (killed on drop).
 pub struct QueryNode {
     pub addr: String,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use freshet_tests::llm::{sse_events, LiveStandIn};
-use freshet_tests::query::QueryNode;
+use freshet_tests::query::{QueryNode, LEDGER_TEXT};
 use freshet_tests::Case;
 use serde_json::{json, Value};
 
@@ -77,7 +77,7 @@ fn answers_cite_their_passages_whole_and_streamed() -> Result<()> {
         &doc(
             "ledger",
             "Finance ledger",
-            "The estuary dredging budget is forty million crowns, kept confidential.",
+            LEDGER_TEXT,
             json!(["group:finance"]),
         ),
     )?;

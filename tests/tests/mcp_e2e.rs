@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use freshet_tests::http::request;
 use freshet_tests::llm::LiveStandIn;
-use freshet_tests::query::query_bin;
+use freshet_tests::query::{query_bin, LEDGER_TEXT, PUBLIC_AND_FINANCE_KEYS};
 use freshet_tests::{env, workspace_root, Case};
 use serde_json::{json, Value};
 
@@ -265,19 +265,14 @@ fn agents_use_search_fetch_and_answer_over_http_and_stdio() -> Result<()> {
         &doc(
             "ledger",
             "Finance ledger",
-            "The estuary dredging budget is forty million crowns, kept confidential.",
+            LEDGER_TEXT,
             json!(["group:finance"]),
         ),
     )?;
     case.wait_indexed(WAIT)?;
     let model = LiveStandIn::start()?;
     let mut settings = model.node_settings("standin");
-    settings.push((
-        "FRESHET_QUERY_KEYS",
-        r#"[{name = "public", key = "key-public", principals = []},
-            {name = "finance", key = "key-finance", principals = ["group:finance"]}]"#
-            .into(),
-    ));
+    settings.push(("FRESHET_QUERY_KEYS", PUBLIC_AND_FINANCE_KEYS.into()));
     let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
     let deadline = Instant::now() + VISIBLE;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use freshet_tests::http::request;
 use freshet_tests::llm::LiveStandIn;
+use freshet_tests::query::{LEDGER_TEXT, PUBLIC_AND_FINANCE_KEYS};
 use freshet_tests::{env, workspace_root, Case};
 use serde_json::{json, Value};
 
@@ -62,19 +63,14 @@ fn openai_clients_get_cited_answers_under_the_nodes_identities() -> Result<()> {
         &doc(
             "ledger",
             "Finance ledger",
-            "The estuary dredging budget is forty million crowns, kept confidential.",
+            LEDGER_TEXT,
             json!(["group:finance"]),
         ),
     )?;
     case.wait_indexed(WAIT)?;
     let model = LiveStandIn::start()?;
     let mut settings = model.node_settings("standin");
-    settings.push((
-        "FRESHET_QUERY_KEYS",
-        r#"[{name = "public", key = "key-public", principals = []},
-            {name = "finance", key = "key-finance", principals = ["group:finance"]}]"#
-            .into(),
-    ));
+    settings.push(("FRESHET_QUERY_KEYS", PUBLIC_AND_FINANCE_KEYS.into()));
     settings.push((
         "FRESHET_ANSWER_ASSISTANTS",
         format!(
