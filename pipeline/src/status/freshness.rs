@@ -53,6 +53,11 @@ impl Freshness {
         (self.window_ms / 1000) as u64
     }
 
+    /// The buckets held in memory (at most `window_s / bucket_s + 1`).
+    pub fn held(&self) -> usize {
+        self.buckets.len()
+    }
+
     pub fn bucket_s(&self) -> u64 {
         (self.bucket_ms / 1000) as u64
     }

@@ -49,6 +49,8 @@ pub struct Health {
     pub kafka: ServiceHealth,
     pub milvus: ServiceHealth,
     pub model: ServiceHealth,
+    /// The tantivy index (its disk): stalled commits.
+    pub tantivy: ServiceHealth,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -86,6 +88,8 @@ struct Inner {
     partitions: BTreeMap<(String, i32), PartitionLag>,
     kafka: Signal,
     milvus: Signal,
+    /// The last durable commit.
+    committed_at: Option<Instant>,
     model: Option<String>,
     model_error: Option<String>,
     embedding_error: Option<(Instant, String)>,
@@ -110,6 +114,7 @@ impl Board {
             partitions: BTreeMap::new(),
             kafka: Signal::default(),
             milvus: Signal::default(),
+            committed_at: None,
             model: None,
             model_error: None,
             embedding_error: None,
@@ -125,7 +130,10 @@ impl Board {
 
     /// Records durable at `now_ms`, with their ages in milliseconds.
     pub fn durable(&self, now_ms: i64, ages_ms: impl IntoIterator<Item = i64>) {
-        self.with(|i| i.freshness.observe(now_ms, ages_ms));
+        self.with(|i| {
+            i.freshness.observe(now_ms, ages_ms);
+            i.committed_at = Some(Instant::now());
+        });
     }
 
     /// The lag of one partition, as the workers measure it; the broker answered.
@@ -210,7 +218,8 @@ impl Board {
                 health: Health {
                     kafka: broken.clone(),
                     milvus: broken.clone(),
-                    model: broken,
+                    model: broken.clone(),
+                    tantivy: broken,
                 },
             };
         };
@@ -225,6 +234,7 @@ impl Board {
                 kafka: i.kafka_health(),
                 milvus: i.milvus_health(started),
                 model: i.model_health(),
+                tantivy: i.tantivy_health(),
             },
         }
     }
@@ -265,6 +275,16 @@ impl Inner {
             Some(t) => good(format!("last write {}", ago(t))),
             None if started => good("collection loaded; nothing written yet".into()),
             None => bad("unknown: the collection is not loaded yet".into()),
+        }
+    }
+
+    fn tantivy_health(&self) -> ServiceHealth {
+        if let Some(why) = self.stalls.get("tantivy") {
+            return bad(format!("commits are retried: {why}"));
+        }
+        match self.committed_at {
+            Some(t) => good(format!("last commit {}", ago(t))),
+            None => good("nothing committed yet".into()),
         }
     }
 

@@ -58,7 +58,7 @@ fn freshness_forgets_what_left_the_window_and_stays_bounded() {
         f.observe(t0 + 100_000 + s * 1_000, [s]);
     }
     let samples = f.samples(t0 + 100_000 + 3_599_000);
-    assert!(samples.len() <= 7, "{samples:?}");
+    assert!(f.held() <= 7, "{} buckets held", f.held());
     // The six buckets that end within the last minute and the one under way, 10 s each.
     assert_eq!(samples.iter().map(|s| s.records).sum::<u64>(), 70);
 }
@@ -201,7 +201,12 @@ fn a_stall_makes_its_service_unhealthy_until_it_resumes() {
     b.stalled("milvus", "writing to Milvus: connection refused");
     b.stalled("dlq", "producing a dead letter: timed out");
     b.stalled("embedding_server", "embedding: 503");
+    b.stalled("tantivy", "writing to tantivy: No space left on device");
     let v = b.view(0, true).health;
+    assert!(
+        !v.tantivy.ok && v.tantivy.detail.contains("No space"),
+        "{v:?}"
+    );
     assert!(
         !v.milvus.ok && v.milvus.detail.contains("connection refused"),
         "{v:?}"
@@ -211,11 +216,14 @@ fn a_stall_makes_its_service_unhealthy_until_it_resumes() {
         "{v:?}"
     );
     assert!(!v.model.ok && v.model.detail.contains("503"), "{v:?}");
-    for at in ["milvus", "dlq", "embedding_server"] {
+    for at in ["milvus", "dlq", "embedding_server", "tantivy"] {
         b.resumed(at);
     }
     let v = b.view(0, true).health;
-    assert!(v.kafka.ok && v.milvus.ok && v.model.ok, "{v:?}");
+    assert!(
+        v.kafka.ok && v.milvus.ok && v.model.ok && v.tantivy.ok,
+        "{v:?}"
+    );
 }
 
 #[test]
