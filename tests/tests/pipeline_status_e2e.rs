@@ -2,13 +2,15 @@
 //! ones of two classes are published; the status then shows every partition read with lag 0,
 //! freshness samples, the dead letters by class with the newest and their keys (a Chinese one
 //! among them), and Kafka, Milvus and the model healthy. With `[metrics] status_keys` set it
-//! needs one of them; `/metrics` does not.
+//! needs one of them; `/metrics` does not. A later dead letter is counted once, a replayed one
+//! shows as replayed, and Milvus taken away shows as a stall with Milvus unhealthy.
 
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
+use freshet_tests::proxy::{host_port, TcpProxy};
 use freshet_tests::{freshet_bin, http, Case};
 use serde_json::{json, Value};
 
@@ -24,6 +26,22 @@ fn status(case: &Case, bearer: Option<&str>) -> Result<(u16, String)> {
         .unwrap_or_default();
     let r = http::request(&addr, "GET", "/v1/status", &headers, b"")?;
     Ok((r.status, r.body))
+}
+
+/// The status once `done` holds for it (within [`WAIT`]).
+fn wait_status(case: &Case, what: &str, done: impl Fn(&Value) -> bool) -> Result<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (code, body) = status(case, Some(KEY))?;
+        let v: Value = serde_json::from_str(&body).with_context(|| format!("{code}: {body}"))?;
+        if code == 200 && done(&v) {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("/v1/status never showed {what}: {v:#}\n{}", case.log_tail());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// What is still missing from a status for the test to be done; empty when nothing is.
@@ -64,6 +82,12 @@ fn missing(v: &Value, partitions: i32, good: u64) -> Vec<String> {
 #[test]
 fn status_shows_lag_freshness_dead_letters_and_health() -> Result<()> {
     let mut case = Case::new("pipeline_status", 2)?;
+    // Only the pipeline reaches Milvus through the proxy, to take it away later.
+    let proxy = TcpProxy::start(&host_port(&freshet_tests::env("FRESHET_MILVUS_URL"))?)?;
+    case.extra_env.push((
+        "FRESHET_MILVUS_URL".into(),
+        format!("http://{}", proxy.addr),
+    ));
     case.extra_env
         .push(("FRESHET_METRICS_STATUS_KEYS".into(), format!("[\"{KEY}\"]")));
     let doc = |text: &str, acl_key: &str| {
@@ -177,20 +201,11 @@ fn status_shows_lag_freshness_dead_letters_and_health() -> Result<()> {
 
     // A later dead letter is read on from where the last read stopped and counted once.
     case.send("broken-2", Some(b"[1, 2"))?;
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (_, body) = status(&case, Some(KEY))?;
-        let v: Value = serde_json::from_str(&body)?;
-        if v["dead_letters"]["by_class"] == json!({"invalid_field": 2, "malformed_json": 2}) {
-            ensure!(v["dead_letters"]["total"] == 4, "{v}");
-            ensure!(v["dead_letters"]["latest"][0]["key"] == "broken-2", "{v}");
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the fourth dead letter never showed: {v:#}");
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    let v = wait_status(&case, "the fourth dead letter", |v| {
+        v["dead_letters"]["by_class"] == json!({"invalid_field": 2, "malformed_json": 2})
+    })?;
+    ensure!(v["dead_letters"]["total"] == 4, "{v}");
+    ensure!(v["dead_letters"]["latest"][0]["key"] == "broken-2", "{v}");
 
     // A replayed dead letter shows as replayed: `freshet dlq replay` writes the misspelt
     // record back as it was, and the pipeline refuses it again (a fifth dead letter).
@@ -204,25 +219,37 @@ fn status_shows_lag_freshness_dead_letters_and_health() -> Result<()> {
         .env("FRESHET_LOG", "warn")
         .output()?;
     ensure!(out.status.success(), "replay: {out:?}");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (_, body) = status(&case, Some(KEY))?;
-        let v: Value = serde_json::from_str(&body)?;
-        let typos: Vec<&Value> = v["dead_letters"]["latest"]
+    wait_status(&case, "the replay", |v| {
+        let replayed: Vec<&Value> = v["dead_letters"]["latest"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|l| l["key"] == "acl-typo")
+            .map(|l| &l["replayed"])
             .collect();
-        let replayed: Vec<&Value> = typos.iter().map(|l| &l["replayed"]).collect();
-        if v["dead_letters"]["total"] == 5 && replayed == [&json!(false), &json!(true)] {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the replay never showed: {v:#}");
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
+        v["dead_letters"]["total"] == 5 && replayed == [&json!(false), &json!(true)]
+    })?;
+
+    // Milvus away: the write stalls and the status says so; back, all is well again.
+    proxy.cut();
+    case.send(
+        "good-late",
+        Some(&doc("A late gauge reading after the flood.", "acl")?),
+    )?;
+    let v = wait_status(&case, "the Milvus stall", |v| {
+        v["phase"] == "stalled" && v["health"]["milvus"]["ok"] == false
+    })?;
+    ensure!(
+        v["health"]["milvus"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("Milvus")),
+        "{v}"
+    );
+    ensure!(v["health"]["kafka"]["ok"] == true, "{v}");
+    proxy.restore();
+    wait_status(&case, "the end of the stall", |v| {
+        v["phase"] == "running" && v["health"]["milvus"]["ok"] == true
+    })?;
     case.stop_pipeline()?;
     Ok(())
 }
