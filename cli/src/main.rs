@@ -115,12 +115,19 @@ fn real_main() -> Result<()> {
             let metrics = Metrics::new();
             let ready = Readiness::new();
             if !config.pipeline.metrics.listen.is_empty() {
+                let env = |name: &str| std::env::var(name).ok();
+                let status = endpoint::StatusSource {
+                    board: metrics.board.clone(),
+                    kafka: config.pipeline.kafka.clone(),
+                    keys: config.pipeline.metrics.status_keys(&env)?,
+                };
                 let addr = endpoint::serve(
                     &config.pipeline.metrics.listen,
                     metrics.registry.clone(),
                     ready.clone(),
+                    Some(status),
                 )?;
-                tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+                tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /v1/status");
             }
             freshet_pipeline::run::run(config.pipeline, flags, stop.clone(), metrics, ready)?;
             if stop.load(Ordering::SeqCst) {

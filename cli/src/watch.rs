@@ -171,7 +171,7 @@ pub fn run(config: &Config, args: WatchArgs, stop: &AtomicBool) -> Result<()> {
     let ready = Readiness::new();
     ready.step("publishing what changed since the last run");
     if let Some(listen) = &args.metrics_listen {
-        let addr = endpoint::serve(listen, metrics.registry.clone(), ready.clone())?;
+        let addr = endpoint::serve(listen, metrics.registry.clone(), ready.clone(), None)?;
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     }
     let mut first = true;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use freshet_config::Sections;
+use freshet_config::{resolve_secret, Secret, Sections};
 use serde::{Deserialize, Serialize};
 
 use freshet_embedding::EmbeddingConfig;
@@ -103,19 +103,79 @@ impl Default for PipelineConfig {
     }
 }
 
-/// The Prometheus endpoint.
+/// The pipeline's endpoint (`/metrics`, `/healthz`, `/readyz`, `/v1/status`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// `host:port` serving `/metrics`; empty disables it.
     pub listen: String,
+    /// The keys `/v1/status` needs (`Authorization: Bearer`); none: it answers on a loopback
+    /// `listen` only (403 beyond it).
+    pub status_keys: Vec<StatusKey>,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {
             listen: "127.0.0.1:9464".into(),
+            status_keys: Vec::new(),
         }
+    }
+}
+
+/// One key of `[metrics] status_keys`: the secret itself, or a table naming it (for logs) with
+/// the secret inline, in a file or in an environment variable (exactly one of the three).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StatusKey {
+    Inline(Secret),
+    Table(StatusKeyTable),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatusKeyTable {
+    pub name: String,
+    pub key: Secret,
+    pub key_file: PathBuf,
+    pub key_env: String,
+}
+
+impl MetricsConfig {
+    /// The status keys, read (files, environment variables `env` looks up), each with its name
+    /// (`status_keys[i]` when it has none). An error names the key that cannot be read, or a
+    /// key given twice.
+    pub fn status_keys(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, Secret)>> {
+        let mut out: Vec<(String, Secret)> = Vec::new();
+        for (i, k) in self.status_keys.iter().enumerate() {
+            let what = format!("metrics.status_keys[{i}]");
+            let (name, secret) = match k {
+                StatusKey::Inline(s) => {
+                    let s = resolve_secret(&what, s, Path::new(""), "", env)?;
+                    (what.clone(), s)
+                }
+                StatusKey::Table(t) => {
+                    let s = resolve_secret(&what, &t.key, &t.key_file, &t.key_env, env)?;
+                    let name = if t.name.is_empty() {
+                        what.clone()
+                    } else {
+                        t.name.clone()
+                    };
+                    (name, s)
+                }
+            };
+            let Some(secret) = secret else {
+                bail!("{what}: no key (give key, key_file or key_env)");
+            };
+            if out.iter().any(|(_, s)| s == &secret) {
+                bail!("{what}: the same key appears twice in metrics.status_keys");
+            }
+            out.push((name, secret));
+        }
+        Ok(out)
     }
 }
 
@@ -345,6 +405,45 @@ mod tests {
                 "[embedding] {name} is not in deploy/freshet.toml"
             );
         }
+    }
+
+    #[test]
+    fn status_keys_are_read_inline_from_files_and_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("console");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let toml = format!(
+            "[metrics]\nstatus_keys = [\"inline\", {{ name = \"console\", key_file = {:?} }}, \
+             {{ key_env = \"STATUS_KEY\" }}]\n",
+            file.display().to_string()
+        );
+        let path = dir.path().join("f.toml");
+        std::fs::write(&path, &toml).unwrap();
+        let c = Config::load_with_env(Some(&path), &[]).unwrap();
+        let lookup = |n: &str| (n == "STATUS_KEY").then(|| "from-env".to_string());
+        let keys = c.metrics.status_keys(&lookup).unwrap();
+        let got: Vec<(&str, &str)> = keys.iter().map(|(n, s)| (n.as_str(), s.expose())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("metrics.status_keys[0]", "inline"),
+                ("console", "from-file"),
+                ("metrics.status_keys[2]", "from-env"),
+            ]
+        );
+        assert!(!format!("{c:?}").contains("inline"), "redacted");
+        let e = c.metrics.status_keys(&|_| None).unwrap_err();
+        assert!(format!("{e:#}").contains("STATUS_KEY"), "{e:#}");
+        let twice = |v: &str| {
+            let c =
+                Config::load_with_env(None, &env(&[("FRESHET_METRICS_STATUS_KEYS", v)])).unwrap();
+            c.metrics
+                .status_keys(&|_| None)
+                .map_err(|e| format!("{e:#}"))
+        };
+        assert!(twice(r#"["a", "a"]"#).unwrap_err().contains("twice"));
+        assert!(twice(r#"[""]"#).unwrap_err().contains("no key"));
+        assert_eq!(twice(r#"["a", "b"]"#).unwrap().len(), 2);
     }
 
     #[test]

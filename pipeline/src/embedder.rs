@@ -75,7 +75,8 @@ impl BatchEmbed for WorkerEmbedder {
                     outcome => Ok(outcome),
                 }
             })
-            .map_err(|e| EmbedError::environment(format!("{e:#}")))??;
+            .map_err(|e| EmbedError::environment(format!("{e:#}")))?
+            .inspect_err(|e| self.metrics.board.embedding_error(e.to_string()))?;
         let m = &self.metrics;
         m.embed_batch.observe(started.elapsed().as_secs_f64());
         Metrics::outcome(&m.embedding_texts, "embedded", stats.embedded as u64);

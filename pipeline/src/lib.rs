@@ -15,5 +15,6 @@ pub mod run;
 pub mod sink;
 pub mod source;
 pub mod stall;
+pub mod status;
 pub mod topics;
 pub mod worker;

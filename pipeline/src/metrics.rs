@@ -14,6 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::status::Board;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
     pub outcome: String,
@@ -102,6 +104,8 @@ pub struct Metrics {
     pub remote_embedding: EmbeddingsMetrics,
     /// The Kafka connector's dead-letter calls (`kafka_dead_letter_…`).
     pub dead_letters: ProduceMetrics,
+    /// The recent values `/v1/status` shows (lag, freshness, health), noted with the metrics.
+    pub board: Board,
 }
 
 impl Metrics {
@@ -236,7 +240,19 @@ impl Metrics {
             milvus,
             remote_embedding,
             dead_letters,
+            board: Board::default(),
         }
+    }
+
+    /// Records made durable now, by their Kafka timestamps (Unix ms): their ages go to
+    /// `source_to_durable_seconds` and to the freshness of `/v1/status`.
+    pub fn durable(&self, timestamps_ms: &[i64]) {
+        let now = freshet_operators::clock::now_ms() as i64;
+        let ages: Vec<i64> = timestamps_ms.iter().map(|ts| (now - ts).max(0)).collect();
+        for age in &ages {
+            self.source_to_durable.observe(*age as f64 / 1000.0);
+        }
+        self.board.durable(now, ages);
     }
 
     /// Observes the age now, in seconds, of each Kafka record timestamp (Unix ms) in `h`.

@@ -60,6 +60,7 @@ impl Stall {
                 Ok(v) => {
                     if n > 0 {
                         self.ready.resumed();
+                        self.metrics.board.resumed(at);
                         tracing::warn!(
                             attempts = n + 1,
                             stalled_s = started.elapsed().as_secs_f64(),
@@ -86,6 +87,7 @@ impl Stall {
                     }
                     self.metrics.stall_retry(at);
                     self.ready.stalled(format!("{what}: {e:#}"));
+                    self.metrics.board.stalled(at, format!("{what}: {e:#}"));
                     tracing::error!(
                         error = %format!("{e:#}"),
                         attempt = n + 1,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use freshet_embedding::{CachedEmbedder, EmbeddingConfig, EmbeddingModel};
 use freshet_kafka::{KafkaConfig, PartitionReader};
 use freshet_operators::dataflow::{chunk_deltas, embed_deltas, DocUpdate, Time, BOOTSTRAP_TIME};
+use freshet_operators::embed::Embedder;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Concat, Probe};
@@ -199,8 +200,12 @@ fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
     }
     let model =
         match EmbeddingModel::load_with_metrics(&cfg, Some(&shared.metrics.remote_embedding)) {
-            Ok(m) => Some(CachedEmbedder::new(m, shared.cache.clone(), cfg.batch_size)),
+            Ok(m) => {
+                shared.metrics.board.model_loaded(m.model_id());
+                Some(CachedEmbedder::new(m, shared.cache.clone(), cfg.batch_size))
+            }
             Err(e) => {
+                shared.metrics.board.model_failed(format!("{e:#}"));
                 shared.fail(
                     index,
                     format!("worker {index}: loading the embedding model: {e}"),
@@ -232,7 +237,8 @@ fn feed(
     let p = &shared.pipeline;
     let max_wait = Duration::from_millis(p.batch_max_wait_ms);
     let mut in_flight: VecDeque<Time> = VecDeque::new();
-    let mut last_lag = Instant::now();
+    // The lag is measured at once, then every 5 s.
+    let mut last_lag: Option<Instant> = None;
     while !shared.stop.load(Ordering::SeqCst) && !shared.is_fatal() {
         let mut read_any = false;
         match source.as_deref_mut() {
@@ -254,6 +260,7 @@ fn feed(
                     }
                 }
                 Err(e) => {
+                    shared.metrics.board.kafka_failed(format!("{e:#}"));
                     shared.fail(index, format!("worker {index}: {e:#}"));
                     break;
                 }
@@ -279,8 +286,8 @@ fn feed(
             worker.step_or_park(Some(Duration::from_millis(5)));
         }
         commit_durable(shared, probe, pending, source.as_deref(), index, false);
-        if last_lag.elapsed() > Duration::from_secs(5) {
-            last_lag = Instant::now();
+        if last_lag.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+            last_lag = Some(Instant::now());
             if let Some(src) = source.as_deref() {
                 report_lag(src, &shared.metrics);
             }
@@ -368,12 +375,23 @@ fn commit_durable(
     fail::fail_point!("offsets.after_commit");
 }
 
+/// The lag of this worker's partitions, in `consumer_lag_records` and on the status board.
 fn report_lag(sources: &Sources, metrics: &Metrics) {
     for reader in sources.readers() {
-        let (Ok(high), Ok(committed)) = (reader.high_watermarks(), reader.committed()) else {
-            continue;
+        let (high, committed) = match (reader.high_watermarks(), reader.committed()) {
+            (Ok(h), Ok(c)) => (h, c),
+            (Err(e), _) | (_, Err(e)) => {
+                metrics.board.kafka_failed(format!(
+                    "asking for the offsets of {}: {e:#}",
+                    reader.topic()
+                ));
+                continue;
+            }
         };
         for (p, h) in high {
+            metrics
+                .board
+                .lag(reader.topic(), p, committed.get(&p).copied(), h);
             let next = committed.get(&p).copied().unwrap_or(0).max(0);
             metrics
                 .consumer_lag

@@ -38,6 +38,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
 
     let mut refused = Refusals::of_embedder(&batch);
     let rows = sinks.vectors.call(&VectorWrite::build(&batch, &refused)?)?;
+    sinks.metrics.board.milvus_wrote();
     refused.add_milvus(rows);
 
     // Nothing of a refused document stays in either index.
@@ -101,7 +102,7 @@ impl Sinks {
                 self.lost.remove(doc);
             }
         }
-        Metrics::observe_ages(&m.source_to_durable, &batch.timestamps_ms);
+        m.durable(&batch.timestamps_ms);
         tracing::debug!(
             epoch = batch.last_epoch,
             upserts = upserts.len(),

@@ -1,8 +1,9 @@
 //! The pipeline's HTTP endpoint (`[metrics] listen`, served with `freshet-service`'s listener
 //! and `/metrics` answer): `GET /metrics` (Prometheus text,
-//! `pipeline/METRICS.md`), `GET /healthz` (the process is up) and `GET /readyz` (200 once the
+//! `pipeline/METRICS.md`), `GET /healthz` (the process is up), `GET /readyz` (200 once the
 //! Milvus collection is loaded and every worker of the process reads its partitions; 503 with
-//! what it is waiting for, for instance while Milvus loads a large collection after a restart).
+//! what it is waiting for, for instance while Milvus loads a large collection after a restart)
+//! and, for `freshet run`, `GET /v1/status` (the console's view: [`status`]).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,12 @@ use serde_json::json;
 
 use freshet_service::{listen, routes};
 use prometheus_client::registry::Registry;
+
+pub mod status;
+#[cfg(test)]
+mod tests;
+
+pub use status::StatusSource;
 
 /// Where the pipeline is on its way to reading records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +49,19 @@ struct Current {
     since: Instant,
     /// What an operator should know although the pipeline runs (`/readyz` `notes`), by topic.
     notes: std::collections::BTreeMap<&'static str, String>,
+    /// Whether preflight is over (the workers were started).
+    preflight_done: bool,
+}
+
+/// Where the pipeline is, as `/v1/status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseView {
+    /// `starting`, `workers`, `running`, `stalled`, `stopping` or `failed`.
+    pub name: &'static str,
+    /// What `/readyz` says it waits for; how long it has run when running.
+    pub detail: String,
+    pub notes: std::collections::BTreeMap<&'static str, String>,
+    pub preflight_done: bool,
 }
 
 /// The pipeline's readiness, shared by the run and the endpoint; cheap to clone.
@@ -60,6 +80,7 @@ impl Readiness {
             phase: Phase::Starting("starting".into()),
             since: Instant::now(),
             notes: Default::default(),
+            preflight_done: false,
         })))
     }
 
@@ -81,6 +102,9 @@ impl Readiness {
 
     /// `workers` workers of this process are about to open their readers.
     pub fn workers_starting(&self, workers: usize) {
+        if let Ok(mut s) = self.0.lock() {
+            s.preflight_done = true;
+        }
         self.set(Phase::Workers {
             reading: 0,
             of: workers,
@@ -159,6 +183,34 @@ impl Readiness {
             .unwrap_or_default()
     }
 
+    /// The phase, with what `/readyz` says of it.
+    pub fn phase(&self) -> PhaseView {
+        let detail = self.check().err();
+        let Ok(s) = self.0.lock() else {
+            return PhaseView {
+                name: "failed",
+                detail: "readiness state poisoned".into(),
+                notes: Default::default(),
+                preflight_done: false,
+            };
+        };
+        let name = match s.phase {
+            Phase::Starting(_) => "starting",
+            Phase::Workers { .. } => "workers",
+            Phase::Running => "running",
+            Phase::Stalled(_) => "stalled",
+            Phase::Stopping => "stopping",
+            Phase::Failed(_) => "failed",
+        };
+        PhaseView {
+            name,
+            detail: detail
+                .unwrap_or_else(|| format!("running for {} s", s.since.elapsed().as_secs())),
+            notes: s.notes.clone(),
+            preflight_done: s.preflight_done,
+        }
+    }
+
     /// `Ok` when ready, else what the pipeline is waiting for (and for how long).
     pub fn check(&self) -> std::result::Result<(), String> {
         let Ok(s) = self.0.lock() else {
@@ -182,20 +234,35 @@ impl Readiness {
 struct Shared {
     registry: Arc<Registry>,
     ready: Readiness,
+    status: Option<Arc<status::Status>>,
 }
 
-/// Serves the endpoint on `listen` from a thread of its own (the metrics of `registry`);
-/// returns the bound address.
-pub fn serve(listen: &str, registry: Arc<Registry>, ready: Readiness) -> Result<SocketAddr> {
+/// Serves the endpoint on `listen` from a thread of its own (the metrics of `registry`, and
+/// `/v1/status` when `status` is given); returns the bound address.
+pub fn serve(
+    listen: &str,
+    registry: Arc<Registry>,
+    ready: Readiness,
+    status: Option<StatusSource>,
+) -> Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen for metrics on {listen}"))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
+    let status = status.map(|s| Arc::new(status::Status::new(s, addr)));
+    if let Some(s) = &status {
+        s.log_access();
+    }
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(Shared { registry, ready });
+        .route("/v1/status", get(status::answer))
+        .with_state(Shared {
+            registry,
+            ready,
+            status,
+        });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -236,54 +303,4 @@ async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
         body["notes"] = json!(notes);
     }
     (status, Json(body))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::Metrics;
-
-    fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-        let r = reqwest::blocking::get(format!("http://{addr}{path}")).unwrap();
-        (r.status().as_u16(), r.text().unwrap())
-    }
-
-    #[test]
-    fn readiness_follows_the_start_and_the_stop() {
-        let r = Readiness::new();
-        r.step("loading the Milvus collection c");
-        assert!(r
-            .check()
-            .unwrap_err()
-            .contains("loading the Milvus collection c"));
-        r.workers_starting(2);
-        r.worker_reading();
-        assert!(r.check().unwrap_err().contains("1 of 2 workers"));
-        r.worker_reading();
-        assert_eq!(r.check(), Ok(()));
-        r.stopping();
-        assert_eq!(r.check(), Err("stopping".into()));
-        r.failed("milvus down");
-        assert!(r.check().unwrap_err().contains("milvus down"));
-    }
-
-    #[test]
-    fn the_endpoint_serves_metrics_health_and_readiness() {
-        let metrics = Metrics::new();
-        metrics.commits.inc();
-        let ready = Readiness::new();
-        ready.step("opening the tantivy index");
-        let addr = serve("127.0.0.1:0", metrics.registry.clone(), ready.clone()).unwrap();
-        let (status, body) = get(addr, "/metrics");
-        assert_eq!(status, 200);
-        assert!(body.contains("freshet_pipeline_commits_total 1"), "{body}");
-        assert_eq!(get(addr, "/healthz"), (200, "ok\n".into()));
-        let (status, body) = get(addr, "/readyz");
-        assert_eq!(status, 503);
-        assert!(body.contains("opening the tantivy index"), "{body}");
-        ready.workers_starting(1);
-        ready.worker_reading();
-        assert_eq!(get(addr, "/readyz"), (200, r#"{"ready":true}"#.into()));
-        assert_eq!(get(addr, "/nope").0, 404);
-    }
 }
