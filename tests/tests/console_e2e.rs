@@ -3,10 +3,11 @@
 //! `FRESHET_PYTHON`'s environment), against the real broker, pipeline, Milvus, model and query
 //! node with API keys and an admin key. It loads the page, shows the 401 message without a key,
 //! searches with a key in each mode (per-route ranks and scores, highlighted terms, also for a
-//! Chinese query), opens a document from its result, reads the status page (counts, the
-//! pipeline's lag, freshness plot and dead letters fetched through the node, the served
-//! commit's age plot; an API key is refused there when admin keys are set), and checks that a
-//! key without the finance group does not see the private document. The pipeline's status
+//! Chinese query), asks the answer endpoint (the deterministic stand-in model), opens a document
+//! from its result, reads the status page (counts, the pipeline's lag, freshness plot and dead
+//! letters fetched through the node, the served commit's age plot; an API key is refused there
+//! when admin keys are set), and checks that a key without the finance group does not see the
+//! private document. The pipeline's status
 //! comes from its `GET /v1/status` (`[query] pipeline_url`). Screenshots are kept under the
 //! run directory's `artifacts/console/` (`FRESHET_RUN_DIR`), named in the test output.
 //!
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use freshet_tests::http::request;
+use freshet_tests::llm::LiveStandIn;
 use freshet_tests::query::{LEDGER_TEXT, PUBLIC_AND_FINANCE_KEYS};
 use freshet_tests::{env, workspace_root, Case};
 use serde_json::{json, Value};
@@ -312,14 +314,18 @@ fn the_console_searches_opens_documents_and_shows_status_in_a_browser() -> Resul
     case.send("broken", Some(b"{ this is not json"))?;
     case.wait_indexed(WAIT)?;
 
-    let node = case.start_query(&[
+    // The deterministic stand-in language model answers the console's Answer button.
+    let model = LiveStandIn::start()?;
+    let mut settings = model.node_settings("standin");
+    settings.extend([
         ("FRESHET_QUERY_KEYS", PUBLIC_AND_FINANCE_KEYS.into()),
         ("FRESHET_QUERY_ADMIN_KEYS", format!(r#"["{ADMIN_KEY}"]"#)),
         (
             "FRESHET_QUERY_PIPELINE_URL",
             format!("http://127.0.0.1:{}", case.metrics_port),
         ),
-    ])?;
+    ]);
+    let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
     let deadline = Instant::now() + VISIBLE;
     loop {
@@ -399,6 +405,18 @@ fn the_console_searches_opens_documents_and_shows_status_in_a_browser() -> Resul
                 .contains("forty million"),
         "{}",
         report["public_private"]
+    );
+    // The answer endpoint: the model's answer citing the glacier report.
+    let a = &report["answer"];
+    ensure!(
+        a["heading"] == "Answer"
+            && a["answer"]
+                .as_str()
+                .is_some_and(|t| t.contains("[1]") && t.to_lowercase().contains("glacier"))
+            && a["passages"].as_array().is_some_and(|p| p.iter().any(|x| x
+                .as_str()
+                .is_some_and(|x| x.starts_with("[1] Glaciers of the valley")))),
+        "{a}"
     );
     check_document(&report)?;
     check_status(&report)?;

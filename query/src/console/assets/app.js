@@ -268,6 +268,7 @@ async function openDocument(docId, chunkId, from) {
       if (isHit && !first) first = li;
       $("doc-chunks").append(li);
     }
+    if (!from) showParent(docId, hit);
     const more = $("doc-more");
     more.hidden = r.next_from === undefined || r.next_from === null;
     more.onclick = () => openDocument(docId, chunkId, r.next_from);
@@ -277,6 +278,26 @@ async function openDocument(docId, chunkId, from) {
   }
 }
 $("doc-back").addEventListener("click", () => show("search-view"));
+
+/// The parent of the opened result (parent-child indexes): its text, read with `around`.
+async function showParent(docId, hit) {
+  const box = $("doc-parent");
+  box.hidden = true;
+  const parentId = hit && (hit.kind === "parent" ? hit.chunk_id : hit.parent_id);
+  if (!parentId) return;
+  try {
+    const q = new URLSearchParams({ around: parentId, neighbours: "0" });
+    const r = await api("GET", `/v1/documents/${encodeURIComponent(docId)}/chunks?${q}`);
+    const p = r.chunks.find((c) => c.chunk_id === parentId);
+    if (!p) return;
+    clear(box).append(el("h3", { text: "Parent of the result" }),
+      el("div", { class: "path", text: (p.section || []).join(" › ") }),
+      el("div", { class: "text", text: p.text }));
+    box.hidden = false;
+  } catch (e) {
+    message(explain(e));
+  }
+}
 
 // ---- status ------------------------------------------------------------------------------
 function rows(table, pairs) {
