@@ -314,6 +314,8 @@ function healthItem(name, h) {
 function linePlot(plot, series, unit) {
   clear(plot);
   const W = 640, H = 200, L = 52, R = 10, T = 10, B = 24;
+  // A sample without a number (none measured then) is left out, not drawn at zero.
+  for (const s of series) s.points = s.points.filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1]));
   const all = series.flatMap((s) => s.points);
   if (!all.length) {
     plot.append(Object.assign(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }), { textContent: "no samples yet" }));
