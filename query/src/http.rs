@@ -40,6 +40,7 @@ pub fn router(node: Arc<Node>) -> Router {
         )
         .route("/v1/index", get(crate::wait::index_state))
         .route("/v1/index/wait", get(crate::wait::index_wait))
+        .route("/v1/status", get(crate::status::status))
         .route("/pathway/v1/retrieve", post(pathway_retrieve))
         .route("/pathway/v1/inputs", post(pathway_inputs))
         .route(
@@ -51,6 +52,9 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/openapi.json", get(openapi));
     if node.engine.config.query.admin_listen.is_empty() {
         r = r.route("/metrics", get(metrics));
+    }
+    if node.engine.config.query.console {
+        r = r.merge(crate::console::router());
     }
     let r = r.merge(crate::mcp::http::router(node.clone()));
     with_fallbacks(r)

@@ -10,11 +10,14 @@
 //! request's filter and principals; `transform` rewrites the question with the language model
 //! before the routes run (multi-query, HyDE, conversations); `overload` bounds the retrievals running and waiting and stops
 //! the work of a request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi`
-//! describe it; `pathway` offers a Pathway-compatible endpoint.
+//! describe it; `pathway` offers a Pathway-compatible endpoint; `status` answers what an
+//! operator watches (`GET /v1/status`, with the pipeline's own status) and `console` serves the
+//! browser console over these routes (`/console`).
 
 pub mod answer;
 pub mod auth;
 pub mod config;
+pub mod console;
 pub mod documents;
 pub mod fusion;
 pub mod http;
@@ -34,6 +37,7 @@ pub mod rerank;
 pub mod retrieve;
 mod routes;
 pub mod server;
+pub mod status;
 pub mod transform;
 pub mod visible;
 pub mod wait;

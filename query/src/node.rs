@@ -11,4 +11,6 @@ use crate::retrieve::Engine;
 pub struct Node {
     pub engine: Arc<Engine>,
     pub auth: Auth,
+    /// What `GET /v1/status` reads beside the engine.
+    pub status: crate::status::StatusSources,
 }

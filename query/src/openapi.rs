@@ -110,7 +110,7 @@ fn components() -> Value {
             "bearer": {"type": "http", "scheme": "bearer", "description": "An API key of query.keys or query.api_keys"},
             "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "An API key of query.keys or query.api_keys"},
             "jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "A token of the query.jwt issuer: iss, aud, exp (nbf) checked; the groups claim gives the principals"},
-            "adminKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "A key of query.admin_keys (also as Authorization: Bearer), for /metrics"}
+            "adminKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "A key of query.admin_keys (also as Authorization: Bearer), for /metrics and /v1/status"}
         },
         "schemas": {
             "Error": {
@@ -149,6 +149,7 @@ fn components() -> Value {
                         "min_vector_score": {"type": "number", "description": "Expand only results at least this similar (cosine)."}
                     }}], "description": "Add ±window neighbouring chunks of the same section to the top M results and merge contiguous spans."},
                     "parents": {"type": "boolean", "description": "Parent-child indexes: return the parents of the matching children."},
+                    "highlight": {"type": "boolean", "description": "Each result carries `highlights`: where the query's terms occur in its `text`, found with the BM25 index's own analyzers (English stems; Chinese, Japanese and Korean words). Default false."},
                     "pack": {"type": "object", "required": ["budget_tokens"], "additionalProperties": false, "properties": {
                         "budget_tokens": {"type": "integer", "minimum": 1},
                         "order": {"type": "string", "enum": ["relevance_first", "edges_first"]}
@@ -187,7 +188,8 @@ fn components() -> Value {
                     "score": {"type": "number"},
                     "scores": {"type": "object", "properties": {"bm25": stage, "vector": stage, "fused": stage, "rerank": stage}},
                     "passage_chunk_ids": {"type": "array", "items": {"type": "string"}},
-                    "matched_children": {"type": "array", "items": {"type": "string"}}
+                    "matched_children": {"type": "array", "items": {"type": "string"}},
+                    "highlights": {"type": "array", "description": "With `highlight`: character ranges [start, end) of `text` (Unicode scalar values, as char_start), sorted and merged, where a term of the query occurs.", "items": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}}
                 }
             },
             "RetrieveResponse": {
@@ -249,6 +251,44 @@ fn pathway_statistics() -> Value {
             "503": err_resp("The index is not readable")
         }
     }))
+}
+
+/// `GET /v1/status` (the console's status page, docs/console.md).
+fn status() -> Value {
+    let health = json!({"type": "object", "properties": {"ok": {"type": "boolean"}, "detail": {"type": "string"}}});
+    let mut op = secured(json!({
+        "summary": "What an operator watches: documents, chunks and vectors in the indexes, the commit served and its age over the last minutes, Milvus and model health, and the pipeline's own status (consumer lag, freshness, dead letters by class with the latest ones, Kafka/Milvus/model health) fetched from query.pipeline_url. Needs an admin key when query.admin_keys is set, else a credential the API admits",
+        "responses": {
+            "200": {"description": "Status", "content": {"application/json": {"schema": {"type": "object", "required": ["generated_at_ms", "node", "pipeline"], "properties": {
+                "generated_at_ms": {"type": "integer"},
+                "node": {"type": "object", "properties": {
+                    "ready": {"type": "boolean"}, "auth": {"type": "string"},
+                    "auth_warnings": {"type": "array", "items": {"type": "string"}},
+                    "index": {"type": "object", "properties": {
+                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "visible_at_ms": {"type": "integer"},
+                        "age_ms": {"type": ["integer", "null"]},
+                        "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
+                    }},
+                    "tantivy": {"type": "object", "properties": {"ok": {"type": "boolean"}, "detail": {"type": "string"}, "documents": {"type": ["integer", "null"]}, "chunks": {"type": ["integer", "null"]}}},
+                    "milvus": {"type": "object", "properties": {"ok": {"type": "boolean"}, "detail": {"type": "string"}, "vectors": {"type": ["integer", "null"]}}},
+                    "model": health,
+                    "commit_ages": {"type": "object", "properties": {
+                        "every_ms": {"type": "integer"}, "window_s": {"type": "integer"},
+                        "samples": {"type": "array", "items": {"type": "object", "properties": {"t_ms": {"type": "integer"}, "epoch": {"type": "integer"}, "age_ms": {"type": "integer"}}}}
+                    }}
+                }},
+                "pipeline": {"type": "object", "required": ["state", "url"], "properties": {
+                    "state": {"type": "string", "enum": ["not_configured", "ok", "unreachable", "unauthorized", "error"]},
+                    "url": {"type": "string"}, "detail": {"type": "string"},
+                    "status": {"type": "object", "description": "The pipeline's GET /v1/status as it answered (docs/console.md)"}
+                }}
+            }}}}},
+            "503": err_resp("The node runs all the retrievals it may (code overloaded, with Retry-After) or the count timed out")
+        }
+    }));
+    op["security"] = json!([{"adminKey": []}, {"bearer": []}, {"apiKey": []}, {"jwt": []}]);
+    op["responses"]["401"] = err_resp("query.admin_keys is set and the admin key is missing or wrong, or (without admin keys) the credential is missing or invalid");
+    op
 }
 
 /// Every route.
@@ -338,6 +378,7 @@ fn paths() -> Value {
                 "503": err_resp("The index is not open, the request timed out (code timeout), or the node runs all the retrievals it may (code overloaded, with Retry-After)")
             }
         }))},
+        "/v1/status": {"get": status()},
         "/pathway/v1/statistics": {"get": pathway_statistics(), "post": pathway_statistics()},
         "/pathway/v1/inputs": {"post": secured(json!({
             "summary": "Pathway DocumentStore-compatible inputs: the metadata of each document visible to the credential's principals that matches the filters (path, doc_id, title and its own metadata), sorted by doc_id",
@@ -380,7 +421,7 @@ mod tests {
                 "mode" => json!({"query": "q", name: "bm25"}),
                 "filter" | "fusion" => json!({"query": "q", name: {}}),
                 "principals" => json!({"query": "q", name: []}),
-                "rerank" | "expand" | "parents" | "allow_partial" => {
+                "rerank" | "expand" | "parents" | "allow_partial" | "highlight" => {
                     json!({"query": "q", name: false})
                 }
                 "pack" => json!({"query": "q", name: {"budget_tokens": 10}}),
@@ -394,7 +435,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("documented field {name} rejected: {}", e.0));
         }
         assert!(crate::request::parse(br#"{"query":"q","undocumented":1}"#).is_err());
-        assert_eq!(props.len(), 17);
+        assert_eq!(props.len(), 18);
     }
 
     /// The answer's request is the retrieval's plus its own fields, each accepted by its

@@ -60,6 +60,8 @@ pub struct RetrieveRequest {
     pub transform: Option<crate::transform::request::TransformRequest>,
     /// The conversation's previous turns, oldest first.
     pub history: Option<Vec<crate::transform::request::HistoryTurn>>,
+    /// Mark where the query's terms occur in each result's text (`highlights`).
+    pub highlight: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,6 +134,8 @@ pub struct Plan {
     pub language_routing: LanguageRouting,
     /// Query transformation by the language model, if any.
     pub transform: Option<crate::transform::request::TransformPlan>,
+    /// Each result carries the spans of the query's terms in its text.
+    pub highlight: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -249,6 +253,7 @@ impl RetrieveRequest {
             language,
             language_routing: self.language_routing.unwrap_or(cfg.language_routing),
             transform: None,
+            highlight: self.highlight.unwrap_or(false),
         })
     }
 }

@@ -145,3 +145,26 @@ fn filters_and_options() {
         .unwrap();
     assert_eq!(p.rerank, Some(20));
 }
+
+#[test]
+fn highlight_is_asked_for_and_off_by_default() {
+    assert!(!plan(json!({"query": "q"})).unwrap().highlight);
+    assert!(
+        plan(json!({"query": "q", "highlight": true}))
+            .unwrap()
+            .highlight
+    );
+    assert!(err(json!({"query": "q", "highlight": "yes"})).contains("invalid request body"));
+}
+
+#[test]
+fn highlights_are_the_query_terms_in_a_results_text_by_character() {
+    use crate::retrieve::hit::highlights;
+    // English by stem; Chinese by word, in characters (each Han character is three bytes).
+    assert_eq!(
+        highlights("melting glaciers", "Glacier melt: glaciers melted."),
+        [[0, 7], [8, 12], [14, 22], [23, 29]]
+    );
+    assert_eq!(highlights("冰川", "全球冰川正在融化"), [[2, 4]]);
+    assert!(highlights("the", "the end").is_empty());
+}

@@ -31,7 +31,17 @@ pub fn node(config: Config) -> Result<Arc<Node>> {
         );
     }
     auth.start()?;
-    Ok(Arc::new(Node { engine, auth }))
+    let status = crate::status::StatusSources::new(q, &|v| std::env::var(v).ok())?;
+    match &status.pipeline {
+        Some(_) => tracing::info!(url = %q.pipeline_url, "pipeline status ([query] pipeline_url)"),
+        None => tracing::info!("no [query] pipeline_url: /v1/status reports the node alone"),
+    }
+    status.ages.spawn_sampler(engine.indexes.clone());
+    Ok(Arc::new(Node {
+        engine,
+        auth,
+        status,
+    }))
 }
 
 /// Loads what the node needs (fails fast on a missing model or a bad reranker setting) and

@@ -36,9 +36,9 @@ mod writer;
 pub use analyzers::{
     analyze, analyze_ja, analyze_ko, analyze_zh, build_ja_dictionary, configure_japanese,
     contains_cjk, default_ja_dictionary, freshet_en_analyzer, freshet_ja_analyzer,
-    freshet_ko_analyzer, freshet_zh_analyzer, japanese_analysis, preload_zh_dictionary, CjkScripts,
-    JapaneseAnalysis, ANALYZER_NAME, JA_ANALYZER_NAME, KO_ANALYZER_NAME, MAX_TOKEN_BYTES,
-    ZH_ANALYZER_NAME,
+    freshet_ko_analyzer, freshet_zh_analyzer, highlight_spans, japanese_analysis,
+    preload_zh_dictionary, CjkScripts, JapaneseAnalysis, ANALYZER_NAME, JA_ANALYZER_NAME,
+    KO_ANALYZER_NAME, MAX_TOKEN_BYTES, ZH_ANALYZER_NAME,
 };
 pub use bm25::Bm25Params;
 pub use config::TantivyConfig;

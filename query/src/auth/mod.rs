@@ -291,6 +291,16 @@ impl Auth {
             .inspect_err(|_| self.metrics.auth_rejection(&admission.name, "forbidden"))
     }
 
+    /// Who may read `GET /v1/status` (counts over every document, dead letters with their keys
+    /// and messages): an admin key when admin keys are configured, else any caller the API
+    /// admits.
+    pub fn admit_status(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if self.admin_guarded() {
+            return self.admit_admin(headers);
+        }
+        self.admit(headers).map(|_| ())
+    }
+
     /// Checks the admin key of `/metrics` when admin keys are configured.
     pub fn admit_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         if self.admin.is_empty() {

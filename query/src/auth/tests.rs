@@ -246,6 +246,28 @@ fn admin_keys_guard_metrics_only_when_set() {
 }
 
 #[test]
+fn the_status_needs_an_admin_key_when_set_else_an_admitted_caller() {
+    let unauthorized = |a: &Auth, h: &HeaderMap| a.admit_status(h).unwrap_err().status;
+    // Admin keys set: only they read the status; an API key (which sees its own documents) or
+    // none gets 401.
+    let guarded = auth_from("[query]\nadmin_keys = [\"adm\"]\napi_keys = [\"k\"]\n", &[]).unwrap();
+    assert!(guarded.admit_status(&bearer("adm")).is_ok());
+    for h in [HeaderMap::new(), bearer("k"), bearer("nope")] {
+        assert_eq!(unauthorized(&guarded, &h), StatusCode::UNAUTHORIZED);
+    }
+    // No admin keys: a caller the API admits, and nobody else.
+    let keyed = node();
+    assert!(keyed.admit_status(&bearer("key-a")).is_ok());
+    assert!(keyed.admit_status(&bearer(&token(json!(["g"])))).is_ok());
+    for h in [HeaderMap::new(), bearer("nope")] {
+        assert_eq!(unauthorized(&keyed, &h), StatusCode::UNAUTHORIZED);
+    }
+    // An unauthenticated node is open to all, its status too.
+    let open = auth_from("[query]\n", &[]).unwrap();
+    assert!(open.admit_status(&HeaderMap::new()).is_ok());
+}
+
+#[test]
 fn configuration_mistakes_are_refused_at_start() {
     for (toml, expect) in [
         ("[query]\n[[query.keys]]\nkey = \"k\"\n", "needs a name"),

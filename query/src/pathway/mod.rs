@@ -89,6 +89,7 @@ pub async fn plan(
         // `[transform]` says.
         transform: None,
         history: None,
+        highlight: None,
     };
     let mut plan = native.plan(&engine.config.query, engine.reranker.is_some())?;
     if !f.path.is_empty() {

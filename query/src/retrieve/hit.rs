@@ -76,5 +76,15 @@ pub(crate) fn to_hit(i: usize, c: Candidate) -> Hit {
         scores: c.scores,
         passage_chunk_ids,
         matched_children: c.children,
+        highlights: None,
     }
+}
+
+/// Where the terms of `query` occur in `text`: character ranges by the BM25 index's analyzers
+/// (`freshet_tantivy::highlight_spans`).
+pub(crate) fn highlights(query: &str, text: &str) -> Vec<[usize; 2]> {
+    freshet_tantivy::highlight_spans(query, text)
+        .into_iter()
+        .map(|(a, b)| [a, b])
+        .collect()
 }

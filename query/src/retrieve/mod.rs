@@ -95,6 +95,10 @@ pub struct Hit {
     pub passage_chunk_ids: Vec<String>,
     /// Parent-child: the children that matched, best first.
     pub matched_children: Vec<String>,
+    /// With `"highlight": true`: where the query's terms occur in `text`, as character ranges
+    /// `[start, end)` (Unicode scalar values, like `char_start`), by the BM25 index's analyzers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub highlights: Option<Vec<[usize; 2]>>,
 }
 
 /// Index state a response reflects.
@@ -359,6 +363,19 @@ impl Engine {
             .enumerate()
             .map(|(i, c)| hit::to_hit(i, c))
             .collect();
+        if plan.highlight {
+            let s = Instant::now();
+            let query = plan.query.clone();
+            results = job
+                .blocking("highlight", move |_| {
+                    for h in &mut results {
+                        h.highlights = Some(hit::highlights(&query, &h.text));
+                    }
+                    Ok(results)
+                })
+                .await?;
+            t.record("highlight", s);
+        }
 
         let (mut context, mut citations, mut context_tokens) = (None, None, None);
         if let Some((budget, order)) = plan.pack {

@@ -6,10 +6,13 @@
 //!   character bigrams where the dictionary is switched off) over text with kana.
 //! - [`freshet_ko_analyzer`] (`freshet_ko`, [`ko`]): overlapping Hangul bigrams over text with
 //!   Hangul.
+//! - [`highlight_spans`] (`highlight.rs`): where a query's terms occur in a text, by these
+//!   analyzers.
 //!
 //! Which text goes where is [`CjkScripts`], the project's one script classifier.
 
 mod bigram;
+mod highlight;
 mod ja;
 mod ko;
 mod zh;
@@ -21,6 +24,7 @@ use tantivy::tokenizer::{
 };
 
 pub use freshet_core::script::CjkScripts;
+pub use highlight::highlight_spans;
 pub use ja::{
     analyze_ja, build_ja_dictionary, configure_japanese, default_ja_dictionary,
     freshet_ja_analyzer, japanese_analysis, JapaneseAnalysis, JA_ANALYZER_NAME,
