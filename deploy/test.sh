@@ -21,7 +21,19 @@ export FRESHET_MILVUS_PORT="${FRESHET_MILVUS_PORT:-19530}"
 LITE_RUN_DIR="$FRESHET_RUN_DIR/lite"
 export FRESHET_MILVUS_LITE_PORT="${FRESHET_MILVUS_LITE_PORT:-19630}"
 stop_lite() { FRESHET_RUN_DIR="$LITE_RUN_DIR" "$here/stop-milvus.sh" || true; }
+# What tests keep for people (the console's screenshots): moved out of the run dir, which the
+# next run deletes, into $FRESHET_HOME/artifacts/<time>; the newest five runs are kept.
+keep_artifacts() {
+    [ -d "$FRESHET_RUN_DIR/artifacts" ] || return 0
+    local dest
+    dest="$FRESHET_HOME/artifacts/test-$(date -u +%Y%m%dT%H%M%SZ)"
+    mkdir -p "$(dirname "$dest")"
+    mv "$FRESHET_RUN_DIR/artifacts" "$dest" && echo "test artifacts: $dest"
+    find "$FRESHET_HOME/artifacts" -mindepth 1 -maxdepth 1 -name 'test-*' | sort -r | tail -n +6 \
+        | xargs -r rm -rf
+}
 stop_all() {
+    keep_artifacts || true
     stop_lite
     "$here/stop-llama.sh" || true
     "$here/stop-postgres.sh" || true
