@@ -310,8 +310,9 @@ function healthItem(name, h) {
   return el("li", { class: ok ? "ok" : "bad", "data-health": name }, `${ok ? "✓" : "✗"} ${name}: `, el("span", { text: (h && h.detail) || "unknown" }));
 }
 
-/// A line plot of `series` ([{name, cls, points: [[t, v], ...]}]) into the SVG `plot`.
-function linePlot(plot, series, unit) {
+/// A line plot of `series` ([{name, cls, points: [[t, v], ...]}]) into the SVG `plot`, its time
+/// axis the window `[from, to]` (Unix ms) when given, else the samples' own span.
+function linePlot(plot, series, unit, from, to) {
   clear(plot);
   const W = 640, H = 200, L = 52, R = 10, T = 10, B = 24;
   // A sample without a number (none measured then) is left out, not drawn at zero.
@@ -321,7 +322,9 @@ function linePlot(plot, series, unit) {
     plot.append(Object.assign(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }), { textContent: "no samples yet" }));
     return;
   }
-  const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]));
+  const windowed = Number.isFinite(from) && Number.isFinite(to) && to > from;
+  const t0 = windowed ? from : Math.min(...all.map((p) => p[0]));
+  const t1 = windowed ? to : Math.max(...all.map((p) => p[0]));
   const vmax = Math.max(1, ...all.map((p) => p[1]));
   const x = (t) => L + (t1 === t0 ? (W - L - R) / 2 : ((t - t0) / (t1 - t0)) * (W - L - R));
   const y = (v) => H - B - (v / vmax) * (H - T - B);
@@ -330,7 +333,7 @@ function linePlot(plot, series, unit) {
   for (const [v, yy] of [[vmax, T + 4], [0, H - B]]) {
     const t = svg("text", { x: L - 4, y: yy, "text-anchor": "end" }); t.textContent = unit(v); plot.append(t);
   }
-  for (const [t, anchor] of [[t0, "start"], [t1, "end"]]) {
+  for (const [t, anchor] of t1 === t0 ? [[t0, "middle"]] : [[t0, "start"], [t1, "end"]]) {
     const e = svg("text", { x: x(t), y: H - 6, "text-anchor": anchor }); e.textContent = new Date(t).toLocaleTimeString(); plot.append(e);
   }
   for (const s of series) {
@@ -370,14 +373,16 @@ function renderStatus(s) {
   pipe.append(el("div", { class: p.state === "ok" ? "ok" : "bad", id: "pipeline-state", text: `state: ${p.state}` }));
   if (p.detail) pipe.append(el("div", { class: "muted", text: p.detail }));
   if (ps) pipe.append(el("div", { text: `phase: ${ps.phase}${ps.phase_detail ? ` (${ps.phase_detail})` : ""}` }));
+  // Each plot spans its whole window (the last minutes up to the answer), not only its samples.
+  const span = (at, w) => (Number.isFinite(at) && Number.isFinite(w) ? [at - w * 1000, at] : []);
   const fresh = (ps && ps.freshness && ps.freshness.samples) || [];
   linePlot($("freshness-plot"), [
     { name: "p50", cls: "p50", points: fresh.map((x) => [x.t_ms, x.p50_ms]) },
     { name: "max", cls: "max", points: fresh.map((x) => [x.t_ms, x.max_ms]) },
-  ], fmtMs);
+  ], fmtMs, ...span(ps && ps.generated_at_ms, ps && ps.freshness && ps.freshness.window_s));
   linePlot($("age-plot"), [
     { name: "age", cls: "age", points: (n.commit_ages.samples || []).map((x) => [x.t_ms, x.age_ms]) },
-  ], fmtMs);
+  ], fmtMs, ...span(s.generated_at_ms, n.commit_ages.window_s));
   const parts = clear($("status-partitions"));
   parts.append(el("tr", {}, ...["topic", "partition", "committed", "high watermark", "lag"].map((h) => el("th", { text: h }))));
   for (const q of (ps && ps.partitions) || []) {
