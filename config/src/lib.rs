@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 mod secret;
+pub mod serving;
 pub mod url;
 pub use secret::{resolve_secret, Secret};
 

@@ -34,6 +34,7 @@ pub mod rerank;
 pub mod retrieve;
 mod routes;
 pub mod server;
+pub mod serving;
 pub mod transform;
 pub mod visible;
 pub mod wait;
