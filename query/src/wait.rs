@@ -149,10 +149,12 @@ pub fn index_state_body(
         "offsets": payload.map(|p| p.offsets.clone()).unwrap_or_default(),
         "chunks": chunks,
     });
+    if let Some(id) = payload.and_then(|p| p.index_id.as_deref()) {
+        body["index_id"] = json!(id);
+    }
     if let Some(g) = indexes.generation() {
         body["generation"] = json!(g.name);
         body["milvus_collection"] = json!(g.milvus_collection);
-        body["index_id"] = json!(g.index_id);
     }
     Ok(body)
 }
