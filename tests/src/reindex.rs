@@ -127,3 +127,35 @@ impl Case {
         self.with_milvus(|m| async move { m.drop_alias(&alias).await })
     }
 }
+
+impl Case {
+    /// Runs `freshet-tools gate` with this case's configuration (the topics the nodes must
+    /// have caught up with): `candidate` (and `serving`) are query node addresses, `args` the
+    /// rest (`--dataset`, `--canary`, `--out`, ...).
+    pub fn gate(&self, candidate: &str, serving: Option<&str>, args: &[&str]) -> Result<Outcome> {
+        let tools = freshet_bin().with_file_name("freshet-tools");
+        let mut cmd = Command::new(&tools);
+        cmd.arg("gate")
+            .arg("--candidate")
+            .arg(format!("http://{candidate}"))
+            .args(args)
+            .env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
+            .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
+            .env("FRESHET_KAFKA_DLQ_TOPIC", &self.kafka.dlq_topic)
+            .env("FRESHET_LOG", "warn");
+        if let Some(s) = serving {
+            cmd.arg("--serving").arg(format!("http://{s}"));
+        }
+        let out = cmd
+            .output()
+            .with_context(|| format!("running {}", tools.display()))?;
+        Ok(Outcome {
+            success: out.status.success(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        })
+    }
+}

@@ -131,6 +131,76 @@ fn chunk_ids(case: &Case) -> Result<BTreeSet<String>> {
         .collect())
 }
 
+/// The BEIR-style set and the canary file of the gate over the corpus above: one query per
+/// long document and one for a short one, each answered by its document.
+fn gate_files(dir: &Path) -> Result<(String, String)> {
+    let set = dir.join("gate-set");
+    std::fs::create_dir_all(set.join("qrels"))?;
+    let mut corpus = String::new();
+    for (id, text) in TOPICS.iter().chain(&SHORT) {
+        corpus += &format!("{}\n", json!({"_id": id, "title": id, "text": text}));
+    }
+    std::fs::write(set.join("corpus.jsonl"), corpus)?;
+    let questions = [
+        ("glacier", "how does ice flow downhill and open crevasses"),
+        (
+            "volcano",
+            "what erupts from shield volcanoes and stratovolcanoes",
+        ),
+        ("bread", "how does sourdough ferment overnight"),
+        ("comet", "why does a comet grow a glowing tail near the Sun"),
+        ("orchard", "when are apple trees pruned and grafted"),
+        (
+            "harbour",
+            "how do breakwaters and tugboats protect ships in port",
+        ),
+        ("lighthouse", "what warns ships of rocks at night"),
+    ];
+    let (mut queries, mut qrels, mut canary) = (
+        String::new(),
+        "query-id\tcorpus-id\tscore\n".to_string(),
+        String::new(),
+    );
+    for (id, q) in questions {
+        queries += &format!("{}\n", json!({"_id": format!("q-{id}"), "text": q}));
+        qrels += &format!("q-{id}\t{id}\t1\n");
+        canary += &format!(
+            "{}\n",
+            json!({"query": q, "mode": "hybrid", "relevant": [id]})
+        );
+    }
+    std::fs::write(set.join("queries.jsonl"), queries)?;
+    std::fs::write(set.join("qrels/test.tsv"), qrels)?;
+    let canary_path = dir.join("canary.jsonl");
+    std::fs::write(&canary_path, canary)?;
+    Ok((set.display().to_string(), canary_path.display().to_string()))
+}
+
+/// `freshet-tools gate` of `candidate` (against `serving`), writing the verdict to `out`.
+fn run_gate(
+    case: &Case,
+    candidate: &QueryNode,
+    serving: Option<&QueryNode>,
+    files: &(String, String),
+    out: &Path,
+) -> Result<(bool, String)> {
+    let out_s = out.display().to_string();
+    let args = [
+        "--dataset",
+        files.0.as_str(),
+        "--canary",
+        files.1.as_str(),
+        "--floor",
+        "0.5",
+        "--tolerance",
+        "0.05",
+        "--out",
+        out_s.as_str(),
+    ];
+    let r = case.gate(&candidate.addr, serving.map(|n| n.addr.as_str()), &args)?;
+    Ok((r.success, r.output))
+}
+
 fn dropped_missing(node: &QueryNode) -> Result<f64> {
     let metrics = node.get("/metrics")?.body;
     Ok(metrics
@@ -201,8 +271,26 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         "B has smaller chunks: {ids_a:?} {ids_b:?}"
     );
 
-    // The first pointer: generation a.
-    reindex(&case, &["switch", "--to", "a"], &pointer, &alias)?;
+    // The gate scores a generation through a node serving it: a first generation against the
+    // floor alone.
+    let files = gate_files(&case.dir())?;
+    let node_a = case.start_query(&[])?;
+    node_a.wait_ready(Duration::from_secs(60))?;
+    let verdict_a = case.dir().join("verdict-a.json");
+    let (passed, out) = run_gate(&case, &node_a, None, &files, &verdict_a)?;
+    assert!(passed, "{out}");
+    drop(node_a);
+
+    // The first pointer: generation a, only with a verdict.
+    let why = refused(&case, &["switch", "--to", "a"], &pointer, &alias)?;
+    assert!(why.contains("no retrieval gate"), "{why}");
+    let verdict_a_s = verdict_a.display().to_string();
+    reindex(
+        &case,
+        &["switch", "--to", "a", "--gate", &verdict_a_s],
+        &pointer,
+        &alias,
+    )?;
     assert_eq!(
         case.alias_target(&alias)?.as_deref(),
         Some(case.collection.as_str())
@@ -220,6 +308,13 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
     assert!(
         why.contains("lags the topics by 1 record(s)") && why.contains("max_lag"),
         "{why}"
+    );
+    let status = reindex(&shadow, &["status"], &pointer, &alias)?;
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("candidate") && l.contains("lag        1")),
+        "{status}"
     );
     let mut crossed = shadow.shadow("x", &[])?;
     crossed.tantivy = shadow.tantivy_path();
@@ -241,6 +336,49 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
     node.wait_ready(Duration::from_secs(60))?;
     wait_served(&node, "a")?;
 
+    // The gate of b against a, as served; and of a bad shadow c (the long documents over its
+    // text limit, so it holds a third of the corpus), which fails and is refused.
+    let node_b = shadow.start_query(&[])?;
+    node_b.wait_ready(Duration::from_secs(60))?;
+    let verdict_b = case.dir().join("verdict-b.json");
+    let (passed, out) = run_gate(&case, &node_b, Some(&node), &files, &verdict_b)?;
+    assert!(passed, "{out}");
+    drop(node_b);
+    let verdict_b = verdict_b.display().to_string();
+    let mut bad = case.shadow("c", &[("FRESHET_LIMITS_MAX_TEXT_BYTES", "120")])?;
+    bad.produced_as(&case);
+    bad.start_pipeline()?;
+    bad.wait_indexed(WAIT)?;
+    let node_c = bad.start_query(&[])?;
+    node_c.wait_ready(Duration::from_secs(60))?;
+    let verdict_c = case.dir().join("verdict-c.json");
+    let (passed, out) = run_gate(&case, &node_c, Some(&node), &files, &verdict_c)?;
+    assert!(
+        !passed,
+        "the gate passed a generation missing most documents: {out}"
+    );
+    eprintln!("gate of the bad shadow: {out}");
+    let verdict_c = verdict_c.display().to_string();
+    let why = refused(
+        &bad,
+        &["switch", "--to", "c", "--gate", &verdict_c],
+        &pointer,
+        &alias,
+    )?;
+    assert!(
+        why.contains("gate failed") && why.contains("below"),
+        "{why}"
+    );
+    let why = refused(
+        &bad,
+        &["switch", "--to", "c", "--gate", &verdict_b],
+        &pointer,
+        &alias,
+    )?;
+    assert!(why.contains("the gate verdict scored index"), "{why}");
+    drop(node_c);
+    drop(bad);
+
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let load = query_load(&node.addr, 3, &stop, &seen);
@@ -248,7 +386,12 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
 
     // Switch to b with no writes going on: no vector hit of one generation meets the other's
     // snapshot (it would be dropped as missing).
-    reindex(&shadow, &["switch", "--to", "b"], &pointer, &alias)?;
+    reindex(
+        &shadow,
+        &["switch", "--to", "b", "--gate", &verdict_b],
+        &pointer,
+        &alias,
+    )?;
     wait_served(&node, "b")?;
     assert_eq!(
         case.alias_target(&alias)?.as_deref(),
@@ -282,7 +425,12 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         Some(case.collection.as_str())
     );
     std::thread::sleep(Duration::from_secs(1));
-    reindex(&shadow, &["switch", "--to", "b"], &pointer, &alias)?;
+    reindex(
+        &shadow,
+        &["switch", "--to", "b", "--gate", &verdict_b],
+        &pointer,
+        &alias,
+    )?;
     wait_served(&node, "b")?;
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::SeqCst);

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::config::Config;
 
+mod gate;
 mod lag;
 pub mod settings;
 
@@ -37,10 +38,15 @@ enum ReindexCommand {
         /// The generation's name (what responses and metrics report).
         #[arg(long)]
         to: String,
+        /// The verdict of `freshet-tools gate` for this generation (required unless
+        /// [reindex] require_gate = false).
+        #[arg(long)]
+        gate: Option<PathBuf>,
     },
     /// Serve the generation served before the last switch again (no checks but that it exists).
     Rollback,
-    /// The generation served and the one before it: their lag behind the topics and size.
+    /// The generation served, the one before it and the one this configuration builds: their
+    /// lag behind the topics and size.
     Status,
 }
 
@@ -119,7 +125,7 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
         .enable_all()
         .build()?;
     match args.command {
-        ReindexCommand::Switch { to } => {
+        ReindexCommand::Switch { to, gate } => {
             let path = config.pipeline.tantivy.path.clone();
             let built = lag::built(&path)?.with_context(|| {
                 format!(
@@ -145,12 +151,28 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
             if let Err(why) = check_switch(current.as_ref(), &candidate, r.max_lag) {
                 bail!("switch refused: {why}");
             }
+            let verdict = match &gate {
+                Some(path) => {
+                    let v = gate::read(path)?;
+                    if let Err(why) = gate::check(&v, &candidate.generation.index_id) {
+                        bail!("switch refused: {why}");
+                    }
+                    v
+                }
+                None if r.require_gate => bail!(
+                    "switch refused: no retrieval gate: run `freshet-tools gate --candidate \
+                     <a node serving this generation> --serving <a node of the served one> \
+                     --dataset <set> --canary <canaries> --out verdict.json` and pass --gate \
+                     verdict.json (or set [reindex] require_gate = false)"
+                ),
+                None => serde_json::Value::Null,
+            };
             let pointer = ServingPointer {
                 serving: candidate.generation.clone(),
                 switched_at_ms: now_ms(),
                 previous: current.as_ref().map(|p| p.serving.clone()),
             };
-            let extra = json!({"lag": candidate.lag, "chunks": built.chunks});
+            let extra = json!({"lag": candidate.lag, "chunks": built.chunks, "gate": verdict});
             rt.block_on(publish(
                 config,
                 &milvus,
@@ -205,8 +227,22 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
                 r.pointer.display(),
                 p.switched_at_ms
             );
+            // The generation this configuration builds, when it is neither of the pointer's (a
+            // shadow catching up).
+            let own = Generation {
+                name: "(this config)".into(),
+                tantivy_path: config.pipeline.tantivy.path.clone(),
+                milvus_collection: config.pipeline.milvus.collection.clone(),
+                index_id: String::new(),
+            };
+            let known = |g: &Generation| {
+                g.tantivy_path == own.tantivy_path && g.milvus_collection == own.milvus_collection
+            };
+            let shadow = (!known(&p.serving) && !p.previous.as_ref().is_some_and(known))
+                .then_some(("candidate", &own));
             let gens = std::iter::once(("serving", &p.serving))
-                .chain(p.previous.iter().map(|g| ("previous", g)));
+                .chain(p.previous.iter().map(|g| ("previous", g)))
+                .chain(shadow);
             for (role, g) in gens {
                 let (lag, chunks, index) = match lag::built(&g.tantivy_path)? {
                     Some(b) => (

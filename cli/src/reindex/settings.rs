@@ -16,6 +16,8 @@ pub struct ReindexConfig {
     /// The most records a generation may be behind the ends of its topics when it is switched
     /// to (0: it holds every record published before the switch began).
     pub max_lag: u64,
+    /// A switch needs a passed verdict of `freshet-tools gate` for the generation (`--gate`).
+    pub require_gate: bool,
 }
 
 impl Default for ReindexConfig {
@@ -24,6 +26,7 @@ impl Default for ReindexConfig {
             pointer: PathBuf::new(),
             alias: String::new(),
             max_lag: 0,
+            require_gate: true,
         }
     }
 }

@@ -99,3 +99,23 @@ fn the_history_lies_beside_the_pointer() {
         Path::new("/srv/freshet/serving.json.history.jsonl")
     );
 }
+
+#[test]
+fn only_a_passed_verdict_of_the_same_index_opens_the_gate() {
+    let passed = serde_json::json!({"passed": true, "index_id": "id-b", "reasons": []});
+    gate::check(&passed, "id-b").unwrap();
+    let e = gate::check(&passed, "id-c").unwrap_err();
+    assert!(
+        e.contains("scored index id-b") && e.contains("freshet-tools gate"),
+        "{e}"
+    );
+    let failed = serde_json::json!({"passed": false, "index_id": "id-b",
+                                    "reasons": ["nDCG@10 0.3 is below the floor 0.5"]});
+    let e = gate::check(&failed, "id-b").unwrap_err();
+    assert!(
+        e.contains("gate failed") && e.contains("below the floor"),
+        "{e}"
+    );
+    let e = gate::check(&serde_json::json!({}), "id-b").unwrap_err();
+    assert!(e.contains("scored index none"), "{e}");
+}
