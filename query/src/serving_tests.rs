@@ -39,16 +39,16 @@ fn point(pointer: &Path, g: &Generation) {
 
 /// Milvus on a port nothing listens on: the collection never answers.
 fn opener() -> Opener {
-    let mut milvus = MilvusConfig::default();
-    milvus.url = format!(
-        "http://127.0.0.1:{}",
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    );
-    milvus.timeout = Duration::from_millis(200);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let milvus = MilvusConfig {
+        url: format!("http://127.0.0.1:{port}"),
+        timeout: Duration::from_millis(200),
+        ..MilvusConfig::default()
+    };
     Opener {
         reload_interval: Duration::from_millis(5),
         bm25: Bm25Params::default(),

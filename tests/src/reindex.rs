@@ -159,3 +159,10 @@ impl Case {
         })
     }
 }
+
+impl Case {
+    /// Whether the case's collection exists.
+    pub fn has_collection(&self) -> Result<bool> {
+        self.with_milvus(|m| async move { m.bound_index().await.map(|b| b.is_some()) })
+    }
+}

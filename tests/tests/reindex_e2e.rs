@@ -377,6 +377,13 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
     )?;
     assert!(why.contains("the gate verdict scored index"), "{why}");
     drop(node_c);
+    // Retired: refused while its pipeline runs, then its collection and index are gone.
+    let why = refused(&bad, &["retire"], &pointer, &alias)?;
+    assert!(why.contains("stop it first"), "{why}");
+    bad.stop_pipeline()?;
+    let out = reindex(&bad, &["retire"], &pointer, &alias)?;
+    assert!(out.contains("retired"), "{out}");
+    assert!(!bad.tantivy_path().exists() && !bad.has_collection()?);
     drop(bad);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -448,6 +455,8 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         status.contains("serving") && status.contains("previous") && status.contains(" b "),
         "{status}"
     );
+    let why = refused(&case, &["retire"], &pointer, &alias)?;
+    assert!(why.contains("rollback target"), "{why}");
     let history = std::fs::read_to_string(case.dir().join("serving.json.history.jsonl"))?;
     let whats: Vec<String> = history
         .lines()
@@ -463,7 +472,7 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         .collect::<std::result::Result<_, _>>()?;
     assert_eq!(
         whats,
-        ["switch→a", "switch→b", "rollback→a", "switch→b"],
+        ["switch→a", "retire→", "switch→b", "rollback→a", "switch→b"],
         "{history}"
     );
     case.drop_alias(&alias)?;

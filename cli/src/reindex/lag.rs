@@ -25,11 +25,11 @@ pub fn built(path: &Path) -> Result<Option<Built>> {
     Ok(r.last_payload()?.map(|payload| Built { payload, chunks }))
 }
 
+/// Topic → partition → (low, high) watermark.
+pub type Ends = BTreeMap<String, BTreeMap<i32, (i64, i64)>>;
+
 /// The low and high watermarks of every partition of `topics`.
-pub fn ends(
-    kafka: &KafkaConfig,
-    topics: &[String],
-) -> Result<BTreeMap<String, BTreeMap<i32, (i64, i64)>>> {
+pub fn ends(kafka: &KafkaConfig, topics: &[String]) -> Result<Ends> {
     let mut out = BTreeMap::new();
     for topic in topics {
         let parts = admin::partitions(kafka, topic)
@@ -41,10 +41,7 @@ pub fn ends(
 }
 
 /// Records of `ends` the commit with `offsets` does not cover.
-pub fn lag(
-    offsets: &BTreeMap<String, BTreeMap<i32, i64>>,
-    ends: &BTreeMap<String, BTreeMap<i32, (i64, i64)>>,
-) -> u64 {
+pub fn lag(offsets: &BTreeMap<String, BTreeMap<i32, i64>>, ends: &Ends) -> u64 {
     let mut behind = 0u64;
     for (topic, parts) in ends {
         for (p, (low, high)) in parts {

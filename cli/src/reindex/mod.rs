@@ -3,8 +3,9 @@
 //! A generation is a tantivy index and the Milvus collection bound to it, built by its own
 //! `freshet run` with its own configuration. `switch` points the serving pointer (and the Milvus
 //! alias) at the generation the `--config` file builds, once that generation has caught up
-//! with the topics and is bound to its collection; `rollback` returns to the generation served
-//! before; `status` lists both with their lag. Each switch is appended to the history beside
+//! with the topics and is bound to its collection (and a retrieval gate passed); `rollback`
+//! returns to the generation served before; `status` lists them with their lag; `retire` drops
+//! a generation nothing can serve any more. Each switch is appended to the history beside
 //! the pointer (`<pointer>.history.jsonl`).
 
 use std::io::Write;
@@ -20,6 +21,7 @@ use crate::config::Config;
 
 mod gate;
 mod lag;
+mod retire;
 pub mod settings;
 
 pub use settings::ReindexConfig;
@@ -48,6 +50,9 @@ enum ReindexCommand {
     /// The generation served, the one before it and the one this configuration builds: their
     /// lag behind the topics and size.
     Status,
+    /// Drop the generation this configuration builds (its collection and tantivy index), once
+    /// it is neither served nor the rollback target and its pipeline has stopped.
+    Retire,
 }
 
 /// A generation as the checks of a switch see it.
@@ -215,6 +220,48 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
                 "rollback",
                 json!({}),
             ))
+        }
+        ReindexCommand::Retire => {
+            let own = Generation {
+                name: "(this config)".into(),
+                tantivy_path: config.pipeline.tantivy.path.clone(),
+                milvus_collection: config.pipeline.milvus.collection.clone(),
+                index_id: String::new(),
+            };
+            let milvus = rt.block_on(connect(config, &own.milvus_collection))?;
+            let alias_target = match r.alias.as_str() {
+                "" => None,
+                alias => rt.block_on(milvus.alias_target(alias))?,
+            };
+            if let Err(why) = retire::check(current.as_ref(), &own, alias_target.as_deref()) {
+                bail!("retire refused: {why}");
+            }
+            let path = &own.tantivy_path;
+            if path.exists() && freshet_tantivy::writer_running(path)? {
+                bail!(
+                    "retire refused: a pipeline writes the index {}: stop it first",
+                    path.display()
+                );
+            }
+            rt.block_on(milvus.drop_collection())
+                .with_context(|| format!("dropping collection {}", own.milvus_collection))?;
+            if path.exists() {
+                std::fs::remove_dir_all(path)
+                    .with_context(|| format!("removing the index {}", path.display()))?;
+            }
+            let record = json!({
+                "at_ms": now_ms(),
+                "what": "retire",
+                "tantivy_path": path,
+                "collection": own.milvus_collection,
+            });
+            append_history(&history_path(&r.pointer), &record)?;
+            println!(
+                "retired: dropped collection {} and removed {}",
+                own.milvus_collection,
+                path.display()
+            );
+            Ok(())
         }
         ReindexCommand::Status => {
             let Some(p) = current else {

@@ -119,3 +119,23 @@ fn only_a_passed_verdict_of_the_same_index_opens_the_gate() {
     let e = gate::check(&serde_json::json!({}), "id-b").unwrap_err();
     assert!(e.contains("scored index none"), "{e}");
 }
+
+#[test]
+fn only_a_generation_nothing_can_serve_is_retired() {
+    let mut p = serving("b");
+    p.previous = Some(generation("a"));
+    let e = super::retire::check(None, &generation("c"), None).unwrap_err();
+    assert!(e.contains("no serving pointer"), "{e}");
+    let e = super::retire::check(Some(&p), &generation("b"), None).unwrap_err();
+    assert!(e.contains("which is served"), "{e}");
+    let e = super::retire::check(Some(&p), &generation("a"), None).unwrap_err();
+    assert!(e.contains("rollback target"), "{e}");
+    // The same collection under another path is the same generation.
+    let mut c = generation("c");
+    c.milvus_collection = "chunks_a".into();
+    let e = super::retire::check(Some(&p), &c, None).unwrap_err();
+    assert!(e.contains("rollback target"), "{e}");
+    let e = super::retire::check(Some(&p), &generation("c"), Some("chunks_c")).unwrap_err();
+    assert!(e.contains("alias"), "{e}");
+    super::retire::check(Some(&p), &generation("c"), Some("chunks_b")).unwrap();
+}
