@@ -329,10 +329,15 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
     shadow.start_pipeline()?;
     shadow.wait_indexed(WAIT)?;
 
-    let node = case.start_query(&[(
-        "FRESHET_QUERY_SERVING_POINTER",
-        pointer.display().to_string(),
-    )])?;
+    // Every query embedded anew (no cache of query vectors): a request spends that time
+    // between pinning its generation and searching Milvus, where a switch can fall.
+    let node = case.start_query(&[
+        (
+            "FRESHET_QUERY_SERVING_POINTER",
+            pointer.display().to_string(),
+        ),
+        ("FRESHET_QUERY_QUERY_CACHE_ENTRIES", "0".to_string()),
+    ])?;
     node.wait_ready(Duration::from_secs(60))?;
     wait_served(&node, "a")?;
 
