@@ -17,6 +17,8 @@ pub struct Config {
     /// and `[pipeline] topic_partitions`).
     pub pipeline: freshet_pipeline::config::Config,
     pub files: FilesConfig,
+    /// `[reindex]` (`freshet reindex`).
+    pub reindex: crate::reindex::ReindexConfig,
 }
 
 /// The `[files]` section of the file (the other sections are the pipeline's).
@@ -24,6 +26,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 struct Files {
     files: FilesConfig,
+    reindex: crate::reindex::ReindexConfig,
 }
 
 impl Config {
@@ -35,10 +38,16 @@ impl Config {
 
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
         let pipeline = freshet_pipeline::config::Config::load_with_env(path, env)?;
-        let sections = Sections::new().with::<FilesConfig>("files");
-        let files = freshet_config::load::<Files>(path, env, &sections)?.files;
+        let sections = Sections::new()
+            .with::<FilesConfig>("files")
+            .with::<crate::reindex::ReindexConfig>("reindex");
+        let Files { files, reindex } = freshet_config::load::<Files>(path, env, &sections)?;
         FileAcls::new(&files.acl, Default::default())?;
-        Ok(Config { pipeline, files })
+        Ok(Config {
+            pipeline,
+            files,
+            reindex,
+        })
     }
 }
 

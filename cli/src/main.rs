@@ -9,6 +9,8 @@
 //!   SIGINT/SIGTERM).
 //! - `freshet dlq list|show|replay`: the dead letters listed by class, key and time, one shown
 //!   whole, and replayed to their source topics, each once.
+//! - `freshet reindex switch|rollback|status`: the index generation the query nodes serve
+//!   (docs/reindex.md).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,7 @@ use freshet_pipeline::preflight::StartFlags;
 mod config;
 mod dlq;
 mod publish;
+mod reindex;
 mod watch;
 
 use config::Config;
@@ -62,6 +65,8 @@ enum Command {
     Watch(watch::WatchArgs),
     /// The dead-letter topic: list, show and replay the records the pipeline refused.
     Dlq(dlq::DlqArgs),
+    /// The index generation the query nodes serve: switch, roll back, status.
+    Reindex(reindex::ReindexArgs),
 }
 
 /// The choices a start can make that the configuration never makes (docs/faults.md, "Wrong
@@ -138,6 +143,7 @@ fn real_main() -> Result<()> {
         Command::Publish { jsonl, dir, acl } => publish::publish(&config, jsonl, dir, &acl),
         Command::Watch(args) => watch::run(&config, args, &*stop_flag()?),
         Command::Dlq(args) => dlq::run(&config, args),
+        Command::Reindex(args) => reindex::run(&config, args),
     }
 }
 

@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 mod secret;
+pub mod serving;
 pub mod url;
 pub use secret::{resolve_secret, Secret};
 
@@ -101,7 +102,7 @@ pub fn run_dir_from(run_dir: Option<&OsStr>, home: &Path) -> PathBuf {
 
 /// Every section of freshet's configuration file (`deploy/freshet.toml`), whichever binary
 /// reads it: `freshet` (pipeline, limits, kafka, chunking, embedding, milvus, tantivy, metrics,
-/// sources, files), `freshet-query` (query, tantivy, milvus, embedding, llm, answer,
+/// sources, files, reindex), `freshet-query` (query, tantivy, milvus, embedding, llm, answer,
 /// transform), `freshet-ingest` (ingest, kafka, limits) and `freshet-tools`.
 pub const SECTIONS: &[&str] = &[
     "answer",
@@ -116,6 +117,7 @@ pub const SECTIONS: &[&str] = &[
     "milvus",
     "pipeline",
     "query",
+    "reindex",
     "sources",
     "tantivy",
     "transform",

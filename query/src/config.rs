@@ -173,6 +173,10 @@ pub struct QueryConfig {
     pub vector_search_ef: usize,
     /// How often the node checks for a new tantivy commit (milliseconds).
     pub reload_interval_ms: u64,
+    /// The serving pointer file (docs/reindex.md): the node serves the index generation it
+    /// names and follows it, opening a new generation before switching to it. Empty: serve
+    /// `[tantivy] path` and `[milvus] collection`.
+    pub serving_pointer: PathBuf,
     /// Query embedding models kept loaded (concurrent query embeddings), threads each.
     pub embedder_instances: usize,
     pub embedder_threads: usize,
@@ -258,6 +262,7 @@ impl Default for QueryConfig {
             milvus_consistency: Consistency::Bounded,
             vector_search_ef: freshet_milvus::DEFAULT_SEARCH_EF,
             reload_interval_ms: 20,
+            serving_pointer: PathBuf::new(),
             embedder_instances: 2,
             embedder_threads: 1,
             query_cache_entries: 1024,

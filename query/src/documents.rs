@@ -197,12 +197,12 @@ impl Engine {
             .await
             .map_err(RetrieveError::Overloaded)?;
         let _cancel = job.cancel_on_drop();
-        let snapshot = self
-            .indexes
+        let generation = self.indexes.current();
+        let snapshot = generation
             .snapshot_to_search()
             .map_err(RetrieveError::Unavailable)?;
         let gate = Arc::new(Gate::new(&visible_to(principals), self.metrics.clone()));
-        let index = crate::retrieve::index_info(&snapshot);
+        let index = crate::retrieve::index_info(&snapshot, generation.generation_name());
         let unavailable =
             |e: freshet_tantivy::Error| RetrieveError::Unavailable(format!("tantivy: {e}"));
         job.blocking("documents", move |job| {

@@ -23,6 +23,7 @@ fn index() -> IndexInfo {
         epoch: 1,
         committed_at_ms: 0,
         age_ms: 0,
+        generation: None,
     }
 }
 

@@ -1,13 +1,16 @@
 //! The node's view of the two indexes and the query model: a tantivy reader that picks up every
 //! pipeline commit (polled every `reload_interval_ms`) and the snapshot of the commit served, a
 //! Milvus connection (re-established in the background while Milvus is down), and a small pool
-//! of query embedders.
+//! of query embedders. One [`Indexes`] is one index generation: `serving.rs` holds the one
+//! served and opens the next beside it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
+use freshet_config::serving::Generation;
 use freshet_core::clock::now_ms;
 use freshet_core::embed::Embedder;
 use freshet_embedding::language::Languages;
@@ -198,8 +201,16 @@ pub struct Status {
     pub milvus: Option<String>,
 }
 
-/// Both indexes, kept current by background tasks.
+/// Both indexes of one generation, kept current by background tasks.
 pub struct Indexes {
+    /// The generation of the serving pointer these are (`None`: `[tantivy]` and `[milvus]`).
+    generation: Option<Generation>,
+    /// Whether these indexes set the node's index metrics and readiness (the generation served
+    /// does; one being opened beside it does not).
+    reporting: AtomicBool,
+    /// Set when the node no longer needs these indexes: the background tasks end (requests
+    /// that pinned them finish on what they hold).
+    stopped: AtomicBool,
     tantivy: RwLock<Option<Arc<ChunkIndexReader>>>,
     /// The commit served: every request reads one snapshot (searches and loads alike), and
     /// `GET /v1/index` reports its payload.
@@ -221,7 +232,19 @@ pub struct Indexes {
 
 impl Indexes {
     pub fn new(metrics: Metrics) -> Arc<Indexes> {
+        Indexes::for_generation(None, true, metrics)
+    }
+
+    /// The indexes of `generation`; `reporting`: whether they set the node's index metrics.
+    pub fn for_generation(
+        generation: Option<Generation>,
+        reporting: bool,
+        metrics: Metrics,
+    ) -> Arc<Indexes> {
         Arc::new(Indexes {
+            generation,
+            reporting: AtomicBool::new(reporting),
+            stopped: AtomicBool::new(false),
             tantivy: RwLock::new(None),
             served: RwLock::new(None),
             milvus: RwLock::new(None),
@@ -236,6 +259,48 @@ impl Indexes {
             milvus_recheck: tokio::sync::Notify::new(),
             metrics,
         })
+    }
+
+    /// The serving pointer's generation these indexes are, if any.
+    pub fn generation(&self) -> Option<&Generation> {
+        self.generation.as_ref()
+    }
+    /// The generation's name (`None` without a serving pointer).
+    pub fn generation_name(&self) -> Option<String> {
+        self.generation.as_ref().map(|g| g.name.clone())
+    }
+    fn reports(&self) -> bool {
+        self.reporting.load(Ordering::SeqCst)
+    }
+    /// Makes these indexes the ones the node's metrics and readiness describe (or not), and
+    /// brings the metrics up to their state at once.
+    pub fn set_reporting(&self, on: bool) {
+        self.reporting.store(on, Ordering::SeqCst);
+        if !on {
+            return;
+        }
+        if let Some(s) = self.snapshot() {
+            self.metrics.index_chunks.set(s.count() as i64);
+        }
+        let f = self.freshness();
+        self.metrics.index_epoch.set(f.epoch as i64);
+        self.metrics
+            .index_commit_timestamp
+            .set(f.committed_at_ms as f64 / 1000.0);
+        self.set_status(|_| {});
+    }
+    /// Ends the background tasks of these indexes (within a poll interval).
+    pub fn stop(&self) {
+        self.reporting.store(false, Ordering::SeqCst);
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+    /// Both indexes answer: a commit loaded, Milvus connected and bound to it.
+    pub fn is_ready(&self) -> bool {
+        let s = self.status();
+        self.snapshot().is_some() && s.tantivy.is_none() && s.milvus.is_none()
     }
 
     pub fn tantivy(&self) -> Option<Arc<ChunkIndexReader>> {
@@ -286,7 +351,9 @@ impl Indexes {
         if let Ok(mut s) = self.status.write() {
             f(&mut s);
             let ready = s.tantivy.is_none() && s.milvus.is_none();
-            self.metrics.ready.set(ready as i64);
+            if self.reports() {
+                self.metrics.ready.set(ready as i64);
+            }
         }
     }
     /// Reports a failed Milvus call: the background task re-checks the collection at once and
@@ -306,9 +373,11 @@ impl Indexes {
         let me = self.clone();
         std::thread::Builder::new()
             .name("tantivy-reload".into())
-            .spawn(move || loop {
-                me.reload_tick(&path, bm25);
-                std::thread::sleep(interval);
+            .spawn(move || {
+                while !me.stopped() {
+                    me.reload_tick(&path, bm25);
+                    std::thread::sleep(interval);
+                }
             })
             .expect("spawning a thread");
     }
@@ -346,6 +415,20 @@ impl Indexes {
             .as_ref()
             .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
         let index_id = payload.as_ref().and_then(|p| p.index_id.clone());
+        if let (Some(g), Some(found)) = (&self.generation, &index_id) {
+            if !g.index_id.is_empty() && g.index_id != *found {
+                self.set_status(|s| {
+                    s.tantivy = Some(format!(
+                        "tantivy index {} is index {found}, the serving pointer's generation {} \
+                         is index {}: check the pointer",
+                        path.display(),
+                        g.name,
+                        g.index_id
+                    ))
+                });
+                return;
+            }
+        }
         if let Ok(mut held) = self.index_id.write() {
             if *held != index_id {
                 *held = index_id;
@@ -377,7 +460,9 @@ impl Indexes {
                 }
                 0
             };
-            self.metrics.index_chunks.set(snapshot.count() as i64);
+            if self.reports() {
+                self.metrics.index_chunks.set(snapshot.count() as i64);
+            }
             if let Ok(mut g) = self.served.write() {
                 *g = Some(snapshot);
             }
@@ -395,18 +480,20 @@ impl Indexes {
                     .map(|p| p.offsets.clone())
                     .unwrap_or_default();
             }
-            if seen.committed_at_ms != 0 && payload.is_some() {
+            if seen.committed_at_ms != 0 && payload.is_some() && self.reports() {
                 self.metrics
                     .index_visible_delay
                     .observe(now.saturating_sub(committed_at_ms) as f64 / 1000.0);
             }
-            self.metrics
-                .index_commit_timestamp
-                .set(committed_at_ms as f64 / 1000.0);
-            self.metrics.index_epoch.set(epoch as i64);
+            if self.reports() {
+                self.metrics
+                    .index_commit_timestamp
+                    .set(committed_at_ms as f64 / 1000.0);
+                self.metrics.index_epoch.set(epoch as i64);
+            }
         }
         let served = self.freshness();
-        if served.committed_at_ms != 0 {
+        if served.committed_at_ms != 0 && self.reports() {
             self.metrics
                 .index_commit_age
                 .set(now_ms().saturating_sub(served.committed_at_ms) as f64 / 1000.0);
@@ -421,7 +508,7 @@ impl Indexes {
         let me = self.clone();
         tokio::spawn(async move {
             let mut recheck = false;
-            loop {
+            while !me.stopped() {
                 let healthy = me.status().milvus.is_none();
                 match me.milvus() {
                     Some(m) if healthy && !recheck => {
@@ -485,91 +572,5 @@ impl Indexes {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reload_follows_commits_and_an_index_recreated_in_place() {
-        use freshet_core::chunk::Chunk;
-        use freshet_tantivy::{ChunkFilter, ChunkIndexWriter, CommitPayload};
-
-        let chunk = |id: &str, text: &str| Chunk {
-            chunk_id: id.into(),
-            ..freshet_core::testing::chunk(id, text)
-        };
-        let found = |ix: &Indexes| -> Vec<String> {
-            let r = ix.snapshot().expect("a commit served");
-            r.search_bm25("glacier", 10, &ChunkFilter::none())
-                .unwrap()
-                .into_iter()
-                .map(|(_, c)| c.chunk_id)
-                .collect()
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("index");
-        let ix = Indexes::new(Metrics::new());
-        let bm25 = Bm25Params::default();
-
-        ix.reload_tick(&path, bm25);
-        assert!(ix.status().tantivy.is_some(), "no index yet: not ready");
-
-        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
-        w.apply(&[chunk("old", "glacier ice")], &[]).unwrap();
-        let offsets = [("docs".to_string(), [(1, 7)].into())].into();
-        w.commit(&CommitPayload::new(offsets, 5)).unwrap();
-        drop(w);
-        assert_eq!(ix.served_offset("docs", 1), None);
-        ix.reload_tick(&path, bm25);
-        assert_eq!(ix.status().tantivy, None);
-        assert_eq!(ix.freshness().epoch, 5);
-        assert_eq!(ix.served_offset("docs", 1), Some(7));
-        assert_eq!(ix.served_offset("docs", 0), None);
-        assert_eq!(found(&ix), ["old"]);
-
-        // Re-created in place: while the directory is gone the node says so; once a new,
-        // uncommitted index is there it serves that (empty), not the deleted one.
-        std::fs::remove_dir_all(&path).unwrap();
-        ix.reload_tick(&path, bm25);
-        assert!(ix.status().tantivy.is_some(), "index directory gone");
-        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
-        ix.reload_tick(&path, bm25);
-        assert_eq!(ix.status().tantivy, None);
-        assert_eq!(ix.freshness(), Freshness::default());
-        assert_eq!(
-            ix.served_offset("docs", 1),
-            None,
-            "the deleted index's offsets"
-        );
-        assert!(found(&ix).is_empty(), "served the deleted index");
-
-        w.apply(&[chunk("new", "glacier melt")], &[]).unwrap();
-        w.commit(&CommitPayload::new(Default::default(), 1))
-            .unwrap();
-        ix.reload_tick(&path, bm25);
-        assert_eq!(ix.freshness().epoch, 1);
-        assert_eq!(found(&ix), ["new"]);
-    }
-
-    #[test]
-    fn query_cache_returns_what_was_put_and_evicts_the_oldest() {
-        let mut c = QueryVectorCache::new(2);
-        assert!(c.get("a").is_none());
-        c.put("a", Arc::new(vec![1.0]));
-        c.put("b", Arc::new(vec![2.0]));
-        c.put("a", Arc::new(vec![9.0])); // already there: kept as it was
-        assert_eq!(c.get("a").as_deref(), Some(&vec![1.0]));
-        c.put("c", Arc::new(vec![3.0]));
-        assert!(c.get("a").is_none(), "the oldest entry goes first");
-        assert_eq!(c.get("b").as_deref(), Some(&vec![2.0]));
-        assert_eq!(c.get("c").as_deref(), Some(&vec![3.0]));
-        assert_eq!((c.vectors.len(), c.order.len()), (2, 2));
-    }
-
-    #[test]
-    fn a_zero_capacity_query_cache_keeps_nothing() {
-        let mut c = QueryVectorCache::new(0);
-        c.put("a", Arc::new(vec![1.0]));
-        assert!(c.get("a").is_none());
-        assert!(c.order.is_empty());
-    }
-}
+#[path = "indexes_tests.rs"]
+mod tests;

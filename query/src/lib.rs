@@ -37,6 +37,7 @@ pub mod rerank;
 pub mod retrieve;
 mod routes;
 pub mod server;
+pub mod serving;
 pub mod status;
 pub mod transform;
 pub mod visible;

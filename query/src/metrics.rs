@@ -53,6 +53,11 @@ pub struct StepLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GenerationLabels {
+    pub generation: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub mode: String,
 }
@@ -77,6 +82,9 @@ pub struct Metrics {
     pub index_chunks: Gauge,
     pub index_visible_delay: Histogram,
     pub ready: Gauge,
+    /// 1 for the index generation served (`[query] serving_pointer`); no series without one.
+    pub index_generation: Family<GenerationLabels, Gauge>,
+    pub index_switches: Counter,
     pub query_embeddings: Family<OutcomeLabels, Counter>,
     pub routes_left_out: Family<LeftOutLabels, Counter>,
     pub auth_rejections: Family<RejectionLabels, Counter>,
@@ -148,6 +156,14 @@ impl Metrics {
         let ready = r.gauge(
             "ready",
             "1 when both indexes are reachable (as /readyz reports)",
+        );
+        let index_generation = r.gauges(
+            "index_generation",
+            "1 for the index generation this node serves (the serving pointer's), by generation",
+        );
+        let index_switches = r.counter(
+            "index_switches",
+            "Times this node switched to another index generation after opening it",
         );
         let query_embeddings = r.counters(
             "query_embeddings",
@@ -222,6 +238,8 @@ impl Metrics {
             index_chunks,
             index_visible_delay,
             ready,
+            index_generation,
+            index_switches,
             query_embeddings,
             routes_left_out,
             auth_rejections,

@@ -206,7 +206,8 @@ fn components() -> Value {
                     "mode": {"type": "string"},
                     "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
                     "index": {"type": "object", "properties": {
-                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
+                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"},
+                        "generation": {"type": "string", "description": "With a serving pointer: the index generation that answered the whole request"}
                     }},
                     "degraded": {"type": "array", "description": "Present only on a partial answer: the routes left out and why (vector: Milvus unavailable; transform: a language model step failed and the question was searched as it was).", "items": {"type": "object", "properties": {
                         "route": {"type": "string", "enum": ["vector", "transform"]}, "reason": {"type": "string"}
@@ -326,7 +327,12 @@ fn paths() -> Value {
             "responses": {
                 "200": {"description": "Index state", "content": {"application/json": {"schema": {"type": "object", "properties": {
                     "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "chunks": {"type": "integer"},
-                    "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
+                    "offsets": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}},
+                    "index_id": {"type": "string", "description": "The id binding the tantivy index and the Milvus collection"},
+                    "generation": {"type": "string", "description": "With a serving pointer: the index generation served"},
+                    "milvus_collection": {"type": "string"},
+                    "opening": {"type": "object", "description": "A generation the pointer names that the node is opening before it switches, and what it waits for"},
+                    "pointer_error": {"type": "string", "description": "Why the serving pointer cannot be read (the node keeps serving)"}
                 }}}}},
                 "503": err_resp("The index is not open")
             }
@@ -370,7 +376,8 @@ fn paths() -> Value {
                     "total_chunks": {"type": "integer", "description": "Leaf chunks of the document visible to the caller"},
                     "next_from": {"type": "integer", "description": "The `from` of the next page, when chunks remain"},
                     "index": {"type": "object", "description": "The index commit read", "properties": {
-                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}
+                        "epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"},
+                        "generation": {"type": "string"}
                     }}
                 }}}}},
                 "400": err_resp("Invalid parameter"),

@@ -2,7 +2,8 @@
 //! inside its search: BM25 over tantivy and the vector route (embed the query, search Milvus).
 //! Their failures map to the HTTP answer: a filter an index rejects is a 400, an index that is
 //! down a 503, except that a hybrid request may answer from BM25 alone (`allow_partial`). BM25
-//! searches the request's pinned snapshot; both blocking steps (the search, the query
+//! searches the request's pinned snapshot and the vector route that snapshot's generation's
+//! collection; both blocking steps (the search, the query
 //! embedding) run under the request's job.
 
 use std::time::Instant;
@@ -62,8 +63,8 @@ impl Engine {
             if !plan.mode.uses_vector() || !run_vector {
                 return Ok((Vec::new(), 0.0, 0.0));
             }
-            let milvus = self
-                .indexes
+            let milvus = loads
+                .generation
                 .milvus_to_search()
                 .map_err(RetrieveError::Unavailable)?;
             let s = Instant::now();
@@ -98,7 +99,7 @@ impl Engine {
                 .map_err(|e| match e {
                     freshet_milvus::Error::InvalidFilter(m) => RetrieveError::BadRequest(m),
                     other => {
-                        self.indexes.milvus_failed();
+                        loads.generation.milvus_failed();
                         RetrieveError::Unavailable(format!("milvus: {other}"))
                     }
                 })?;

@@ -9,11 +9,12 @@ use freshet_service::listen::{self, Shutdown};
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::indexes::{EmbedderPool, Indexes};
+use crate::indexes::EmbedderPool;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::rerank::Reranker;
 use crate::retrieve::Engine;
+use crate::serving::{Opener, Serving};
 
 /// The node: its engine (see [`engine`]) and its authentication, with the JWKS URL being
 /// fetched when one is configured. Call inside a tokio runtime.
@@ -56,16 +57,21 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     let counter = HfTokenCounter::from_file(config.embedding.tokenizer_path())
         .context("loading the model tokenizer (for context packing)")?;
     let reranker = Reranker::from_config(&config.query, config.embedding.ort_dylib_path.clone())?;
-    let indexes = Indexes::new(metrics.clone());
-    indexes.spawn_tantivy_reloader(
-        config.tantivy.path.clone(),
-        Duration::from_millis(config.query.reload_interval_ms.max(1)),
-        config.query.bm25_params()?,
-    );
     let mut mcfg = config.milvus.clone();
     mcfg.dim = embedders.dim();
     mcfg.model_id = embedders.model_id().to_owned();
-    indexes.spawn_milvus_connector(mcfg);
+    let opener = Opener {
+        reload_interval: Duration::from_millis(config.query.reload_interval_ms.max(1)),
+        bm25: config.query.bm25_params()?,
+        milvus: mcfg,
+        runtime: tokio::runtime::Handle::current(),
+    };
+    let indexes = Serving::start(
+        &config.query.serving_pointer,
+        config.tantivy.path.clone(),
+        opener,
+        metrics.clone(),
+    )?;
     let limiter = crate::overload::Limiter::new(
         config.query.max_running_retrievals,
         config.query.max_waiting_retrievals,

@@ -22,6 +22,7 @@ use freshet_service::ApiError;
 use crate::indexes::Indexes;
 use crate::node::Node;
 use crate::retrieve::RetrieveError;
+use crate::serving::Serving;
 
 /// How long a wait lasts when the request does not say, and the longest it may ask for.
 pub const DEFAULT_WAIT_MS: u64 = 10_000;
@@ -40,7 +41,7 @@ pub struct WaitParams {
 /// Polls `indexes` every `poll` until the served next offset of `topic`/`partition` is above
 /// `offset`: `Ok(next offset)`, or `Err(the last seen)` after `timeout`.
 pub async fn wait_for_offset(
-    indexes: &Indexes,
+    indexes: &Serving,
     params: &WaitParams,
     timeout: Duration,
     poll: Duration,
@@ -142,12 +143,20 @@ pub fn index_state_body(
         .count_matching(filter)
         .map_err(|e| unavailable(format!("tantivy: {e}")))?;
     let payload = snapshot.payload();
-    Ok(json!({
+    let mut body = json!({
         "epoch": payload.map_or(0, |p| p.epoch),
         "committed_at_ms": payload.map_or(0, |p| p.committed_at_ms),
         "offsets": payload.map(|p| p.offsets.clone()).unwrap_or_default(),
         "chunks": chunks,
-    }))
+    });
+    if let Some(id) = payload.and_then(|p| p.index_id.as_deref()) {
+        body["index_id"] = json!(id);
+    }
+    if let Some(g) = indexes.generation() {
+        body["generation"] = json!(g.name);
+        body["milvus_collection"] = json!(g.milvus_collection);
+    }
+    Ok(body)
 }
 
 /// `GET /v1/index`: the pipeline commit this node serves, with its Kafka offsets (per topic
@@ -171,10 +180,23 @@ pub async fn index_state(State(node): State<Arc<Node>>, headers: HeaderMap) -> R
     };
     let e = engine.clone();
     let body = job
-        .blocking("index", move |_| Ok(index_state_body(&e.indexes, &filter)))
+        .blocking("index", move |_| {
+            Ok(index_state_body(&e.indexes.current(), &filter))
+        })
         .await;
     match body {
-        Ok(Ok(body)) => Json(body).into_response(),
+        Ok(Ok(mut body)) => {
+            // A generation being opened, or an unreadable pointer, beside the one served.
+            if let Some(state) = engine.indexes.state() {
+                if let Some(o) = state.opening {
+                    body["opening"] = json!(o);
+                }
+                if let Some(e) = state.pointer_error {
+                    body["pointer_error"] = json!(e);
+                }
+            }
+            Json(body).into_response()
+        }
         Ok(Err(e)) => e.into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
@@ -202,6 +224,7 @@ mod tests {
         let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
         let ix = Indexes::new(Metrics::new());
         ix.spawn_tantivy_reloader(path, Duration::from_millis(5), Bm25Params::default());
+        let ix = Serving::fixed(ix, Metrics::new());
         let ms = Duration::from_millis;
         assert_eq!(
             wait_for_offset(&ix, &params(0), ms(50), ms(5)).await,

@@ -24,6 +24,7 @@ mod milvus;
 pub mod prometheus;
 pub mod proxy;
 pub mod query;
+pub mod reindex;
 pub mod spawned;
 pub mod watch;
 

@@ -16,6 +16,8 @@
 //! - `ja-dict`: builds the Japanese dictionary of the BM25 index from MeCab's IPADIC sources.
 //! - `canary`: live retrieval quality: canary queries with known answers against a query node
 //!   on a schedule, their nDCG and recall served as Prometheus metrics (docs/monitoring.md).
+//! - `gate`: the retrieval gate of a re-index: a candidate generation against the one served
+//!   (docs/reindex.md).
 //!
 //! Every command reads the same `freshet.toml` and `FRESHET_<SECTION>_<KEY>` variables as the
 //! services: the sections [`config`] names, or the pipeline's whole configuration for the two
@@ -26,6 +28,7 @@ mod answers;
 mod canary;
 mod config;
 mod eval;
+mod gate;
 mod inspect;
 mod ja_dict;
 mod llm_standin;
@@ -98,6 +101,10 @@ enum Command {
     /// Run canary queries with known answers against a query node on a schedule and serve
     /// their nDCG@k and Recall@k as Prometheus metrics (freshet_canary_*, docs/monitoring.md).
     Canary(canary::CanaryArgs),
+    /// The retrieval gate of a re-index: score a candidate generation's node against the
+    /// served one's on a BEIR-style set and the canary queries, and write the verdict
+    /// `freshet reindex switch --gate` requires (docs/reindex.md).
+    Gate(gate::GateArgs),
 }
 
 /// What each command's arguments do: run the command with the configuration file given (or
@@ -141,5 +148,6 @@ fn run(cli: Cli) -> Result<i32> {
         Command::LlmStandin(args) => args.run(config),
         Command::JaDict(args) => args.run(config),
         Command::Canary(args) => args.run(config),
+        Command::Gate(args) => args.run(config),
     }
 }

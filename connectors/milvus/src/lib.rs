@@ -22,6 +22,7 @@
 //!
 //! The SDK's client telemetry (on by default) is switched off in [`MilvusSink::connect`].
 
+mod alias;
 mod binding;
 mod collection;
 mod columns;

@@ -48,4 +48,4 @@ pub use query::ChunkFilter;
 pub use reader::ChunkIndexReader;
 pub use schema::{ChunkSchema, MAX_TERM_BYTES, PUBLIC_ACL_MARKER, SCHEMA_VERSION};
 pub use snapshot::Snapshot;
-pub use writer::{ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};
+pub use writer::{writer_running, ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};

@@ -281,11 +281,37 @@ impl ChunkIndexWriter {
     }
 }
 
+/// Whether a writer holds the index at `path` (a pipeline runs on it): tantivy's writer lock is
+/// taken, or not, without waiting; nothing is written.
+pub fn writer_running(path: &std::path::Path) -> Result<bool> {
+    use tantivy::directory::error::LockError;
+    use tantivy::directory::{Directory, MmapDirectory, INDEX_WRITER_LOCK};
+    let dir = MmapDirectory::open(path)?;
+    match dir.acquire_lock(&INDEX_WRITER_LOCK) {
+        Ok(lock) => {
+            drop(lock);
+            Ok(false)
+        }
+        Err(LockError::LockBusy) => Ok(true),
+        Err(e) => Err(tantivy::TantivyError::LockFailure(e, None).into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tantivy::index::SegmentId;
     use tantivy::indexer::MergePolicy;
+
+    /// A writer open on the index is seen; once it is gone, none is.
+    #[test]
+    fn a_running_writer_is_seen() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let w = ChunkIndexWriter::open_or_create(dir.path(), 50_000_000).expect("open");
+        assert!(writer_running(dir.path()).expect("lock probe"));
+        drop(w);
+        assert!(!writer_running(dir.path()).expect("lock probe"));
+    }
 
     /// A rollback replaces tantivy's writer; the streaming merge policy stays.
     #[test]

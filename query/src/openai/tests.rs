@@ -297,6 +297,7 @@ fn response(answer: &str, usage: Option<freshet_llm::Usage>, model: &str) -> Ans
             epoch: 3,
             committed_at_ms: 1,
             age_ms: 2,
+            generation: None,
         },
         language: crate::language::QueryLanguage {
             language: Some("en".into()),

@@ -31,6 +31,9 @@ pub const LOAD_BATCH: usize = 32;
 pub(crate) struct Loads {
     /// The commit the request reads, from its BM25 search to its last load.
     pub snapshot: Arc<Snapshot>,
+    /// The generation the snapshot belongs to: its collection is the one the vector route
+    /// searches.
+    pub generation: Arc<crate::indexes::Indexes>,
     pub gate: Gate,
     pub job: Job,
 }

@@ -24,13 +24,14 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::fusion::StageScore;
-use crate::indexes::{EmbedderPool, Indexes};
+use crate::indexes::EmbedderPool;
 use crate::language::QueryLanguage;
 use crate::metrics::Metrics;
 use crate::overload::{Job, Limiter, Refused};
 use crate::pack::{pack_until, Citation, PackInput};
 use crate::request::{Mode, Plan};
 use crate::rerank::Reranker;
+use crate::serving::Serving;
 use crate::visible::{Gate, Visible};
 
 pub(crate) use load::Loads;
@@ -108,6 +109,10 @@ pub struct IndexInfo {
     pub committed_at_ms: u64,
     /// Age of that commit when the response was made.
     pub age_ms: u64,
+    /// The index generation that answered (with `[query] serving_pointer` set): every result
+    /// of the response comes from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
 }
 
 /// A `/v1/retrieve` answer.
@@ -150,7 +155,8 @@ pub struct Degraded {
 /// Everything a retrieval needs; shared by request handlers.
 pub struct Engine {
     pub config: Config,
-    pub indexes: Arc<Indexes>,
+    /// The index generation served (pin [`Serving::current`] for a whole request).
+    pub indexes: Arc<Serving>,
     pub embedders: Arc<EmbedderPool>,
     pub reranker: Option<Reranker>,
     pub counter: Arc<HfTokenCounter>,
@@ -277,12 +283,14 @@ impl Engine {
             .map_err(RetrieveError::Overloaded)?;
         // A request that times out (this future dropped) stops the work it left running.
         let _cancel = job.cancel_on_drop();
-        let snapshot = self
-            .indexes
+        // One generation for the whole request: its snapshot and its own collection.
+        let generation = self.indexes.current();
+        let snapshot = generation
             .snapshot_to_search()
             .map_err(RetrieveError::Unavailable)?;
         let loads = Loads {
             snapshot,
+            generation,
             gate: Gate::new(&plan.filter, self.metrics.clone()),
             job: job.clone(),
         };
@@ -429,7 +437,7 @@ impl Engine {
             context_tokens,
             mode: plan.mode.as_str(),
             timings_ms: t.timings,
-            index: index_info(&loads.snapshot),
+            index: index_info(&loads.snapshot, loads.generation.generation_name()),
             degraded,
             language,
             left_out,
@@ -472,7 +480,7 @@ impl Engine {
 }
 
 /// The commit an answer reflects: the one its snapshot holds.
-pub(crate) fn index_info(snapshot: &Snapshot) -> IndexInfo {
+pub(crate) fn index_info(snapshot: &Snapshot, generation: Option<String>) -> IndexInfo {
     let (epoch, committed_at_ms) = snapshot
         .payload()
         .map_or((0, 0), |p| (p.epoch, p.committed_at_ms));
@@ -484,5 +492,6 @@ pub(crate) fn index_info(snapshot: &Snapshot) -> IndexInfo {
         } else {
             freshet_core::clock::now_ms().saturating_sub(committed_at_ms)
         },
+        generation,
     }
 }

@@ -73,6 +73,7 @@ fn plan(body: serde_json::Value) -> Plan {
 fn loads(snapshot: Snapshot, plan: &Plan, metrics: &Metrics) -> Loads {
     Loads {
         snapshot: Arc::new(snapshot),
+        generation: crate::indexes::Indexes::new(metrics.clone()),
         gate: Gate::new(&plan.filter, metrics.clone()),
         job: Job::detached(Instant::now() + Duration::from_secs(60), metrics.clone()),
     }
