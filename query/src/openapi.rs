@@ -273,6 +273,9 @@ fn status() -> Value {
                     "tantivy": {"type": "object", "properties": {"ok": {"type": "boolean"}, "detail": {"type": "string"}, "documents": {"type": ["integer", "null"]}, "chunks": {"type": ["integer", "null"]}}},
                     "milvus": {"type": "object", "properties": {"ok": {"type": "boolean"}, "detail": {"type": "string"}, "vectors": {"type": ["integer", "null"]}}},
                     "model": health,
+                    "generation": {"type": ["object", "null"], "description": "With a serving pointer (docs/reindex.md): the generation served, one being opened, a pointer that cannot be read", "properties": {
+                        "serving": {"type": ["string", "null"]}, "opening": {"type": "object"}, "pointer_error": {"type": "string"}
+                    }},
                     "commit_ages": {"type": "object", "properties": {
                         "every_ms": {"type": "integer"}, "window_s": {"type": "integer"},
                         "samples": {"type": "array", "items": {"type": "object", "properties": {"t_ms": {"type": "integer"}, "epoch": {"type": "integer"}, "age_ms": {"type": "integer"}}}}

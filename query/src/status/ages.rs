@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::indexes::Indexes;
+use crate::serving::Serving;
 
 /// How often the age is sampled, and how far back samples are kept.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -60,16 +60,16 @@ impl AgeHistory {
             .unwrap_or_default()
     }
 
-    /// Samples `indexes` every [`SAMPLE_EVERY`] until the process ends (inside a tokio
-    /// runtime).
-    pub fn spawn_sampler(self: &Arc<Self>, indexes: Arc<Indexes>) {
+    /// Samples the generation `serving` serves every [`SAMPLE_EVERY`] until the process ends
+    /// (inside a tokio runtime).
+    pub fn spawn_sampler(self: &Arc<Self>, serving: Arc<Serving>) {
         let me = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
                 tick.tick().await;
-                let f = indexes.freshness();
+                let f = serving.freshness();
                 me.record(freshet_core::clock::now_ms(), f.epoch, f.committed_at_ms);
             }
         });

@@ -125,17 +125,16 @@ pub async fn status(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respon
             .admit(deadline)
             .await
             .map_err(|why| ApiError::from(RetrieveError::Overloaded(why)))?;
-        let e = engine.clone();
-        let tantivy = job.blocking("status", move |_| Ok(tantivy_part(&e.indexes)));
-        let milvus = milvus_part(
-            &engine.indexes,
-            Duration::from_millis(q.request_timeout_ms.min(5000)),
-        );
+        // One generation for the whole answer, as a retrieval pins one.
+        let ix = engine.indexes.current();
+        let pinned = ix.clone();
+        let tantivy = job.blocking("status", move |_| Ok(tantivy_part(&pinned)));
+        let milvus = milvus_part(&ix, Duration::from_millis(q.request_timeout_ms.min(5000)));
         let (tantivy, milvus, pipeline) =
             tokio::join!(tantivy, milvus, node.status.pipeline_part());
         let tantivy = tantivy.map_err(ApiError::from)?;
         let now = freshet_core::clock::now_ms();
-        let s = engine.indexes.status();
+        let s = ix.status();
         let auth = node.auth.ready();
         let pool = &engine.embedders;
         Ok::<_, ApiError>(json!({
@@ -144,7 +143,8 @@ pub async fn status(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respon
                 "ready": s.tantivy.is_none() && s.milvus.is_none() && auth.is_ok(),
                 "auth": node.auth.mode(),
                 "auth_warnings": node.auth.warnings(),
-                "index": index_part(&engine.indexes, now),
+                "index": index_part(&ix, now),
+                "generation": engine.indexes.state(),
                 "tantivy": tantivy,
                 "milvus": milvus,
                 "model": {

@@ -359,6 +359,11 @@ function renderStatus(s) {
   const i = n.index;
   rows($("status-commit"), [
     ["epoch", i.epoch],
+    ...(n.generation ? [["generation", n.generation.serving || "–"]] : []),
+    ...(n.generation && n.generation.opening
+      ? [["opening", `${n.generation.opening.generation}: ${[n.generation.opening.status.tantivy, n.generation.opening.status.milvus].filter(Boolean).join("; ") || "ready"}`, "bad"]]
+      : []),
+    ...(n.generation && n.generation.pointer_error ? [["pointer", n.generation.pointer_error, "bad"]] : []),
     ["committed", fmtTime(i.committed_at_ms)],
     ["age", fmtMs(i.age_ms)],
     ["offsets", Object.entries(i.offsets || {}).map(([t, ps]) => Object.entries(ps).map(([p, o]) => `${t}/${p}: ${o}`).join(", ")).join("; ") || "–"],
