@@ -25,6 +25,11 @@ pub struct SinkLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SinkOp {
     pub sink: String,
     pub op: String,
@@ -85,6 +90,8 @@ pub struct Metrics {
     pub commits: Counter,
     pub durable_epoch: Gauge,
     pub source_to_durable: Histogram,
+    pub delete_to_gone: Histogram,
+    pub delete_receipts: Family<CauseLabel, Counter>,
     pub source_to_read: Histogram,
     pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
@@ -140,6 +147,16 @@ impl Metrics {
             "source_to_durable_seconds",
             "Kafka record timestamp to durable in both sinks",
             PIPELINE_AGE,
+        );
+        let delete_to_gone = r.histogram(
+            "delete_to_gone_seconds",
+            "Kafka timestamp of a record that removes a document to the durable commit that \
+             records its delete receipt",
+            PIPELINE_AGE,
+        );
+        let delete_receipts = r.counters(
+            "delete_receipts",
+            "delete receipts recorded with the commit that removed their document, by cause",
         );
         let source_to_read = r.histogram(
             "source_to_read_seconds",
@@ -208,6 +225,14 @@ impl Metrics {
                 finding: finding.into(),
             });
         }
+        for cause in [
+            freshet_tantivy::receipts::cause::DELETE,
+            freshet_tantivy::receipts::cause::REFUSED,
+        ] {
+            let _ = delete_receipts.get_or_create(&CauseLabel {
+                cause: cause.into(),
+            });
+        }
         let milvus = MilvusMetrics::register(&mut r);
         let remote_embedding = EmbeddingsMetrics::register(&mut r);
         let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
@@ -223,6 +248,8 @@ impl Metrics {
             commits,
             durable_epoch,
             source_to_durable,
+            delete_to_gone,
+            delete_receipts,
             source_to_read,
             source_to_sink,
             embed_batch,
