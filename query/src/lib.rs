@@ -15,6 +15,7 @@
 pub mod answer;
 pub mod auth;
 pub mod config;
+pub mod deletes;
 pub mod documents;
 pub mod fusion;
 pub mod http;
