@@ -327,7 +327,20 @@ impl Auth {
                 ),
             ));
         }
-        self.admit_admin(headers)
+        let refused = match self.admit_admin(headers) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        // A caller known by an ordinary key or token is told it lacks the right (403); any
+        // other credential is not known (401).
+        if !self.ids.is_open() && self.admit(headers).is_ok() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this route needs an admin key (query.admin_keys)".to_string(),
+            ));
+        }
+        Err(refused)
     }
 }
 
