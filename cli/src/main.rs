@@ -9,6 +9,8 @@
 //!   SIGINT/SIGTERM).
 //! - `freshet dlq list|show|replay`: the dead letters listed by class, key and time, one shown
 //!   whole, and replayed to their source topics, each once.
+//! - `freshet cache compact [--dry-run]`: the embedding cache compacted to the texts the index
+//!   holds (refused while a pipeline holds the cache).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +24,7 @@ use freshet_pipeline::metrics::Metrics;
 use freshet_pipeline::preflight::binding::BindFlags;
 use freshet_pipeline::preflight::StartFlags;
 
+mod cache;
 mod config;
 mod dlq;
 mod publish;
@@ -62,6 +65,8 @@ enum Command {
     Watch(watch::WatchArgs),
     /// The dead-letter topic: list, show and replay the records the pipeline refused.
     Dlq(dlq::DlqArgs),
+    /// The embedding cache: compact it to the texts the index holds.
+    Cache(cache::CacheArgs),
 }
 
 /// The choices a start can make that the configuration never makes (docs/faults.md, "Wrong
@@ -131,6 +136,7 @@ fn real_main() -> Result<()> {
         Command::Publish { jsonl, dir, acl } => publish::publish(&config, jsonl, dir, &acl),
         Command::Watch(args) => watch::run(&config, args, &*stop_flag()?),
         Command::Dlq(args) => dlq::run(&config, args),
+        Command::Cache(args) => cache::run(&config, args),
     }
 }
 

@@ -84,6 +84,10 @@ pub struct Metrics {
     pub chunks: Family<Outcome, Counter>,
     pub embedding_texts: Family<Outcome, Counter>,
     pub embedding_calls: Counter,
+    pub embedding_cache_bytes: Gauge,
+    pub embedding_cache_entries: Gauge,
+    pub embedding_cache_compactions: Counter,
+    pub embedding_cache_dropped: Counter,
     pub sink_ops: Family<SinkOp, Counter>,
     pub dlq_records: Family<DeadLetter, Counter>,
     pub consumer_lag: Family<Partition, Gauge>,
@@ -128,6 +132,22 @@ impl Metrics {
         );
         let embedding_calls =
             r.counter("embedding_calls", "Batched calls into the embedding model");
+        let embedding_cache_bytes = r.gauge(
+            "embedding_cache_bytes",
+            "Size of this process's embedding cache file",
+        );
+        let embedding_cache_entries = r.gauge(
+            "embedding_cache_entries",
+            "Vectors in this process's embedding cache",
+        );
+        let embedding_cache_compactions = r.counter(
+            "embedding_cache_compactions",
+            "Compactions of the embedding cache to the texts the index holds",
+        );
+        let embedding_cache_dropped = r.counter(
+            "embedding_cache_dropped_entries",
+            "Embedding cache entries dropped by compactions (texts no longer indexed)",
+        );
         let sink_ops = r.counters("sink_writes", "Records written to a sink, by sink and op");
         let dlq_records = r.counters(
             "dlq_records",
@@ -242,6 +262,10 @@ impl Metrics {
             chunks,
             embedding_texts,
             embedding_calls,
+            embedding_cache_bytes,
+            embedding_cache_entries,
+            embedding_cache_compactions,
+            embedding_cache_dropped,
             sink_ops,
             dlq_records,
             consumer_lag,

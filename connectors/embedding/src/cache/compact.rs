@@ -74,6 +74,20 @@ impl DiskCache {
         }
     }
 
+    /// What [`DiskCache::compact`] with `keep` would do, without doing it.
+    pub fn plan(&self, keep: impl Fn(&[u8; 32]) -> bool) -> Compaction {
+        let kept = self.index.iter().filter(|(k, _)| keep(k));
+        let (entries, bytes) = kept.fold((0u64, HEADER_LEN), |(n, b), (_, s)| {
+            (n + 1, b + (OVERHEAD + s.payload_len as usize) as u64)
+        });
+        Compaction {
+            entries_before: self.len(),
+            entries_after: entries,
+            bytes_before: self.end,
+            bytes_after: bytes,
+        }
+    }
+
     /// Where a compaction writes the new file: beside the cache, `.compact` appended.
     fn compact_path(&self) -> PathBuf {
         let mut name = self.path.file_name().unwrap_or_default().to_os_string();

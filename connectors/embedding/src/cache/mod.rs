@@ -100,7 +100,8 @@ impl DiskCache {
         // SAFETY: flock on a valid, owned descriptor; no memory is involved.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(err(format!(
-                "in use (locked by another DiskCache in this or another process): {}",
+                "{} (locked by another DiskCache in this or another process): {}",
+                crate::error::CACHE_IN_USE,
                 std::io::Error::last_os_error()
             )));
         }
