@@ -189,7 +189,7 @@ fn deletes_refusals_and_unknown_ids_have_receipts_served_to_admins_only() -> Res
     }
     drop(node);
     // A node without admin keys refuses the route to everyone.
-    let open = case.start_query(&[keys.clone()])?;
+    let open = case.start_query(std::slice::from_ref(&keys))?;
     let (s, body) = receipts(&open, "", Some(USER))?;
     ensure!(s == 403 && !body.contains("gone.md"), "{s} {body}");
     drop(open);

@@ -64,6 +64,17 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// How the reason of an [`Error::Cache`] for a cache file locked by another open begins.
+pub const CACHE_IN_USE: &str = "in use";
+
+impl Error {
+    /// Whether this is [`crate::DiskCache::open`] finding the file held by another open cache
+    /// (a running pipeline).
+    pub fn is_cache_in_use(&self) -> bool {
+        matches!(self, Error::Cache { reason, .. } if reason.starts_with(CACHE_IN_USE))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,16 +92,5 @@ mod tests {
         assert!(cache.message.contains("No space left"), "{cache}");
         let model: EmbedError = Error::Embed("input too long".into()).into();
         assert!(model.may_be_about_texts);
-    }
-}
-
-/// How the reason of an [`Error::Cache`] for a cache file locked by another open begins.
-pub const CACHE_IN_USE: &str = "in use";
-
-impl Error {
-    /// Whether this is [`crate::DiskCache::open`] finding the file held by another open cache
-    /// (a running pipeline).
-    pub fn is_cache_in_use(&self) -> bool {
-        matches!(self, Error::Cache { reason, .. } if reason.starts_with(CACHE_IN_USE))
     }
 }

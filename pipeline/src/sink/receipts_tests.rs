@@ -24,18 +24,20 @@ fn asked(doc: &str, offset: i64, refused: Option<&str>) -> (String, RemovalAsked
 
 #[test]
 fn deletes_refusals_and_unknown_ids_get_receipts_and_a_later_upsert_supersedes_a_delete() {
-    let mut batch = Batch::default();
     // "gone": deleted; "never": a delete of a document the index never held; "bad": a refused
     // record naming it; "back": deleted, then upserted again in the same batch; "emb": its
     // new version's text refused by the model; "mil": a row refused by Milvus.
-    batch.removals_asked = [
-        asked("gone", 1, None),
-        asked("never", 2, None),
-        asked("bad", 3, Some("malformed_json")),
-        asked("back", 4, None),
-    ]
-    .into_iter()
-    .collect();
+    let mut batch = Batch {
+        removals_asked: [
+            asked("gone", 1, None),
+            asked("never", 2, None),
+            asked("bad", 3, Some("malformed_json")),
+            asked("back", 4, None),
+        ]
+        .into_iter()
+        .collect(),
+        ..Batch::default()
+    };
     for (doc, offset) in [
         ("gone", 1),
         ("never", 2),
@@ -61,7 +63,8 @@ fn deletes_refusals_and_unknown_ids_get_receipts_and_a_later_upsert_supersedes_a
     let topics = vec!["docs".to_string()];
 
     let got = of_batch(&batch, &refused, &topics);
-    let summary: Vec<(&str, &str, Option<&str>, Option<i64>, Option<i64>)> = got
+    type Summary<'a> = (&'a str, &'a str, Option<&'a str>, Option<i64>, Option<i64>);
+    let summary: Vec<Summary<'_>> = got
         .iter()
         .map(|r| {
             (
