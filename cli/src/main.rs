@@ -11,6 +11,8 @@
 //!   whole, and replayed to their source topics, each once.
 //! - `freshet reindex switch|rollback|status`: the index generation the query nodes serve
 //!   (docs/reindex.md).
+//! - `freshet cache compact [--dry-run]`: the embedding cache compacted to the texts the index
+//!   holds (refused while a pipeline holds the cache).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +26,7 @@ use freshet_pipeline::metrics::Metrics;
 use freshet_pipeline::preflight::binding::BindFlags;
 use freshet_pipeline::preflight::StartFlags;
 
+mod cache;
 mod config;
 mod dlq;
 mod publish;
@@ -67,6 +70,8 @@ enum Command {
     Dlq(dlq::DlqArgs),
     /// The index generation the query nodes serve: switch, roll back, status.
     Reindex(reindex::ReindexArgs),
+    /// The embedding cache: compact it to the texts the index holds.
+    Cache(cache::CacheArgs),
 }
 
 /// The choices a start can make that the configuration never makes (docs/faults.md, "Wrong
@@ -144,6 +149,7 @@ fn real_main() -> Result<()> {
         Command::Watch(args) => watch::run(&config, args, &*stop_flag()?),
         Command::Dlq(args) => dlq::run(&config, args),
         Command::Reindex(args) => reindex::run(&config, args),
+        Command::Cache(args) => cache::run(&config, args),
     }
 }
 

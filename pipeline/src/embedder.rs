@@ -82,6 +82,9 @@ impl BatchEmbed for WorkerEmbedder {
         Metrics::outcome(&m.embedding_texts, "embedded", stats.embedded as u64);
         Metrics::outcome(&m.embedding_texts, "cache_hit", stats.cache_hits as u64);
         m.embedding_calls.inc_by(stats.model_calls as u64);
+        if let Ok(c) = cached.cache().0.lock() {
+            crate::cache::observe(&c, m);
+        }
         // The crash trials add these lines up over restarts (tests/src/chaos).
         tracing::debug!(
             "embedding batch embedded={} cache_hits={}",

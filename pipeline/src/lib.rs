@@ -1,6 +1,7 @@
 //! The freshet indexing pipeline: configuration, the per-worker source loop, the sink stage and
 //! the driver that assembles the dataflow from `freshet-operators` and the connectors.
 
+pub mod cache;
 pub mod census;
 pub mod config;
 pub mod dlq;

@@ -27,6 +27,11 @@ pub struct SinkLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SinkOp {
     pub sink: String,
     pub op: String,
@@ -81,12 +86,18 @@ pub struct Metrics {
     pub chunks: Family<Outcome, Counter>,
     pub embedding_texts: Family<Outcome, Counter>,
     pub embedding_calls: Counter,
+    pub embedding_cache_bytes: Gauge,
+    pub embedding_cache_entries: Gauge,
+    pub embedding_cache_compactions: Counter,
+    pub embedding_cache_dropped: Counter,
     pub sink_ops: Family<SinkOp, Counter>,
     pub dlq_records: Family<DeadLetter, Counter>,
     pub consumer_lag: Family<Partition, Gauge>,
     pub commits: Counter,
     pub durable_epoch: Gauge,
     pub source_to_durable: Histogram,
+    pub delete_to_gone: Histogram,
+    pub delete_receipts: Family<CauseLabel, Counter>,
     pub source_to_read: Histogram,
     pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
@@ -125,6 +136,22 @@ impl Metrics {
         );
         let embedding_calls =
             r.counter("embedding_calls", "Batched calls into the embedding model");
+        let embedding_cache_bytes = r.gauge(
+            "embedding_cache_bytes",
+            "Size of this process's embedding cache file",
+        );
+        let embedding_cache_entries = r.gauge(
+            "embedding_cache_entries",
+            "Vectors in this process's embedding cache",
+        );
+        let embedding_cache_compactions = r.counter(
+            "embedding_cache_compactions",
+            "Compactions of the embedding cache to the texts the index holds",
+        );
+        let embedding_cache_dropped = r.counter(
+            "embedding_cache_dropped_entries",
+            "Embedding cache entries dropped by compactions (texts no longer indexed)",
+        );
         let sink_ops = r.counters("sink_writes", "Records written to a sink, by sink and op");
         let dlq_records = r.counters(
             "dlq_records",
@@ -144,6 +171,16 @@ impl Metrics {
             "source_to_durable_seconds",
             "Kafka record timestamp to durable in both sinks",
             PIPELINE_AGE,
+        );
+        let delete_to_gone = r.histogram(
+            "delete_to_gone_seconds",
+            "Kafka timestamp of a record that removes a document to the durable commit that \
+             records its delete receipt",
+            PIPELINE_AGE,
+        );
+        let delete_receipts = r.counters(
+            "delete_receipts",
+            "delete receipts recorded with the commit that removed their document, by cause",
         );
         let source_to_read = r.histogram(
             "source_to_read_seconds",
@@ -212,6 +249,14 @@ impl Metrics {
                 finding: finding.into(),
             });
         }
+        for cause in [
+            freshet_tantivy::receipts::cause::DELETE,
+            freshet_tantivy::receipts::cause::REFUSED,
+        ] {
+            let _ = delete_receipts.get_or_create(&CauseLabel {
+                cause: cause.into(),
+            });
+        }
         let milvus = MilvusMetrics::register(&mut r);
         let remote_embedding = EmbeddingsMetrics::register(&mut r);
         let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
@@ -221,12 +266,18 @@ impl Metrics {
             chunks,
             embedding_texts,
             embedding_calls,
+            embedding_cache_bytes,
+            embedding_cache_entries,
+            embedding_cache_compactions,
+            embedding_cache_dropped,
             sink_ops,
             dlq_records,
             consumer_lag,
             commits,
             durable_epoch,
             source_to_durable,
+            delete_to_gone,
+            delete_receipts,
             source_to_read,
             source_to_sink,
             embed_batch,

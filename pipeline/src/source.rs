@@ -18,7 +18,7 @@ use freshet_operators::limits::RecordLimits;
 use crate::dlq::Refused;
 use crate::metrics::Metrics;
 use crate::quarantine::{Quarantine, RecordAt, Slot, CRASH_LOOP};
-use crate::sink::plan::{Offsets, RecordRef, TopicPartition};
+use crate::sink::plan::{Offsets, RecordRef, RemovalAsked, TopicPartition};
 
 /// What one poll produced.
 #[derive(Default)]
@@ -34,6 +34,9 @@ pub struct SourceBatch {
     pub records_read: usize,
     /// The records that cannot be indexed, for the dead-letter topic.
     pub refused: Vec<Refused>,
+    /// The records that ask for their document's removal (deletes, and refused records that
+    /// name a document), for the delete receipts.
+    pub removals: Vec<RemovalAsked>,
 }
 
 /// Shared, read-only processing settings.
@@ -196,6 +199,19 @@ impl Sources {
                     intake
                 }
             };
+            let removal = match &intake {
+                Intake::Delete { id } => Some((id.clone(), None)),
+                Intake::Rejected(r) => r.doc_id.clone().map(|id| (id, Some(r.class.to_string()))),
+                _ => None,
+            };
+            if let Some((doc_id, refused)) = removal {
+                batch.removals.push(RemovalAsked {
+                    doc_id,
+                    at,
+                    timestamp_ms: record.timestamp_ms,
+                    refused,
+                });
+            }
             let outcome = match &intake {
                 Intake::Upsert { .. } => "upsert",
                 Intake::Delete { .. } => "delete",

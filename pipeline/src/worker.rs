@@ -256,6 +256,7 @@ fn feed(
                             timestamps_ms: batch.timestamps_ms,
                             records: batch.records,
                             refused: batch.refused,
+                            removals: batch.removals,
                         });
                     }
                 }

@@ -21,7 +21,8 @@ use crate::retrieve::{Engine, RetrieveError};
 
 pub use freshet_service::ApiError;
 
-/// The router of the query node's API port (with `/metrics` unless `admin_listen` is set).
+/// The router of the query node's API port (with `/metrics` and `/v1/deletes` unless
+/// `admin_listen` is set).
 pub fn router(node: Arc<Node>) -> Router {
     let limit = node.engine.config.query.max_body_bytes;
     crate::openai::http::started();
@@ -51,7 +52,9 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi));
     if node.engine.config.query.admin_listen.is_empty() {
-        r = r.route("/metrics", get(metrics));
+        r = r
+            .route("/metrics", get(metrics))
+            .route("/v1/deletes", get(crate::deletes::deletes));
     }
     if node.engine.config.query.console {
         r = r.merge(crate::console::router());
@@ -62,11 +65,12 @@ pub fn router(node: Arc<Node>) -> Router {
         .with_state(node)
 }
 
-/// The router of `admin_listen`: `/metrics`, `/healthz`, `/readyz`.
+/// The router of `admin_listen`: `/metrics`, `/v1/deletes`, `/healthz`, `/readyz`.
 pub fn admin_router(node: Arc<Node>) -> Router {
     with_fallbacks(
         Router::new()
             .route("/metrics", get(metrics))
+            .route("/v1/deletes", get(crate::deletes::deletes))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz)),
     )

@@ -18,6 +18,7 @@ pub mod answer;
 pub mod auth;
 pub mod config;
 pub mod console;
+pub mod deletes;
 pub mod documents;
 pub mod fusion;
 pub mod http;

@@ -409,7 +409,55 @@ fn paths() -> Value {
         "/healthz": {"get": {"summary": "Process is up", "responses": {"200": {"description": "ok"}}}},
         "/readyz": {"get": {"summary": "Both indexes reachable and, with a jwks_url, its keys fetched (jwks); also how callers are authenticated (auth: keys, jwt, keys+jwt, trusted_proxy, none) and auth_warnings", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with reasons"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics (on query.admin_listen instead when set)", "security": [{}, {"adminKey": []}], "responses": {"200": {"description": "OpenMetrics text"}, "401": err_resp("query.admin_keys is set and the key is missing or wrong")}}},
+        "/v1/deletes": {"get": deletes()},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
+    })
+}
+
+/// `GET /v1/deletes`: the delete receipts (docs/query-api.md, "Delete receipts").
+fn deletes() -> Value {
+    let source = json!({"type": "object", "required": ["topic", "partition", "offset"], "properties": {
+        "topic": {"type": "string"}, "partition": {"type": "integer"}, "offset": {"type": "integer"}
+    }});
+    let receipt = json!({"type": "object",
+    "required": ["seq", "doc_id", "cause", "chunks_removed", "commit", "completed_at_ms", "chunks_now"],
+    "properties": {
+        "seq": {"type": "integer", "description": "Place in the receipts log; pass the last as after for the next page"},
+        "doc_id": {"type": "string"},
+        "cause": {"type": "string", "enum": ["delete", "refused"]},
+        "class": {"type": "string", "description": "The dead-letter class of a refusal"},
+        "source": source,
+        "source_timestamp_ms": {"type": "integer", "description": "Kafka timestamp of that record"},
+        "chunks_removed": {"type": "integer", "description": "Chunks the commit removed (0: the index held none of the document)"},
+        "commit": {"type": "object", "required": ["opstamp", "epoch"], "properties": {
+            "opstamp": {"type": "integer", "description": "tantivy's opstamp of the commit that made the removal durable in both indexes"},
+            "epoch": {"type": "integer"}
+        }},
+        "completed_at_ms": {"type": "integer", "description": "When that commit was made (ms since the Unix epoch)"},
+        "chunks_now": {"type": "integer", "description": "Chunks of the document in the commit served: 0 while it stays gone"}
+    }});
+    let q = |name: &str, schema: Value, description: &str| json!({"name": name, "in": "query", "required": false, "schema": schema, "description": description});
+    json!({
+        "summary": "Delete receipts: for each document removed from both indexes, the record that asked for it, the commit that made it durable and when (admin keys only; on query.admin_listen instead when set)",
+        "security": [{"adminKey": []}],
+        "parameters": [
+            q("doc_id", json!({"type": "string", "minLength": 1}), "Only this document's receipts"),
+            q("since", json!({"type": "string"}), "Only receipts completed at or after this time: milliseconds since the Unix epoch or an RFC 3339 time"),
+            q("after", json!({"type": "integer", "minimum": 0}), "Only receipts after this seq (a previous page's next_after)"),
+            q("limit", json!({"type": "integer", "minimum": 1, "maximum": crate::deletes::MAX_LIMIT, "default": crate::deletes::DEFAULT_LIMIT}), "Most receipts answered, oldest first")
+        ],
+        "responses": {
+            "200": {"description": "Receipts up to the commit served", "content": {"application/json": {"schema": {"type": "object", "required": ["receipts", "index"], "properties": {
+                "receipts": {"type": "array", "items": receipt},
+                "next_after": {"type": "integer", "description": "The after of the next page, when this page is full"},
+                "index": {"type": "object", "properties": {"epoch": {"type": "integer"}, "committed_at_ms": {"type": "integer"}, "age_ms": {"type": "integer"}}}
+            }}}}},
+            "400": err_resp("Invalid query string"),
+            "401": err_resp("The admin key is missing or wrong"),
+            "403": err_resp("The node has no query.admin_keys: the route is refused"),
+            "500": err_resp("The receipts log cannot be read (damaged)"),
+            "503": err_resp("The index is not readable")
+        }
     })
 }
 
@@ -562,6 +610,7 @@ mod tests {
             ("/healthz", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),
+            ("/v1/deletes", "get"),
             ("/openapi.json", "get"),
         ] {
             let op = &doc["paths"][path][method];

@@ -97,6 +97,9 @@ pub struct EmbeddingConfig {
     /// `provider = "openai"`: the `tokenizer.json` chunk budgets are counted with (the remote
     /// model's own for exact budgets). Default: the one in `model_dir`.
     pub tokenizer: Option<PathBuf>,
+    /// The pipeline's embedding cache past this size (bytes) at start is compacted to the texts
+    /// the index holds; 0: never by size.
+    pub cache_max_bytes: u64,
 }
 
 impl Default for EmbeddingConfig {
@@ -130,6 +133,7 @@ impl Default for EmbeddingConfig {
             backoff_initial_ms: remote.backoff_initial_ms,
             backoff_max_ms: remote.backoff_max_ms,
             tokenizer: None,
+            cache_max_bytes: 0,
         }
     }
 }

@@ -19,7 +19,8 @@ pub enum Error {
     /// Running the model failed.
     #[error("embedding failed: {0}")]
     Embed(String),
-    /// The vector cache failed (open, read, write, or a corrupt entry).
+    /// The vector cache failed (open, read, write, or a corrupt entry); a reason starting with
+    /// [`CACHE_IN_USE`] is a cache another open holds ([`Error::is_cache_in_use`]).
     #[error("vector cache {path}: {reason}")]
     Cache { path: PathBuf, reason: String },
     /// The remote embedding server gave no vectors: `outage` when it is away or overwhelmed
@@ -60,6 +61,17 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "unknown panic".to_string()
+    }
+}
+
+/// How the reason of an [`Error::Cache`] for a cache file locked by another open begins.
+pub const CACHE_IN_USE: &str = "in use";
+
+impl Error {
+    /// Whether this is [`crate::DiskCache::open`] finding the file held by another open cache
+    /// (a running pipeline).
+    pub fn is_cache_in_use(&self) -> bool {
+        matches!(self, Error::Cache { reason, .. } if reason.starts_with(CACHE_IN_USE))
     }
 }
 

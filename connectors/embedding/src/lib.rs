@@ -41,7 +41,7 @@ mod model;
 mod remote;
 mod rerank;
 
-pub use cache::DiskCache;
+pub use cache::{Compaction, DiskCache};
 pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
 pub use config::{find_ort_library, EmbeddingConfig, ModelMeta, Provider, DEFAULT_MODEL_DIR_NAME};
 pub use embedder::{FastEmbedder, MIN_ORT_MINOR};

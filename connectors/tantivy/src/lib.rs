@@ -17,6 +17,10 @@
 //! - The layout is versioned ([`SCHEMA_VERSION`], recorded in `freshet_schema.json` next to
 //!   tantivy's `meta.json` and in every commit payload) and checked on open.
 //!
+//! - Every commit that removes documents records a delete receipt for each, atomically with the
+//!   removal ([`receipts`]): the proof that a document left the index, read by
+//!   [`ChunkIndexReader::delete_receipts`] up to the commit a reader serves.
+//!
 //! One [`ChunkIndexWriter`] per index (tantivy's directory lock enforces it across processes);
 //! any number of [`ChunkIndexReader`]s, also in other processes. A [`Snapshot`] pins one commit
 //! for a series of reads (a search, then loads by id) and knows that commit's payload.
@@ -29,6 +33,7 @@ mod payload;
 mod query;
 mod read;
 mod reader;
+pub mod receipts;
 mod schema;
 mod snapshot;
 mod writer;
@@ -46,6 +51,7 @@ pub use error::{Error, Result};
 pub use payload::CommitPayload;
 pub use query::ChunkFilter;
 pub use reader::ChunkIndexReader;
+pub use receipts::{DeleteReceipt, ReceiptQuery, SourceRecord};
 pub use schema::{ChunkSchema, MAX_TERM_BYTES, PUBLIC_ACL_MARKER, SCHEMA_VERSION};
 pub use snapshot::Snapshot;
 pub use writer::{writer_running, ChunkIndexWriter, MAX_WRITER_THREADS, MIN_HEAP_PER_THREAD};

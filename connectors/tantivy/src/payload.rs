@@ -30,6 +30,11 @@ pub struct CommitPayload {
     /// ([`crate::ChunkIndexWriter::commit`] carries it forward).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_id: Option<String>,
+    /// tantivy's opstamp of this commit, set by [`crate::ChunkIndexWriter::commit`]: the
+    /// delete receipts of this commit and those before it are the ones at or below it
+    /// ([`crate::receipts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opstamp: Option<u64>,
 }
 
 impl CommitPayload {
@@ -42,6 +47,7 @@ impl CommitPayload {
             committed_at_ms: now_ms(),
             dead_letters_next: BTreeMap::new(),
             index_id: None,
+            opstamp: None,
         }
     }
 

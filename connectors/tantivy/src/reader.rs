@@ -232,6 +232,20 @@ impl ChunkIndexReader {
         read::first_chunks_of_documents(&self.reader.searcher(), &self.schema, filter)
     }
 
+    /// The delete receipts ([`crate::receipts`]) of the commits up to the one `snapshot` holds
+    /// that `query` asks for, oldest first: what a reader serves never claims a removal its
+    /// chunks do not show. None for a snapshot of an unknown or never-stamped commit.
+    pub fn delete_receipts(
+        &self,
+        snapshot: &Snapshot,
+        query: &crate::receipts::ReceiptQuery,
+    ) -> Result<Vec<crate::receipts::Numbered>> {
+        match snapshot.payload().and_then(|p| p.opstamp) {
+            Some(opstamp) => crate::receipts::read(&self.path, opstamp, query),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// The payload of the latest commit on disk (which may be newer than what searches see
     /// until the next reload; [`Snapshot::payload`] is the payload of what a snapshot holds).
     pub fn last_payload(&self) -> Result<Option<CommitPayload>> {

@@ -14,6 +14,7 @@ use tantivy::{
 use crate::error::{Error, Result};
 use crate::payload::CommitPayload;
 use crate::read;
+use crate::receipts::{DeleteReceipt, ReceiptLog};
 use crate::schema::{ChunkSchema, SCHEMA_VERSION};
 
 /// tantivy's minimum indexing memory per writer thread.
@@ -48,6 +49,8 @@ pub struct ChunkIndexWriter {
     schema: ChunkSchema,
     /// The id binding the index to its Milvus collection, from the last commit.
     index_id: Option<String>,
+    /// The delete receipts log ([`crate::receipts`]).
+    pub(crate) receipts: ReceiptLog,
 }
 
 impl std::fmt::Debug for ChunkIndexWriter {
@@ -113,6 +116,7 @@ impl ChunkIndexWriter {
         };
         ChunkSchema::register_analyzer(&index);
         let last = read::last_payload(&index)?;
+        let receipts = ReceiptLog::open(&path, index.load_metas()?.opstamp)?;
         if let Some(p) = &last {
             if p.schema_version != SCHEMA_VERSION {
                 return Err(Error::SchemaVersionMismatch {
@@ -136,6 +140,7 @@ impl ChunkIndexWriter {
             reader,
             schema,
             index_id: last.and_then(|p| p.index_id),
+            receipts,
         })
     }
 
@@ -183,6 +188,17 @@ impl ChunkIndexWriter {
     /// none; a payload may set it on an index that has none, and one naming another id than
     /// the index holds is refused ([`Error::IndexIdMismatch`]).
     pub fn commit(&mut self, payload: &CommitPayload) -> Result<()> {
+        self.commit_with_receipts(payload, &[])
+    }
+
+    /// [`ChunkIndexWriter::commit`], with the delete receipts of what this commit removes
+    /// ([`crate::receipts`]): each stamped with the commit's opstamp, epoch and time, and on
+    /// disk before the commit is.
+    pub fn commit_with_receipts(
+        &mut self,
+        payload: &CommitPayload,
+        receipts: &[DeleteReceipt],
+    ) -> Result<()> {
         if payload.schema_version != SCHEMA_VERSION {
             return Err(Error::SchemaVersionMismatch {
                 path: self.path.clone(),
@@ -200,16 +216,24 @@ impl ChunkIndexWriter {
             }
             (held, given) => given.clone().or_else(|| held.clone()),
         };
-        let encoded = if index_id == payload.index_id {
-            payload.encode()?
-        } else {
-            CommitPayload {
-                index_id: index_id.clone(),
-                ..payload.clone()
-            }
-            .encode()?
-        };
         let mut prepared = self.writer.prepare_commit()?;
+        let opstamp = prepared.opstamp();
+        let encoded = CommitPayload {
+            index_id: index_id.clone(),
+            opstamp: Some(opstamp),
+            ..payload.clone()
+        }
+        .encode()?;
+        let stamped: Vec<DeleteReceipt> = receipts
+            .iter()
+            .map(|r| DeleteReceipt {
+                opstamp,
+                epoch: payload.epoch,
+                completed_at_ms: payload.committed_at_ms,
+                ..r.clone()
+            })
+            .collect();
+        self.receipts.append(&stamped)?;
         prepared.set_payload(&encoded);
         fail::fail_point!("tantivy.commit_prepared");
         prepared.commit()?;
@@ -226,10 +250,20 @@ impl ChunkIndexWriter {
     /// Drops everything staged since the last commit. tantivy replaces its writer on a
     /// rollback, with the default merge policy: ours is set again.
     pub fn rollback(&mut self) -> Result<()> {
-        self.writer.rollback()?;
+        let committed = self.writer.rollback()?;
         self.writer
             .set_merge_policy(Box::new(streaming_merge_policy()));
-        Ok(())
+        // The receipts of a commit that failed: tantivy hands their opstamp out again.
+        self.receipts.cut_after(committed)
+    }
+
+    /// The receipts of the commits so far that `query` asks for ([`crate::receipts::read`]).
+    pub fn delete_receipts(
+        &self,
+        query: &crate::receipts::ReceiptQuery,
+    ) -> Result<Vec<crate::receipts::Numbered>> {
+        let committed = self.index.load_metas()?.opstamp;
+        crate::receipts::read(&self.path, committed, query)
     }
 
     /// The payload of the latest commit, `None` for a never-committed index.

@@ -134,7 +134,14 @@ fn apply_commit_reopen_and_payload() {
     assert_eq!(p.epoch, 7);
     assert_eq!(p.offsets["docs"][&0], 100);
     assert_eq!(p.offsets["docs"][&1], 110);
-    assert_eq!(p, payload_with_time(100, 7, p.committed_at_ms));
+    assert!(p.opstamp.is_some(), "the writer stamps its opstamp");
+    assert_eq!(
+        p,
+        CommitPayload {
+            opstamp: p.opstamp,
+            ..payload_with_time(100, 7, p.committed_at_ms)
+        }
+    );
     let r = ChunkIndexReader::open(dir.path()).unwrap();
     assert_eq!(r.last_payload().unwrap(), Some(p));
     let d1 = r.chunks_of_doc("d1").unwrap();

@@ -280,6 +280,21 @@ fn recover(
     for v in by_doc.values_mut() {
         v.sort_by_key(|c| (c.kind, c.index));
     }
+    // Past [embedding] cache_max_bytes, the cache keeps only the texts the index holds (no
+    // record is read yet, so no text in flight is lost; crate::cache).
+    {
+        let mut c = cache
+            .0
+            .lock()
+            .map_err(|_| anyhow!("embedding cache lock poisoned"))?;
+        crate::cache::compact_at_start(
+            &mut c,
+            config.embedding.cache_max_bytes,
+            model.cache_id(),
+            by_doc.values().flatten(),
+            metrics,
+        )?;
+    }
 
     // The dead letters written since the last commit (all of them before a first commit), so
     // that none is written twice (see crate::dlq).

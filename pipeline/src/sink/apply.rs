@@ -5,7 +5,8 @@
 //! 2. **write the vectors** to Milvus, the rows it refuses isolated ([`VectorWrite`]);
 //! 3. **remove the refused documents** from Milvus ([`Removal`]);
 //! 4. **dead-letter** the refused records ([`DeadLetter`]);
-//! 5. **commit the text** to tantivy with the offsets, read back and repaired ([`TextCommit`]);
+//! 5. **commit the text** to tantivy with the offsets and the delete receipts of the documents
+//!    the batch removes ([`super::receipts`]), read back and repaired ([`TextCommit`]);
 //! 6. **account** for the batch (metrics, the documents lost to a refusal, logs).
 //!
 //! A document version that an index refuses (or whose text the model could not embed) is thus
@@ -23,6 +24,7 @@ use freshet_tantivy::CommitPayload;
 
 use super::dead_letters::DeadLetter;
 use super::plan::{self, Batch, Offsets};
+use super::receipts;
 use super::refusals::Refusals;
 use super::text::TextCommit;
 use super::vectors::{Removal, VectorWrite};
@@ -53,7 +55,8 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     fail::fail_point!("sink.after_dead_letters");
 
     let payload = sinks.commit_payload(batch.last_epoch);
-    let commit = TextCommit::build(&batch, &refused, removal.into_ids(), payload);
+    let receipts = receipts::of_batch(&batch, &refused, &sinks.topics);
+    let commit = TextCommit::build(&batch, &refused, removal.into_ids(), payload, receipts);
     sinks.text.call(&commit)?;
     fail::fail_point!("sink.after_commit");
 
@@ -103,6 +106,19 @@ impl Sinks {
             }
         }
         m.durable(&batch.timestamps_ms);
+        for r in &commit.receipts {
+            m.delete_receipts
+                .get_or_create(&crate::metrics::CauseLabel {
+                    cause: r.cause.clone(),
+                })
+                .inc();
+        }
+        let asked: Vec<i64> = commit
+            .receipts
+            .iter()
+            .filter_map(|r| r.source_timestamp_ms)
+            .collect();
+        Metrics::observe_ages(&m.delete_to_gone, &asked);
         tracing::debug!(
             epoch = batch.last_epoch,
             upserts = upserts.len(),

@@ -14,6 +14,8 @@
 //!   beforehand ([`pending`]).
 //! - [`dead_letters`]: refused records on the dead-letter topic, each once
 //!   ([`dead_letters::DeadLetters`]).
+//! - [`receipts`]: the delete receipts of the documents a batch removes, recorded with its
+//!   commit.
 //! - [`text`]: the tantivy commit carrying the offsets, read back and repaired ([`verify`])
 //!   ([`text::TextIndex`]).
 
@@ -22,6 +24,7 @@ mod dead_letters;
 mod operator;
 pub mod pending;
 pub mod plan;
+mod receipts;
 mod refusals;
 mod text;
 mod vectors;
@@ -60,6 +63,9 @@ pub enum SinkMsg {
         records: Vec<(String, plan::RecordRef)>,
         /// The records refused before the sink, to dead-letter.
         refused: Vec<crate::dlq::Refused>,
+        /// The records that asked for their document's removal, for its delete receipt.
+        #[serde(default)]
+        removals: Vec<plan::RemovalAsked>,
     },
 }
 

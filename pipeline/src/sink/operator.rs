@@ -211,6 +211,7 @@ mod tests {
                 timestamps_ms: vec![],
                 records: vec![],
                 refused: vec![],
+                removals: vec![],
             });
             input.advance_to(2);
             for _ in 0..50 {

@@ -46,6 +46,19 @@ pub struct RecordRef {
     pub offset: i64,
 }
 
+/// A record that asks for its document to leave the indexes: a delete, or a refused record
+/// that names the document. When it is the document's last record in a batch, the commit of
+/// that batch records a delete receipt for it ([`freshet_tantivy::receipts`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemovalAsked {
+    pub doc_id: String,
+    pub at: RecordRef,
+    /// The record's Kafka timestamp (ms), the start of its delete-to-gone time.
+    pub timestamp_ms: Option<i64>,
+    /// The dead-letter class of a refused record; `None` for a delete.
+    pub refused: Option<String>,
+}
+
 /// A chunk of a document's new version: its record, its vector when it is a leaf whose vector
 /// is known, and what differs from the record the indexes hold.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,6 +117,18 @@ pub struct Batch {
     pub embed_refusals: Vec<EmbedRefusal>,
     /// Records refused before the sink, in the order read.
     pub refused: Vec<crate::dlq::Refused>,
+    /// The latest record of each document that asked for its removal.
+    pub removals_asked: BTreeMap<String, RemovalAsked>,
+}
+
+impl Batch {
+    /// The removals asked by the last record of their document in the batch (a later upsert
+    /// of the document supersedes its delete), in document id order.
+    pub fn removals(&self) -> impl Iterator<Item = &RemovalAsked> {
+        self.removals_asked
+            .values()
+            .filter(|r| self.records.get(&r.doc_id) == Some(&r.at))
+    }
 }
 
 /// Collapses complete epochs (in time order). A chunk's change over the batch is the union of
@@ -169,8 +194,12 @@ pub fn collapse(
                     timestamps_ms,
                     records,
                     refused,
+                    removals,
                 } => {
                     batch.refused.extend(refused);
+                    for r in removals {
+                        batch.removals_asked.insert(r.doc_id.clone(), r);
+                    }
                     for (p, o) in next_offsets {
                         let e = batch.next_offsets.entry(p).or_insert(o);
                         *e = (*e).max(o);

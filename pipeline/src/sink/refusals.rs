@@ -72,6 +72,11 @@ impl Refusals {
         self.0.len()
     }
 
+    /// The refused documents with their refusals, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Refusal)> {
+        self.0.iter().map(|(doc, r)| (doc.as_str(), r))
+    }
+
     /// The refused documents, in id order.
     pub fn docs(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use freshet_operators::chunk::Chunk;
-use freshet_tantivy::{ChunkIndexWriter, CommitPayload};
+use freshet_tantivy::{ChunkIndexWriter, CommitPayload, DeleteReceipt};
 
 use super::plan::Batch;
 use super::refusals::Refusals;
@@ -24,6 +24,9 @@ pub struct TextCommit<'a> {
     pub expected: Expected<'a>,
     /// The durable offsets the commit carries.
     pub payload: CommitPayload,
+    /// The delete receipts the commit records ([`super::receipts`]); their chunk counts are
+    /// set from the index as the commit is staged.
+    pub receipts: Vec<DeleteReceipt>,
 }
 
 impl<'a> TextCommit<'a> {
@@ -34,6 +37,7 @@ impl<'a> TextCommit<'a> {
         refused: &Refusals,
         removed: Vec<String>,
         payload: CommitPayload,
+        receipts: Vec<DeleteReceipt>,
     ) -> TextCommit<'a> {
         let mut upserts: Vec<Chunk> = Vec::new();
         let mut deletes: Vec<String> = removed;
@@ -68,8 +72,28 @@ impl<'a> TextCommit<'a> {
             deletes,
             expected,
             payload,
+            receipts,
         }
     }
+}
+
+/// `receipts` with the chunks each document holds in the last commit: those the commit that
+/// records them removes.
+fn counted(writer: &ChunkIndexWriter, receipts: &[DeleteReceipt]) -> Result<Vec<DeleteReceipt>> {
+    if receipts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let docs: Vec<&str> = receipts.iter().map(|r| r.doc_id.as_str()).collect();
+    let held = writer
+        .live_doc_counts(&docs)
+        .context("counting the chunks of the removed documents")?;
+    Ok(receipts
+        .iter()
+        .map(|r| DeleteReceipt {
+            chunks_removed: held.get(&r.doc_id).copied().unwrap_or(0) as u64,
+            ..r.clone()
+        })
+        .collect())
 }
 
 /// The tantivy writer, committed through the stall policy.
@@ -107,10 +131,13 @@ impl Service<&TextCommit<'_>> for TextIndex {
                         .rollback()
                         .context("rolling tantivy back to its last commit")?;
                 }
+                let receipts = counted(writer, &commit.receipts)?;
                 writer
                     .apply(&commit.upserts, &commit.deletes)
                     .context("staging the batch")?;
-                writer.commit(&commit.payload).context("committing")?;
+                writer
+                    .commit_with_receipts(&commit.payload, &receipts)
+                    .context("committing")?;
                 Ok(())
             })?;
         verify::check_and_repair(

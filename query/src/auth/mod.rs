@@ -13,7 +13,7 @@
 //! request's principals are used as given.
 //!
 //! Each identity has its own rate and concurrency limits (429 with `Retry-After` past them).
-//! `/metrics` can need an admin key (`admin_keys`).
+//! `/metrics` can need an admin key (`admin_keys`); `/v1/deletes` always does.
 
 pub mod settings;
 
@@ -316,6 +316,41 @@ impl Auth {
                 unauthorized("invalid admin key".into()),
             )),
         }
+    }
+}
+
+impl Auth {
+    /// Checks the admin key of an operator's route that names documents (`/v1/deletes`):
+    /// unlike `/metrics`, a node without admin keys refuses it (403), since document ids of
+    /// private documents must not reach every caller.
+    pub fn admit_operator(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if self.admin.is_empty() {
+            return Err(self.reject(
+                "admin",
+                "forbidden",
+                ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "this route needs an admin key and the node has none: set [query] \
+                     admin_keys"
+                        .to_string(),
+                ),
+            ));
+        }
+        let refused = match self.admit_admin(headers) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        // A caller known by an ordinary key or token is told it lacks the right (403); any
+        // other credential is not known (401).
+        if !self.ids.is_open() && self.admit(headers).is_ok() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this route needs an admin key (query.admin_keys)".to_string(),
+            ));
+        }
+        Err(refused)
     }
 }
 

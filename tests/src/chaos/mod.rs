@@ -6,6 +6,8 @@
 //! - both indexes equal the sequential reference exactly ([`Case::assert_holds_exactly`]: chunk
 //!   ids, texts, metadata, ACLs, a Milvus row for every leaf and nothing else),
 //! - the dead-letter topic holds exactly the refused records, once each, with their class,
+//! - every document removed last has a delete receipt, none has two for one removal, and no
+//!   receipt outlives a commit that never happened ([`receipts`]),
 //! - no text was embedded twice across the restarts (the texts the model embedded, summed over
 //!   every run from the pipeline's log, are at most the vectors in the embedding cache).
 //!
@@ -18,6 +20,7 @@
 pub mod history;
 pub mod outages;
 pub mod queries;
+pub mod receipts;
 pub mod stack;
 
 use std::collections::BTreeMap;
@@ -306,6 +309,7 @@ fn run(
     let expected = expected_chunks(&log)?;
     case.assert_holds_exactly(&expected)?;
     let dead_letters = check_dead_letters(&case, &log)?;
+    receipts::check(&case, &log)?;
     let clean_metric =
         case.metric("freshet_pipeline_embedding_texts_total{outcome=\"embedded\"}")?;
     case.stop_pipeline()?;

@@ -114,6 +114,7 @@ fn batch(c: &Chunks) -> Batch {
             error: "too long".into(),
         }],
         refused: vec![refused_before_sink(3), refused_before_sink(7)],
+        removals_asked: BTreeMap::new(),
     }
 }
 
@@ -225,7 +226,7 @@ fn tantivy_deletes_the_refused_documents_and_writes_the_rest() {
     let refused = refusals(&batch);
     let removed = Removal::build(&batch, &refused).ids;
     let payload = CommitPayload::new(Default::default(), batch.last_epoch);
-    let commit = TextCommit::build(&batch, &refused, removed.clone(), payload);
+    let commit = TextCommit::build(&batch, &refused, removed.clone(), payload, Vec::new());
     let mut deletes = removed;
     deletes.push("a-old".into());
     assert_eq!(commit.deletes, deletes);

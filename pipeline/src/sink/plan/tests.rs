@@ -68,6 +68,7 @@ fn progress(records: &[(&str, i64)]) -> SinkMsg {
         next_offsets: BTreeMap::from([(TP0, records.iter().map(|r| r.1).max().unwrap_or(0) + 1)]),
         timestamps_ms: vec![],
         refused: vec![],
+        removals: vec![],
         records: records
             .iter()
             .map(|(d, o)| {
