@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Offline validation of the container and cluster deployment (deploy/docker, deploy/compose,
-# deploy/k8s; docs/deploy.md): hadolint, the Compose schema, the
+# deploy/k8s, deploy/k8s-stack; docs/deploy.md): hadolint, the Compose schema, the
 # Kubernetes schemas (kubernetes-validate), their references, the Dockerfiles' runtime stages
 # mirrored with ldd against the built binaries, and each config file read by the real binaries.
 # No container engine or cluster is used. The validators are pinned in deploy/install.sh

@@ -6,7 +6,9 @@ shared libraries the real binaries and the ONNX Runtime need, each provided by a
 runtime stage installs), the compose file (the Compose specification's JSON schema and its
 references: services, volumes, files, ports, healthchecks, required variables), the Kubernetes
 manifests (the Kubernetes schemas with kubernetes-validate, the kustomization, and what the
-schemas cannot see: selectors, named ports, volumes, the Secret's keys, the shared claim) and
+schemas cannot see: selectors, named ports, volumes, the Secret's keys, the shared claim), the
+whole-stack kustomization (rendered, its references, freshet's addresses, the scrape targets,
+the NetworkPolicies, the copies of the monitoring files) and
 the config files (the real binaries started on each, until they have read and checked it).
 """
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import Layout, Report, binaries, buildsteps, compose, dockerfiles, k8s, selftest
+from . import Layout, Report, binaries, buildsteps, compose, dockerfiles, k8s, k8s_stack, selftest
 
 TOOLS = ("hadolint", "check-jsonschema", "kubernetes-validate")
 
@@ -26,9 +26,7 @@ def find_tools() -> dict[str, str] | None:
         found[tool] = str(path) if path.exists() else (shutil.which(tool) or "")
     missing = [t for t, p in found.items() if not p]
     if missing:
-        print(
-            f"validate-deploy: {', '.join(missing)} not found; deploy/install.sh installs them", file=sys.stderr
-        )
+        print(f"validate-deploy: {', '.join(missing)} not found; deploy/install.sh installs them", file=sys.stderr)
         return None
     return found
 
@@ -49,6 +47,8 @@ def static(layout: Layout, tools: dict[str, str], report: Report) -> None:
     guarded("deploy/compose/compose.yaml", compose.check, layout, report)
     k8s.schema(layout, tools, report)
     guarded("deploy/k8s", k8s.check, layout, report)
+    k8s_stack.schema(layout, tools, report)
+    guarded("deploy/k8s-stack", k8s_stack.check, layout, report)
 
 
 def with_binaries(

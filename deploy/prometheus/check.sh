@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The offline checks of the monitoring files (docs/monitoring.md), run by .ci/fast:
-#   - `promtool check config` of deploy/prometheus/prometheus.yml (and the rule files it names),
+#   - `promtool check config` of deploy/prometheus/prometheus.yml and of deploy/k8s-stack's
+#     (and the rule files they name),
 #   - `promtool check rules` of deploy/prometheus/alerts.yml,
 #   - `promtool test rules` of deploy/prometheus/tests/*.yml, and that each alert there has an
 #     evaluation where it fires and one where it stays quiet,
@@ -20,6 +21,12 @@ promtool="${FRESHET_PROMTOOL_BIN:-$FRESHET_HOME/tools/prometheus/bin/promtool}"
 "$promtool" --version 2>&1 | head -n 1
 
 "$promtool" check config deploy/prometheus/prometheus.yml
+# deploy/k8s-stack's Prometheus config, laid out as its ConfigMap is mounted (/etc/prometheus)
+stack=$(mktemp -d)
+sed "s|/etc/prometheus/|$stack/|" deploy/k8s-stack/monitoring/prometheus.yml >"$stack/prometheus.yml"
+cp deploy/k8s-stack/monitoring/files/alerts.yml "$stack/alerts.yml"
+"$promtool" check config "$stack/prometheus.yml"
+rm -rf "$stack"
 "$promtool" check rules deploy/prometheus/alerts.yml
 "$promtool" test rules deploy/prometheus/tests/*.yml
 # Every alert has its unit tests: at least one evaluation where it fires, one where it does not.
