@@ -144,7 +144,24 @@ impl QueryNode {
 
     /// `POST /v1/retrieve`, which must succeed; returns the response JSON.
     pub fn retrieve(&self, body: &Value) -> Result<Value> {
-        let r = self.post("/v1/retrieve", body)?;
+        self.retrieve_as(None, body)
+    }
+
+    /// `POST /v1/retrieve` with `Authorization: Bearer <key>` when a key is given, which must
+    /// succeed; returns the response JSON.
+    pub fn retrieve_as(&self, key: Option<&str>, body: &Value) -> Result<Value> {
+        let bearer = key.map(|k| format!("Bearer {k}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(b) = &bearer {
+            headers.push(("Authorization", b.as_str()));
+        }
+        let r = request(
+            &self.addr,
+            "POST",
+            "/v1/retrieve",
+            &headers,
+            body.to_string().as_bytes(),
+        )?;
         if r.status != 200 {
             bail!("retrieve {body} → {}: {}", r.status, r.body);
         }
@@ -153,7 +170,12 @@ impl QueryNode {
 
     /// Document ids of the results of `retrieve(body)`, in rank order.
     pub fn doc_ids(&self, body: &Value) -> Result<Vec<String>> {
-        Ok(self.retrieve(body)?["results"]
+        self.doc_ids_as(None, body)
+    }
+
+    /// Document ids of the results of `retrieve_as(key, body)`, in rank order.
+    pub fn doc_ids_as(&self, key: Option<&str>, body: &Value) -> Result<Vec<String>> {
+        Ok(self.retrieve_as(key, body)?["results"]
             .as_array()
             .ok_or_else(|| anyhow!("no results array"))?
             .iter()
@@ -178,11 +200,22 @@ impl QueryNode {
         timeout: Duration,
         pred: impl Fn(&[String]) -> bool,
     ) -> Result<Vec<String>> {
+        self.wait_for_as(None, body, timeout, pred)
+    }
+
+    /// Polls until `pred(doc ids of retrieve_as(key, body))` holds.
+    pub fn wait_for_as(
+        &self,
+        key: Option<&str>,
+        body: &Value,
+        timeout: Duration,
+        pred: impl Fn(&[String]) -> bool,
+    ) -> Result<Vec<String>> {
         let deadline = Instant::now() + timeout;
         loop {
             // A node still connecting to Milvus answers 503 (`not connected yet`): ask again
             // until the deadline, then report the last answer.
-            let ids = match self.doc_ids(body) {
+            let ids = match self.doc_ids_as(key, body) {
                 Ok(ids) => ids,
                 Err(e) if Instant::now() < deadline => {
                     eprintln!("retrieving again: {e:#}");

@@ -327,34 +327,16 @@ fn the_console_searches_opens_documents_and_shows_status_in_a_browser() -> Resul
     ]);
     let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
-    let deadline = Instant::now() + VISIBLE;
-    loop {
-        let body = json!({"query": "glacier dredging 冰川", "mode": "bm25", "k": 5}).to_string();
-        let r = request(
-            &node.addr,
-            "POST",
-            "/v1/retrieve",
-            &[
-                ("Authorization", "Bearer key-finance"),
-                ("Content-Type", "application/json"),
-            ],
-            body.as_bytes(),
-        )?;
-        ensure!(r.status == 200, "{}", r.body);
-        let got = r.body.matches("\"doc_id\":").count();
-        if ["glaciers", "bingchuan", "ledger"]
-            .iter()
-            .all(|d| r.body.contains(&format!("\"doc_id\":\"{d}\"")))
-        {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "documents not visible ({got}): {}",
-            r.body
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    node.wait_for_as(
+        Some("key-finance"),
+        &json!({"query": "glacier dredging 冰川", "mode": "bm25", "k": 5}),
+        VISIBLE,
+        |ids| {
+            ["glaciers", "bingchuan", "ledger"]
+                .iter()
+                .all(|d| ids.iter().any(|i| i == d))
+        },
+    )?;
 
     let artifacts = artifacts_dir(&case);
     let python = env("FRESHET_PYTHON");

@@ -275,38 +275,12 @@ fn agents_use_search_fetch_and_answer_over_http_and_stdio() -> Result<()> {
     settings.push(("FRESHET_QUERY_KEYS", PUBLIC_AND_FINANCE_KEYS.into()));
     let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
-    let deadline = Instant::now() + VISIBLE;
-    loop {
-        let body = json!({"query": "estuary", "mode": "bm25", "k": 5}).to_string();
-        let r = request(
-            &node.addr,
-            "POST",
-            "/v1/retrieve",
-            &[
-                ("Authorization", "Bearer key-finance"),
-                ("Content-Type", "application/json"),
-            ],
-            body.as_bytes(),
-        )?;
-        ensure!(r.status == 200, "{}", r.body);
-        let ids = r.json()?["results"]
-            .as_array()
-            .map(|h| {
-                h.iter()
-                    .filter_map(|x| x["doc_id"].as_str().map(str::to_owned))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        if ids.contains(&"birds".to_owned()) && ids.contains(&"ledger".to_owned()) {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "documents not visible: {}",
-            r.body
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    node.wait_for_as(
+        Some("key-finance"),
+        &json!({"query": "estuary", "mode": "bm25", "k": 5}),
+        VISIBLE,
+        |ids| ids.iter().any(|d| d == "birds") && ids.iter().any(|d| d == "ledger"),
+    )?;
 
     // /mcp refuses a missing or wrong key before any MCP work, as every route does.
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();

@@ -80,33 +80,12 @@ fn openai_clients_get_cited_answers_under_the_nodes_identities() -> Result<()> {
     let node = case.start_query(&settings)?;
     node.wait_ready(Duration::from_secs(60))?;
     // Both documents searchable for the finance key.
-    let deadline = Instant::now() + VISIBLE;
-    loop {
-        let body = json!({"query": "estuary", "mode": "bm25", "k": 5}).to_string();
-        let r = request(
-            &node.addr,
-            "POST",
-            "/v1/retrieve",
-            &[
-                ("Authorization", "Bearer key-finance"),
-                ("Content-Type", "application/json"),
-            ],
-            body.as_bytes(),
-        )?;
-        ensure!(r.status == 200, "{}", r.body);
-        if r.json()?["results"]
-            .as_array()
-            .is_some_and(|h| h.len() == 2)
-        {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "documents not visible: {}",
-            r.body
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    node.wait_for_as(
+        Some("key-finance"),
+        &json!({"query": "estuary", "mode": "bm25", "k": 5}),
+        VISIBLE,
+        |ids| ids.len() == 2,
+    )?;
 
     let python = env("FRESHET_PYTHON");
     let script = workspace_root().join("tests/fixtures/openai_chat.py");
