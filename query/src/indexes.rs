@@ -14,12 +14,12 @@ use freshet_config::serving::Generation;
 use freshet_core::clock::now_ms;
 use freshet_core::embed::Embedder;
 use freshet_embedding::language::Languages;
-use freshet_embedding::{EmbeddingModel, Provider};
+use freshet_embedding::{EmbeddingConfig, EmbeddingModel, Provider};
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, QueryConfig};
 use crate::metrics::Metrics;
 
 /// The newest pipeline commit this node serves.
@@ -82,19 +82,28 @@ impl QueryVectorCache {
 
 impl EmbedderPool {
     pub fn load(cfg: &Config, metrics: Metrics) -> Result<EmbedderPool> {
-        let mut ecfg = cfg.embedding.clone();
-        ecfg.threads = Some(cfg.query.embedder_threads);
+        EmbedderPool::load_model(&cfg.embedding, &cfg.query, metrics)
+    }
+
+    /// The pool of `embedding`'s model, sized by `[query]` (a generation's own model).
+    pub fn load_model(
+        embedding: &EmbeddingConfig,
+        query: &QueryConfig,
+        metrics: Metrics,
+    ) -> Result<EmbedderPool> {
+        let mut ecfg = embedding.clone();
+        ecfg.threads = Some(query.embedder_threads);
         if ecfg.provider == Provider::Openai {
             // A query waits for a remote model at most half its request's time, retries
             // included, so that a server that is away leaves time to answer from BM25
             // (hybrid, allow_partial) instead of timing the request out.
-            let half = (cfg.query.request_timeout_ms / 2).max(1);
+            let half = (query.request_timeout_ms / 2).max(1);
             ecfg.deadline_ms = ecfg.deadline_ms.min(half);
             ecfg.timeout_ms = ecfg.timeout_ms.min(ecfg.deadline_ms);
             ecfg.connect_timeout_ms = ecfg.connect_timeout_ms.min(ecfg.timeout_ms);
         }
-        let mut free: Vec<EmbeddingModel> = Vec::with_capacity(cfg.query.embedder_instances);
-        for _ in 0..cfg.query.embedder_instances {
+        let mut free: Vec<EmbeddingModel> = Vec::with_capacity(query.embedder_instances);
+        for _ in 0..query.embedder_instances {
             // A remote model is one client shared by every handle (its max_concurrent holds
             // for the node); a local one is loaded per instance.
             let model = match free.first().and_then(EmbeddingModel::share) {
@@ -111,6 +120,7 @@ impl EmbedderPool {
         let model_id = first.model_id().to_owned();
         let languages = first.languages().cloned();
         let provider = first.provider();
+        metrics.query_models.inc();
         Ok(EmbedderPool {
             free: Mutex::new(free),
             available: Condvar::new(),
@@ -118,7 +128,7 @@ impl EmbedderPool {
             model_id,
             languages,
             provider,
-            cache: Mutex::new(QueryVectorCache::new(cfg.query.query_cache_entries)),
+            cache: Mutex::new(QueryVectorCache::new(query.query_cache_entries)),
             metrics,
         })
     }
@@ -188,6 +198,13 @@ impl EmbedderPool {
     }
 }
 
+impl Drop for EmbedderPool {
+    fn drop(&mut self) {
+        self.metrics.query_models.dec();
+        tracing::info!(model = %self.model_id, "query embedding model unloaded");
+    }
+}
+
 /// The remote embedding server is away (unreachable, timing out, 5xx or 429 after the
 /// client's retries): the vector route is unavailable, as when Milvus is down.
 #[derive(Debug, thiserror::Error)]
@@ -227,17 +244,22 @@ pub struct Indexes {
     mismatch: RwLock<Option<String>>,
     /// Wakes the Milvus task to re-check the collection now (after a failed search).
     milvus_recheck: tokio::sync::Notify,
+    /// The query model of this generation (its collection's vector space); dropped with the
+    /// last request that pinned these indexes.
+    embedders: Option<Arc<EmbedderPool>>,
     metrics: Metrics,
 }
 
 impl Indexes {
     pub fn new(metrics: Metrics) -> Arc<Indexes> {
-        Indexes::for_generation(None, true, metrics)
+        Indexes::for_generation(None, None, true, metrics)
     }
 
-    /// The indexes of `generation`; `reporting`: whether they set the node's index metrics.
+    /// The indexes of `generation`, searched with vectors of `embedders`; `reporting`: whether
+    /// they set the node's index metrics.
     pub fn for_generation(
         generation: Option<Generation>,
+        embedders: Option<Arc<EmbedderPool>>,
         reporting: bool,
         metrics: Metrics,
     ) -> Arc<Indexes> {
@@ -257,6 +279,7 @@ impl Indexes {
             index_id: RwLock::new(None),
             mismatch: RwLock::new(None),
             milvus_recheck: tokio::sync::Notify::new(),
+            embedders,
             metrics,
         })
     }
@@ -264,6 +287,11 @@ impl Indexes {
     /// The serving pointer's generation these indexes are, if any.
     pub fn generation(&self) -> Option<&Generation> {
         self.generation.as_ref()
+    }
+    /// The query embedders of this generation's model: embed a pinned request's queries with
+    /// these, never another generation's.
+    pub fn embedders(&self) -> Option<&Arc<EmbedderPool>> {
+        self.embedders.as_ref()
     }
     /// The generation's name (`None` without a serving pointer).
     pub fn generation_name(&self) -> Option<String> {
