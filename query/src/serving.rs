@@ -3,11 +3,12 @@
 //! Without `[query] serving_pointer` the node serves `[tantivy] path` and `[milvus] collection`,
 //! one [`Indexes`] for its whole life. With a pointer (`freshet_config::serving`), it serves
 //! the generation the pointer names and polls the file: when it names another generation, the
-//! node opens that one beside the one served (its tantivy commit loaded, its collection
-//! connected and bound to that commit's index id) and only then switches, in one swap of an
-//! `Arc`. A request pins the generation it started on ([`Serving::current`]) and reads only it
-//! from start to end (its tantivy snapshot and that generation's own collection, never a Milvus
-//! alias), so no answer mixes two generations; the generation left keeps answering the requests
+//! node loads that generation's query model (`models.rs`), opens it beside the one served (its
+//! tantivy commit loaded, its collection connected, holding that model's vectors and bound to
+//! that commit's index id) and only then switches, in one swap of an `Arc`. A request pins the
+//! generation it started on ([`Serving::current`]) and reads only it from start to end (its
+//! tantivy snapshot, that generation's own collection, never a Milvus alias, and its query
+//! model), so no answer mixes two generations or embeds with another generation's model; the generation left keeps answering the requests
 //! that pinned it and stops its background tasks.
 
 use std::path::{Path, PathBuf};
