@@ -27,6 +27,11 @@ pub struct Generation {
     /// when unknown, and then not checked.
     #[serde(default)]
     pub index_id: String,
+    /// The `[embedding]` settings of the pipeline that builds it (a JSON object of
+    /// `freshet_embedding::EmbeddingConfig`), which the query node embeds queries with for this
+    /// generation; absent: the node's own `[embedding]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<serde_json::Value>,
 }
 
 /// The pointer file's contents.
@@ -79,6 +84,12 @@ impl Generation {
         }
         if self.milvus_collection.is_empty() {
             return Err(format!("generation {} has no milvus_collection", self.name));
+        }
+        if self.embedding.as_ref().is_some_and(|e| !e.is_object()) {
+            return Err(format!(
+                "generation {}'s embedding must be an object of [embedding] settings",
+                self.name
+            ));
         }
         Ok(())
     }
@@ -162,6 +173,7 @@ mod tests {
             tantivy_path: PathBuf::from(format!("/data/{name}")),
             milvus_collection: format!("chunks_{name}"),
             index_id: format!("id-{name}"),
+            embedding: None,
         }
     }
 
@@ -203,6 +215,7 @@ mod tests {
             g(r#""name":"a","tantivy_path":"","milvus_collection":"c""#),
             g(r#""name":"a","tantivy_path":"/x","milvus_collection":"""#),
             g(r#""name":"a","tantivy_path":"/x","milvus_collection":"c","extra":1"#),
+            g(r#""name":"a","tantivy_path":"/x","milvus_collection":"c","embedding":"e5""#),
         ] {
             let bad = bad.as_bytes();
             let e = ServingPointer::parse(p, bad).unwrap_err().to_string();
@@ -212,6 +225,15 @@ mod tests {
         let got = ServingPointer::parse(p, ok.as_bytes()).unwrap();
         assert_eq!(got.serving.index_id, "");
         assert_eq!(got.previous, None);
+        assert_eq!(got.serving.embedding, None, "a pointer naming no model");
+        let with_model = g(
+            r#""name":"a","tantivy_path":"/x","milvus_collection":"c","embedding":{"model_dir":"/m"}"#,
+        );
+        let got = ServingPointer::parse(p, with_model.as_bytes()).unwrap();
+        assert_eq!(
+            got.serving.embedding,
+            Some(serde_json::json!({"model_dir": "/m"}))
+        );
     }
 
     #[test]

@@ -1,26 +1,22 @@
-//! The node's view of the two indexes and the query model: a tantivy reader that picks up every
-//! pipeline commit (polled every `reload_interval_ms`) and the snapshot of the commit served, a
-//! Milvus connection (re-established in the background while Milvus is down), and a small pool
-//! of query embedders. One [`Indexes`] is one index generation: `serving.rs` holds the one
-//! served and opens the next beside it.
+//! The node's view of one generation's two indexes and its query model: a tantivy reader that
+//! picks up every pipeline commit (polled every `reload_interval_ms`) and the snapshot of the
+//! commit served, a Milvus connection (re-established in the background while Milvus is down),
+//! and the pool of query embedders of the generation's model (`models.rs`). One [`Indexes`] is
+//! one index generation: `serving.rs` holds the one served and opens the next beside it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
 use freshet_config::serving::Generation;
 use freshet_core::clock::now_ms;
-use freshet_core::embed::Embedder;
-use freshet_embedding::language::Languages;
-use freshet_embedding::{EmbeddingModel, Provider};
 use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
 
-use crate::config::Config;
 use crate::metrics::Metrics;
+pub use crate::models::{EmbedderPool, EmbedderUnavailable};
 
 /// The newest pipeline commit this node serves.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -31,168 +27,6 @@ pub struct Freshness {
     /// When this node made it searchable (Unix ms).
     pub visible_at_ms: u64,
 }
-
-/// Query embedders shared by request handlers (each call takes one), and the vectors of
-/// recent query texts.
-pub struct EmbedderPool {
-    free: Mutex<Vec<EmbeddingModel>>,
-    available: Condvar,
-    dim: usize,
-    model_id: String,
-    /// The languages the model declares it covers (`None`: undeclared).
-    languages: Option<Languages>,
-    provider: Provider,
-    cache: Mutex<QueryVectorCache>,
-    metrics: Metrics,
-}
-
-/// The vectors of the last `capacity` distinct query texts (oldest insert evicted first).
-struct QueryVectorCache {
-    capacity: usize,
-    vectors: HashMap<String, Arc<Vec<f32>>>,
-    order: VecDeque<String>,
-}
-
-impl QueryVectorCache {
-    fn new(capacity: usize) -> QueryVectorCache {
-        QueryVectorCache {
-            capacity,
-            vectors: HashMap::new(),
-            order: VecDeque::new(),
-        }
-    }
-
-    fn get(&self, text: &str) -> Option<Arc<Vec<f32>>> {
-        self.vectors.get(text).cloned()
-    }
-
-    fn put(&mut self, text: &str, vector: Arc<Vec<f32>>) {
-        if self.capacity == 0 || self.vectors.contains_key(text) {
-            return;
-        }
-        while self.order.len() >= self.capacity {
-            if let Some(old) = self.order.pop_front() {
-                self.vectors.remove(&old);
-            }
-        }
-        self.order.push_back(text.to_owned());
-        self.vectors.insert(text.to_owned(), vector);
-    }
-}
-
-impl EmbedderPool {
-    pub fn load(cfg: &Config, metrics: Metrics) -> Result<EmbedderPool> {
-        let mut ecfg = cfg.embedding.clone();
-        ecfg.threads = Some(cfg.query.embedder_threads);
-        if ecfg.provider == Provider::Openai {
-            // A query waits for a remote model at most half its request's time, retries
-            // included, so that a server that is away leaves time to answer from BM25
-            // (hybrid, allow_partial) instead of timing the request out.
-            let half = (cfg.query.request_timeout_ms / 2).max(1);
-            ecfg.deadline_ms = ecfg.deadline_ms.min(half);
-            ecfg.timeout_ms = ecfg.timeout_ms.min(ecfg.deadline_ms);
-            ecfg.connect_timeout_ms = ecfg.connect_timeout_ms.min(ecfg.timeout_ms);
-        }
-        let mut free: Vec<EmbeddingModel> = Vec::with_capacity(cfg.query.embedder_instances);
-        for _ in 0..cfg.query.embedder_instances {
-            // A remote model is one client shared by every handle (its max_concurrent holds
-            // for the node); a local one is loaded per instance.
-            let model = match free.first().and_then(EmbeddingModel::share) {
-                Some(shared) => shared,
-                None => EmbeddingModel::load_with_metrics(&ecfg, Some(&metrics.remote_embedding))
-                    .context("loading the query embedding model")?,
-            };
-            free.push(model);
-        }
-        let first = free
-            .first()
-            .context("[query] embedder_instances must be at least 1")?;
-        let dim = first.dim();
-        let model_id = first.model_id().to_owned();
-        let languages = first.languages().cloned();
-        let provider = first.provider();
-        Ok(EmbedderPool {
-            free: Mutex::new(free),
-            available: Condvar::new(),
-            dim,
-            model_id,
-            languages,
-            provider,
-            cache: Mutex::new(QueryVectorCache::new(cfg.query.query_cache_entries)),
-            metrics,
-        })
-    }
-
-    /// Embeds a query (blocking; call from a blocking thread), or returns the vector of the
-    /// same text embedded before. Gives up, without embedding, once `stop()` holds while it
-    /// waits for a free model.
-    pub fn embed_query(&self, text: &str, stop: &dyn Fn() -> bool) -> Result<Arc<Vec<f32>>> {
-        let cached = self.cache.lock().ok().and_then(|c| c.get(text));
-        if let Some(v) = cached {
-            self.metrics.query_embedding("cache_hit");
-            return Ok(v);
-        }
-        let v = Arc::new(self.embed_with_model(text, stop)?);
-        self.metrics.query_embedding("embedded");
-        if let Ok(mut c) = self.cache.lock() {
-            c.put(text, v.clone());
-        }
-        Ok(v)
-    }
-
-    fn embed_with_model(&self, text: &str, stop: &dyn Fn() -> bool) -> Result<Vec<f32>> {
-        let mut free = self
-            .free
-            .lock()
-            .map_err(|_| anyhow!("embedder pool poisoned"))?;
-        loop {
-            if stop() {
-                return Err(anyhow!("cancelled while waiting for a query embedder"));
-            }
-            if !free.is_empty() {
-                break;
-            }
-            free = self
-                .available
-                .wait_timeout(free, Duration::from_millis(10))
-                .map_err(|_| anyhow!("embedder pool poisoned"))?
-                .0;
-        }
-        let mut model = free.pop().expect("non-empty");
-        drop(free);
-        let out = model.embed_query(text).map_err(|e| match e {
-            freshet_embedding::Error::Remote { outage: true, .. } => {
-                anyhow::Error::new(EmbedderUnavailable(e.to_string()))
-            }
-            e => anyhow!("{e}"),
-        });
-        if let Ok(mut free) = self.free.lock() {
-            free.push(model);
-        }
-        self.available.notify_one();
-        out
-    }
-
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-    pub fn model_id(&self) -> &str {
-        &self.model_id
-    }
-    pub fn languages(&self) -> Option<&Languages> {
-        self.languages.as_ref()
-    }
-    /// Where the query vectors come from (`[embedding] provider`).
-    pub fn provider(&self) -> Provider {
-        self.provider
-    }
-}
-
-/// The remote embedding server is away (unreachable, timing out, 5xx or 429 after the
-/// client's retries): the vector route is unavailable, as when Milvus is down.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct EmbedderUnavailable(pub String);
 
 /// Why an index cannot be used right now (for `/readyz` and 503 answers).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -227,17 +61,22 @@ pub struct Indexes {
     mismatch: RwLock<Option<String>>,
     /// Wakes the Milvus task to re-check the collection now (after a failed search).
     milvus_recheck: tokio::sync::Notify,
+    /// The query model of this generation (its collection's vector space); dropped with the
+    /// last request that pinned these indexes.
+    embedders: Option<Arc<EmbedderPool>>,
     metrics: Metrics,
 }
 
 impl Indexes {
     pub fn new(metrics: Metrics) -> Arc<Indexes> {
-        Indexes::for_generation(None, true, metrics)
+        Indexes::for_generation(None, None, true, metrics)
     }
 
-    /// The indexes of `generation`; `reporting`: whether they set the node's index metrics.
+    /// The indexes of `generation`, searched with vectors of `embedders`; `reporting`: whether
+    /// they set the node's index metrics.
     pub fn for_generation(
         generation: Option<Generation>,
+        embedders: Option<Arc<EmbedderPool>>,
         reporting: bool,
         metrics: Metrics,
     ) -> Arc<Indexes> {
@@ -257,6 +96,7 @@ impl Indexes {
             index_id: RwLock::new(None),
             mismatch: RwLock::new(None),
             milvus_recheck: tokio::sync::Notify::new(),
+            embedders,
             metrics,
         })
     }
@@ -264,6 +104,11 @@ impl Indexes {
     /// The serving pointer's generation these indexes are, if any.
     pub fn generation(&self) -> Option<&Generation> {
         self.generation.as_ref()
+    }
+    /// The query embedders of this generation's model: embed a pinned request's queries with
+    /// these, never another generation's.
+    pub fn embedders(&self) -> Option<&Arc<EmbedderPool>> {
+        self.embedders.as_ref()
     }
     /// The generation's name (`None` without a serving pointer).
     pub fn generation_name(&self) -> Option<String> {

@@ -26,6 +26,7 @@ pub mod indexes;
 pub mod language;
 pub mod mcp;
 pub mod metrics;
+pub mod models;
 pub mod node;
 pub mod openai;
 pub mod openapi;

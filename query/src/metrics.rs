@@ -85,6 +85,8 @@ pub struct Metrics {
     /// 1 for the index generation served (`[query] serving_pointer`); no series without one.
     pub index_generation: Family<GenerationLabels, Gauge>,
     pub index_switches: Counter,
+    /// Query embedding models loaded (one per generation's model, served or being opened).
+    pub query_models: Gauge,
     pub query_embeddings: Family<OutcomeLabels, Counter>,
     pub routes_left_out: Family<LeftOutLabels, Counter>,
     pub auth_rejections: Family<RejectionLabels, Counter>,
@@ -165,6 +167,11 @@ impl Metrics {
             "index_switches",
             "Times this node switched to another index generation after opening it",
         );
+        let query_models = r.gauge(
+            "embedding_models",
+            "Query embedding models loaded: the served generation's, and another while a \
+             generation of another model is opened or still answers requests",
+        );
         let query_embeddings = r.counters(
             "query_embeddings",
             "Query vectors by outcome: embedded by the model, or cache_hit",
@@ -240,6 +247,7 @@ impl Metrics {
             ready,
             index_generation,
             index_switches,
+            query_models,
             query_embeddings,
             routes_left_out,
             auth_rejections,

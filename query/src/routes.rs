@@ -68,7 +68,11 @@ impl Engine {
                 .milvus_to_search()
                 .map_err(RetrieveError::Unavailable)?;
             let s = Instant::now();
-            let (pool, q) = (self.embedders.clone(), vector_text.to_owned());
+            // The pinned generation's own query model: its collection's vector space.
+            let pool = loads.generation.embedders().cloned().ok_or_else(|| {
+                RetrieveError::Unavailable("no query model for this index generation".into())
+            })?;
+            let q = vector_text.to_owned();
             let v = loads
                 .job
                 .blocking("embed", move |job| {

@@ -9,8 +9,8 @@ use freshet_service::listen::{self, Shutdown};
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::indexes::EmbedderPool;
 use crate::metrics::Metrics;
+use crate::models::QueryModels;
 use crate::node::Node;
 use crate::rerank::Reranker;
 use crate::retrieve::Engine;
@@ -53,17 +53,20 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     // The Japanese one must load (or be switched off) before the index opens.
     config.tantivy.configure_japanese()?;
     let metrics = Metrics::new();
-    let embedders = Arc::new(EmbedderPool::load(&config, metrics.clone())?);
+    // The query model of each generation served: the pointer's, else [embedding].
+    let models = Arc::new(QueryModels::new(
+        config.embedding.clone(),
+        config.query.clone(),
+        metrics.clone(),
+    ));
     let counter = HfTokenCounter::from_file(config.embedding.tokenizer_path())
         .context("loading the model tokenizer (for context packing)")?;
     let reranker = Reranker::from_config(&config.query, config.embedding.ort_dylib_path.clone())?;
-    let mut mcfg = config.milvus.clone();
-    mcfg.dim = embedders.dim();
-    mcfg.model_id = embedders.model_id().to_owned();
     let opener = Opener {
         reload_interval: Duration::from_millis(config.query.reload_interval_ms.max(1)),
         bm25: config.query.bm25_params()?,
-        milvus: mcfg,
+        milvus: config.milvus.clone(),
+        models,
         runtime: tokio::runtime::Handle::current(),
     };
     let indexes = Serving::start(
@@ -93,7 +96,6 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         limiter,
         config,
         indexes,
-        embedders,
         reranker,
         counter: Arc::new(counter),
         metrics,

@@ -3,11 +3,12 @@
 //! Without `[query] serving_pointer` the node serves `[tantivy] path` and `[milvus] collection`,
 //! one [`Indexes`] for its whole life. With a pointer (`freshet_config::serving`), it serves
 //! the generation the pointer names and polls the file: when it names another generation, the
-//! node opens that one beside the one served (its tantivy commit loaded, its collection
-//! connected and bound to that commit's index id) and only then switches, in one swap of an
-//! `Arc`. A request pins the generation it started on ([`Serving::current`]) and reads only it
-//! from start to end (its tantivy snapshot and that generation's own collection, never a Milvus
-//! alias), so no answer mixes two generations; the generation left keeps answering the requests
+//! node loads that generation's query model (`models.rs`), opens it beside the one served (its
+//! tantivy commit loaded, its collection connected, holding that model's vectors and bound to
+//! that commit's index id) and only then switches, in one swap of an `Arc`. A request pins the
+//! generation it started on ([`Serving::current`]) and reads only it from start to end (its
+//! tantivy snapshot, that generation's own collection, never a Milvus alias, and its query
+//! model), so no answer mixes two generations or embeds with another generation's model; the generation left keeps answering the requests
 //! that pinned it and stops its background tasks.
 
 use std::path::{Path, PathBuf};
@@ -20,44 +21,58 @@ use freshet_milvus::MilvusConfig;
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
 
-use crate::indexes::{Freshness, Indexes, Status};
+use crate::indexes::{EmbedderPool, Freshness, Indexes, Status};
 use crate::metrics::{GenerationLabels, Metrics};
+use crate::models::QueryModels;
 
 /// How to open a generation's two indexes.
 #[derive(Clone)]
 pub struct Opener {
     pub reload_interval: Duration,
     pub bm25: Bm25Params,
-    /// `[milvus]` with the query model's dimension and id; the collection is the generation's.
+    /// `[milvus]`; the collection, dimension and model id are the generation's.
     pub milvus: MilvusConfig,
+    /// The generations' query models.
+    pub models: Arc<QueryModels>,
     pub runtime: tokio::runtime::Handle,
 }
 
 impl Opener {
     /// Opens `tantivy_path` and `milvus.collection` in the background (a reload thread and a
     /// Milvus task, both ending when the indexes are stopped).
+    /// The collection must hold vectors of `embedders`' model (its dimension and id).
     pub fn open(
         &self,
         generation: Option<Generation>,
         tantivy_path: PathBuf,
-        milvus: MilvusConfig,
+        mut milvus: MilvusConfig,
+        embedders: Arc<EmbedderPool>,
         reporting: bool,
         metrics: &Metrics,
     ) -> Arc<Indexes> {
-        let ix = Indexes::for_generation(generation, reporting, metrics.clone());
+        milvus.dim = embedders.dim();
+        milvus.model_id = embedders.model_id().to_owned();
+        let ix = Indexes::for_generation(generation, Some(embedders), reporting, metrics.clone());
         ix.spawn_tantivy_reloader(tantivy_path, self.reload_interval, self.bm25);
         let _entered = self.runtime.enter();
         ix.spawn_milvus_connector(milvus);
         ix
     }
 
-    fn open_generation(&self, g: &Generation, reporting: bool, metrics: &Metrics) -> Arc<Indexes> {
+    fn open_generation(
+        &self,
+        g: &Generation,
+        embedders: Arc<EmbedderPool>,
+        reporting: bool,
+        metrics: &Metrics,
+    ) -> Arc<Indexes> {
         let mut m = self.milvus.clone();
         m.collection.clone_from(&g.milvus_collection);
         self.open(
             Some(g.clone()),
             g.tantivy_path.clone(),
             m,
+            embedders,
             reporting,
             metrics,
         )
@@ -82,12 +97,26 @@ pub struct GenerationState {
 pub struct Opening {
     pub generation: String,
     pub status: Status,
+    /// Why its query model cannot be loaded (it is tried again every few seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// How long a generation whose query model failed to load waits before the next try.
+const MODEL_RETRY: Duration = Duration::from_secs(5);
+
+/// A query model that failed to load: for which generation, why, and when.
+struct ModelFailure {
+    generation: Generation,
+    error: String,
+    at: std::time::Instant,
 }
 
 /// The generation served, and the one being opened.
 pub struct Serving {
     current: RwLock<Arc<Indexes>>,
     opening: Mutex<Option<Arc<Indexes>>>,
+    model_failure: Mutex<Option<ModelFailure>>,
     pointer_error: RwLock<Option<String>>,
     metrics: Metrics,
 }
@@ -98,6 +127,7 @@ impl Serving {
         Arc::new(Serving {
             current: RwLock::new(indexes),
             opening: Mutex::new(None),
+            model_failure: Mutex::new(None),
             pointer_error: RwLock::new(None),
             metrics,
         })
@@ -112,7 +142,15 @@ impl Serving {
         metrics: Metrics,
     ) -> Result<Arc<Serving>> {
         if pointer.as_os_str().is_empty() {
-            let ix = opener.open(None, tantivy_path, opener.milvus.clone(), true, &metrics);
+            let pool = opener.models.pool_for(None)?;
+            let ix = opener.open(
+                None,
+                tantivy_path,
+                opener.milvus.clone(),
+                pool,
+                true,
+                &metrics,
+            );
             return Ok(Serving::fixed(ix, metrics));
         }
         let p = ServingPointer::read(pointer).context(
@@ -124,7 +162,11 @@ impl Serving {
             pointer = %pointer.display(),
             "serving the pointer's generation"
         );
-        let ix = opener.open_generation(&p.serving, true, &metrics);
+        let pool = opener.models.pool_for(Some(&p.serving)).context(
+            "the serving pointer's generation: check its embedding settings (the model dir or \
+             server its pipeline embeds with must be reachable from this node)",
+        )?;
+        let ix = opener.open_generation(&p.serving, pool, true, &metrics);
         let me = Serving::fixed(ix, metrics);
         me.label(&p.serving.name, None);
         let (follower, path) = (me.clone(), pointer.to_owned());
@@ -152,32 +194,54 @@ impl Serving {
             }
         };
         let current = self.current();
-        let Ok(mut opening) = self.opening.lock() else {
-            return;
-        };
         if current.generation() == Some(&want) {
-            if let Some(o) = opening.take() {
-                o.stop();
-            }
+            self.set_opening(None);
+            self.set_model_failure(None);
             return;
         }
-        let next = match opening.as_ref() {
-            Some(o) if o.generation() == Some(&want) => o.clone(),
-            _ => {
-                if let Some(o) = opening.take() {
-                    o.stop();
+        let being_opened = self
+            .opening
+            .lock()
+            .ok()
+            .and_then(|o| o.clone())
+            .filter(|o| o.generation() == Some(&want));
+        let next = match being_opened {
+            Some(o) => o,
+            None => {
+                if self.model_failed_lately(&want) {
+                    return;
                 }
-                tracing::info!(generation = %want.name, "opening the next index generation");
-                let o = opener.open_generation(&want, false, &self.metrics);
-                *opening = Some(o.clone());
+                // The query model first (loading it takes a while; nothing is locked), then
+                // the indexes, which are searched with its vectors only.
+                let pool = match opener.models.pool_for(Some(&want)) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let error = format!("{e:#}");
+                        tracing::warn!(generation = %want.name, error = %error,
+                            "the next index generation's query model cannot be loaded");
+                        self.set_opening(None);
+                        self.set_model_failure(Some(ModelFailure {
+                            generation: want,
+                            error,
+                            at: std::time::Instant::now(),
+                        }));
+                        return;
+                    }
+                };
+                self.set_model_failure(None);
+                tracing::info!(generation = %want.name, model = %pool.model_id(),
+                    "opening the next index generation");
+                let o = opener.open_generation(&want, pool, false, &self.metrics);
+                self.set_opening(Some(o.clone()));
                 o
             }
         };
         if !next.is_ready() {
             return;
         }
-        *opening = None;
-        drop(opening);
+        if let Ok(mut opening) = self.opening.lock() {
+            *opening = None;
+        }
         if let Ok(mut c) = self.current.write() {
             *c = next.clone();
         }
@@ -190,6 +254,30 @@ impl Serving {
             to = %want.name,
             "switched index generation"
         );
+    }
+
+    /// Replaces the generation being opened (stopping the one replaced).
+    fn set_opening(&self, next: Option<Arc<Indexes>>) {
+        if let Ok(mut opening) = self.opening.lock() {
+            if let Some(o) = opening.take() {
+                o.stop();
+            }
+            *opening = next;
+        }
+    }
+
+    fn set_model_failure(&self, f: Option<ModelFailure>) {
+        if let Ok(mut g) = self.model_failure.lock() {
+            *g = f;
+        }
+    }
+
+    /// `want`'s model failed to load less than [`MODEL_RETRY`] ago.
+    fn model_failed_lately(&self, want: &Generation) -> bool {
+        self.model_failure.lock().ok().is_some_and(|g| {
+            g.as_ref()
+                .is_some_and(|f| f.generation == *want && f.at.elapsed() < MODEL_RETRY)
+        })
     }
 
     fn label(&self, serving: &str, left: Option<String>) {
@@ -236,6 +324,16 @@ impl Serving {
             .map(|o| Opening {
                 generation: o.generation_name().unwrap_or_default(),
                 status: o.status(),
+                model: None,
+            })
+            .or_else(|| {
+                let failure = self.model_failure.lock().ok()?;
+                let f = failure.as_ref()?;
+                Some(Opening {
+                    generation: f.generation.name.clone(),
+                    status: Status::default(),
+                    model: Some(f.error.clone()),
+                })
             });
         Some(GenerationState {
             serving: Some(serving),

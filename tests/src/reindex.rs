@@ -68,6 +68,7 @@ impl Case {
             tantivy_path: self.tantivy_path(),
             milvus_collection: self.collection.clone(),
             index_id: payload.index_id.unwrap_or_default(),
+            embedding: None,
         })
     }
 
@@ -85,12 +86,14 @@ pub struct Outcome {
 }
 
 impl Case {
-    /// Runs `freshet reindex <args>` with this case's configuration (its topics, index and
-    /// collection: the generation it builds), `pointer` and `alias` as `[reindex]`.
+    /// Runs `freshet reindex <args>` with this case's configuration (its topics, index,
+    /// collection and the settings its pipeline runs with: the generation it builds),
+    /// `pointer` and `alias` as `[reindex]`.
     pub fn reindex(&self, args: &[&str], pointer: &Path, alias: &str) -> Result<Outcome> {
         let out = Command::new(freshet_bin())
             .arg("reindex")
             .args(args)
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .env("FRESHET_KAFKA_BROKERS", &self.kafka.brokers)
             .env("FRESHET_KAFKA_TOPIC", &self.kafka.topic)
             .env("FRESHET_KAFKA_DLQ_TOPIC", &self.kafka.dlq_topic)

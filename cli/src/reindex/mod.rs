@@ -117,6 +117,28 @@ pub fn check_switch(
     Ok(())
 }
 
+/// The `[embedding]` settings a query node embeds queries with for the generation this
+/// configuration builds, as the pointer records them: its relative paths made absolute (the
+/// node runs elsewhere), key files and variables named, never a key itself.
+pub(crate) fn query_model(e: &freshet_embedding::EmbeddingConfig) -> Result<serde_json::Value> {
+    let mut e = e.clone();
+    let absolute = |p: &mut std::path::PathBuf, what: &str| -> Result<()> {
+        if !p.as_os_str().is_empty() && p.is_relative() {
+            *p = std::path::absolute(&*p)
+                .with_context(|| format!("[embedding] {what} {}", p.display()))?;
+        }
+        Ok(())
+    };
+    absolute(&mut e.model_dir, "model_dir")?;
+    absolute(&mut e.api_key_file, "api_key_file")?;
+    if let Some(p) = e.ort_dylib_path.as_mut() {
+        absolute(p, "ort_dylib_path")?;
+    }
+    // The node sets its own threads per query model ([query] embedder_threads).
+    e.threads = None;
+    serde_json::to_value(&e).context("recording the generation's [embedding] settings")
+}
+
 pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
     let r = &config.reindex;
     if r.pointer.as_os_str().is_empty() {
@@ -144,6 +166,7 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
                 tantivy_path: path,
                 milvus_collection: config.pipeline.milvus.collection.clone(),
                 index_id: built.payload.index_id.clone().unwrap_or_default(),
+                embedding: Some(query_model(&config.pipeline.embedding)?),
             };
             generation.validate().map_err(anyhow::Error::msg)?;
             let ends = lag::ends(&config.pipeline.kafka, &topics(config)?)?;
@@ -227,6 +250,7 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
                 tantivy_path: config.pipeline.tantivy.path.clone(),
                 milvus_collection: config.pipeline.milvus.collection.clone(),
                 index_id: String::new(),
+                embedding: None,
             };
             let milvus = rt.block_on(connect(config, &own.milvus_collection))?;
             let alias_target = match r.alias.as_str() {
@@ -281,6 +305,7 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
                 tantivy_path: config.pipeline.tantivy.path.clone(),
                 milvus_collection: config.pipeline.milvus.collection.clone(),
                 index_id: String::new(),
+                embedding: None,
             };
             let known = |g: &Generation| {
                 g.tantivy_path == own.tantivy_path && g.milvus_collection == own.milvus_collection

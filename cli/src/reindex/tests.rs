@@ -10,6 +10,7 @@ fn generation(name: &str) -> Generation {
         tantivy_path: PathBuf::from(format!("/data/{name}")),
         milvus_collection: format!("chunks_{name}"),
         index_id: format!("id-{name}"),
+        embedding: None,
     }
 }
 
@@ -138,4 +139,30 @@ fn only_a_generation_nothing_can_serve_is_retired() {
     let e = super::retire::check(Some(&p), &generation("c"), Some("chunks_c")).unwrap_err();
     assert!(e.contains("alias"), "{e}");
     super::retire::check(Some(&p), &generation("c"), Some("chunks_b")).unwrap();
+}
+
+#[test]
+fn the_pointer_records_the_query_model_with_absolute_paths_and_no_key() {
+    let e = freshet_embedding::EmbeddingConfig {
+        model_dir: PathBuf::from("models/e5"),
+        api_key_env: "EMBED_KEY".into(),
+        threads: Some(3),
+        query_prefix: Some("query: ".into()),
+        ..freshet_embedding::EmbeddingConfig::default()
+    };
+    let v = query_model(&e).unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(
+        v["model_dir"],
+        cwd.join("models/e5").display().to_string(),
+        "{v}"
+    );
+    assert_eq!(v["query_prefix"], "query: ");
+    // the key's variable, never a key; the node's own threads
+    assert_eq!(v["api_key_env"], "EMBED_KEY");
+    assert!(v["threads"].is_null(), "{v}");
+    // what the node reads back is the pipeline's model
+    let back: freshet_embedding::EmbeddingConfig = serde_json::from_value(v).unwrap();
+    assert_eq!(back.model_dir, cwd.join("models/e5"));
+    assert_eq!(back.query_prefix, e.query_prefix);
 }

@@ -24,7 +24,6 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::fusion::StageScore;
-use crate::indexes::EmbedderPool;
 use crate::language::QueryLanguage;
 use crate::metrics::Metrics;
 use crate::overload::{Job, Limiter, Refused};
@@ -157,7 +156,6 @@ pub struct Engine {
     pub config: Config,
     /// The index generation served (pin [`Serving::current`] for a whole request).
     pub indexes: Arc<Serving>,
-    pub embedders: Arc<EmbedderPool>,
     pub reranker: Option<Reranker>,
     pub counter: Arc<HfTokenCounter>,
     pub metrics: Metrics,
@@ -244,6 +242,12 @@ impl Engine {
         let (mut degraded, mut transform, mut variants, mut passage) =
             (Vec::new(), None, Vec::new(), None);
         if let (Some(tp), Some(llm)) = (plan.transform.clone(), &self.llm) {
+            // The languages of the model served now (the request pins its generation later).
+            let languages = self
+                .indexes
+                .current()
+                .embedders()
+                .and_then(|p| p.languages().cloned());
             let s = Instant::now();
             let share = s + Duration::from_millis(self.transformer.config.timeout_ms);
             let vector_runs = |q: &str| {
@@ -254,7 +258,7 @@ impl Engine {
                             &crate::language::assess(
                                 q,
                                 plan.language.as_deref(),
-                                self.embedders.languages(),
+                                languages.as_ref(),
                             ),
                         ))
             };
@@ -285,6 +289,8 @@ impl Engine {
         let _cancel = job.cancel_on_drop();
         // One generation for the whole request: its snapshot and its own collection.
         let generation = self.indexes.current();
+        // ... and the query model that generation's collection was embedded with.
+        let languages = generation.embedders().and_then(|p| p.languages().cloned());
         let snapshot = generation
             .snapshot_to_search()
             .map_err(RetrieveError::Unavailable)?;
@@ -295,11 +301,8 @@ impl Engine {
             job: job.clone(),
         };
 
-        let language = crate::language::assess(
-            &plan.query,
-            plan.language.as_deref(),
-            self.embedders.languages(),
-        );
+        let language =
+            crate::language::assess(&plan.query, plan.language.as_deref(), languages.as_ref());
         let mut left_out = Vec::new();
         let run_vector = plan.mode != Mode::Hybrid
             || crate::language::runs_vector(plan.language_routing, &language);
@@ -309,10 +312,7 @@ impl Engine {
                 route: "vector",
                 reason: format!(
                     "the embedding model covers {}; the query is in {}: BM25 alone answers it",
-                    self.embedders
-                        .languages()
-                        .map(|l| l.describe())
-                        .unwrap_or_default(),
+                    languages.as_ref().map(|l| l.describe()).unwrap_or_default(),
                     language.language.as_deref().unwrap_or("another language"),
                 ),
             });

@@ -136,7 +136,10 @@ pub async fn status(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respon
         let now = freshet_core::clock::now_ms();
         let s = ix.status();
         let auth = node.auth.ready();
-        let pool = &engine.embedders;
+        let model = ix.embedders().map_or_else(
+            || "no query model".to_string(),
+            |p| format!("{} ({} dimensions)", p.model_id(), p.dim()),
+        );
         Ok::<_, ApiError>(json!({
             "generated_at_ms": now,
             "node": {
@@ -148,8 +151,8 @@ pub async fn status(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respon
                 "tantivy": tantivy,
                 "milvus": milvus,
                 "model": {
-                    "ok": true,
-                    "detail": format!("{} ({} dimensions)", pool.model_id(), pool.dim()),
+                    "ok": ix.embedders().is_some(),
+                    "detail": model,
                 },
                 "commit_ages": {
                     "every_ms": ages::SAMPLE_EVERY.as_millis() as u64,
