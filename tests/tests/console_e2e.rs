@@ -15,10 +15,9 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use freshet_tests::http::request;
 use freshet_tests::llm::LiveStandIn;
 use freshet_tests::query::{LEDGER_TEXT, PUBLIC_AND_FINANCE_KEYS};
 use freshet_tests::{env, workspace_root, Case};

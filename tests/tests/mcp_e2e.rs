@@ -10,7 +10,7 @@
 //! a failing model makes `answer` a tool error and the session goes on.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use freshet_tests::http::request;

@@ -10,7 +10,7 @@
 //! a failing model as a 503 or, mid-stream, an error chunk without `[DONE]`.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use freshet_tests::http::request;
