@@ -125,6 +125,25 @@ impl QueryNode {
         }
     }
 
+    /// Waits until `GET /v1/index` names `generation` (docs/reindex.md) as the one served.
+    pub fn wait_generation(&self, generation: &str, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.get("/v1/index")?;
+            if r.status == 200 && r.json()?["generation"] == generation {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "generation {generation} not served: {}\n{}",
+                    r.body,
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The process id of the node.
     pub fn pid(&self) -> u32 {
         self.process.pid()

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use freshet_tests::query::{request, QueryNode};
@@ -102,25 +102,6 @@ fn query_load(
             })
         })
         .collect()
-}
-
-/// Waits until `GET /v1/index` names `generation`.
-fn wait_served(node: &QueryNode, generation: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let r = node.get("/v1/index")?;
-        if r.status == 200 && r.json()?["generation"] == generation {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "generation {generation} not served: {}\n{}",
-                r.body,
-                node.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn chunk_ids(case: &Case) -> Result<BTreeSet<String>> {
@@ -339,7 +320,7 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         ("FRESHET_QUERY_QUERY_CACHE_ENTRIES", "0".to_string()),
     ])?;
     node.wait_ready(Duration::from_secs(60))?;
-    wait_served(&node, "a")?;
+    node.wait_generation("a", Duration::from_secs(60))?;
 
     // The gate of b against a, as served; and of a bad shadow c (the long documents over its
     // text limit, so it holds a third of the corpus), which fails and is refused.
@@ -404,7 +385,7 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         &pointer,
         &alias,
     )?;
-    wait_served(&node, "b")?;
+    node.wait_generation("b", Duration::from_secs(60))?;
     assert_eq!(
         case.alias_target(&alias)?.as_deref(),
         Some(shadow.collection.as_str())
@@ -431,7 +412,7 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
     // Roll back to a, then switch to b again.
     let out = reindex(&shadow, &["rollback"], &pointer, &alias)?;
     assert!(out.contains("serving generation a"), "{out}");
-    wait_served(&node, "a")?;
+    node.wait_generation("a", Duration::from_secs(60))?;
     assert_eq!(
         case.alias_target(&alias)?.as_deref(),
         Some(case.collection.as_str())
@@ -443,7 +424,7 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
         &pointer,
         &alias,
     )?;
-    wait_served(&node, "b")?;
+    node.wait_generation("b", Duration::from_secs(60))?;
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::SeqCst);
     for t in load {

@@ -140,25 +140,6 @@ fn query_load(
         .collect()
 }
 
-/// Waits until `GET /v1/index` names `generation`.
-fn wait_served(node: &QueryNode, generation: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let r = node.get("/v1/index")?;
-        if r.status == 200 && r.json()?["generation"] == generation {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "generation {generation} not served: {}\n{}",
-                r.body,
-                node.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The query models the node holds (`freshet_query_embedding_models`).
 fn models_loaded(node: &QueryNode) -> Result<f64> {
     let metrics = node.get("/metrics")?.body;
@@ -263,7 +244,7 @@ fn switch_and_roll_back_embedding_models_under_query_load() -> Result<()> {
         ("FRESHET_QUERY_QUERY_CACHE_ENTRIES", "0".to_string()),
     ])?;
     node.wait_ready(Duration::from_secs(60))?;
-    wait_served(&node, "a")?;
+    node.wait_generation("a", Duration::from_secs(90))?;
     assert_eq!(models_loaded(&node)?, 1.0);
     // The node's memory, sampled through the switches.
     let pid = node.pid();
@@ -290,7 +271,7 @@ fn switch_and_roll_back_embedding_models_under_query_load() -> Result<()> {
     std::thread::sleep(Duration::from_secs(2));
 
     reindex(&shadow, &["switch", "--to", "b"], &pointer, &alias)?;
-    wait_served(&node, "b")?;
+    node.wait_generation("b", Duration::from_secs(90))?;
     let index = node.get("/v1/index")?.json()?;
     assert_eq!(index["generation"], "b", "{index}");
     // a's model goes once no request pins a any more.
@@ -300,12 +281,12 @@ fn switch_and_roll_back_embedding_models_under_query_load() -> Result<()> {
 
     let out = reindex(&shadow, &["rollback"], &pointer, &alias)?;
     assert!(out.contains("serving generation a"), "{out}");
-    wait_served(&node, "a")?;
+    node.wait_generation("a", Duration::from_secs(90))?;
     wait_models(&node, 1.0)?;
     std::thread::sleep(Duration::from_secs(2));
     let rss_back = rss_mib(pid);
     reindex(&shadow, &["switch", "--to", "b"], &pointer, &alias)?;
-    wait_served(&node, "b")?;
+    node.wait_generation("b", Duration::from_secs(90))?;
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::SeqCst);
     for t in load {

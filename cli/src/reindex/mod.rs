@@ -245,13 +245,7 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
             ))
         }
         ReindexCommand::Retire => {
-            let own = Generation {
-                name: "(this config)".into(),
-                tantivy_path: config.pipeline.tantivy.path.clone(),
-                milvus_collection: config.pipeline.milvus.collection.clone(),
-                index_id: String::new(),
-                embedding: None,
-            };
+            let own = own_generation(config);
             let milvus = rt.block_on(connect(config, &own.milvus_collection))?;
             let alias_target = match r.alias.as_str() {
                 "" => None,
@@ -300,13 +294,7 @@ pub fn run(config: &Config, args: ReindexArgs) -> Result<()> {
             );
             // The generation this configuration builds, when it is neither of the pointer's (a
             // shadow catching up).
-            let own = Generation {
-                name: "(this config)".into(),
-                tantivy_path: config.pipeline.tantivy.path.clone(),
-                milvus_collection: config.pipeline.milvus.collection.clone(),
-                index_id: String::new(),
-                embedding: None,
-            };
+            let own = own_generation(config);
             let known = |g: &Generation| {
                 g.tantivy_path == own.tantivy_path && g.milvus_collection == own.milvus_collection
             };
@@ -450,3 +438,14 @@ fn append_history(path: &Path, record: &serde_json::Value) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// The generation this configuration builds, named by its paths alone (no index id read).
+fn own_generation(config: &Config) -> Generation {
+    Generation {
+        name: "(this config)".into(),
+        tantivy_path: config.pipeline.tantivy.path.clone(),
+        milvus_collection: config.pipeline.milvus.collection.clone(),
+        index_id: String::new(),
+        embedding: None,
+    }
+}
