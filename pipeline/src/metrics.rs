@@ -73,12 +73,13 @@ pub const STALL_AT: [&str; 5] = [
 /// the start at 0.
 pub const REPAIR_FINDINGS: [&str; 3] = ["stale", "absent", "doubled"];
 
-/// Every metric the pipeline exports. Cheap to clone (handles are shared).
+/// A detected language (`corpus_chunks{language}`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LanguageLabel {
     pub language: &'static str,
 }
 
+/// Every metric the pipeline exports. Cheap to clone (handles are shared).
 #[derive(Clone)]
 pub struct Metrics {
     pub registry: Arc<Registry>,
