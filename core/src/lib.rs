@@ -12,7 +12,9 @@
 //! - [`filter`]: the retrieval filter (documents, ACL principals, metadata, kinds).
 //! - [`embed`]: the embedding operator's traits and cache keys.
 //! - [`clock`]: the wall clock epochs, commit stamps and ages share.
+//! - [`chars`]: byte offsets into a string as character offsets (the API's span unit).
 
+pub mod chars;
 pub mod chunk;
 pub mod clock;
 pub mod document;

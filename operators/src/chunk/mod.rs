@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::document::{ContentType, Document};
 pub use config::{ChunkStrategy, ChunkerConfig, ConfigError};
+use freshet_core::chars::CharOffsets;
 /// The chunk record and what an index stores of it: the contract, in `freshet-core`.
 pub use freshet_core::chunk::{change, chunk_id, header, Chunk, ChunkChange, ChunkKind};
 pub use tokens::{CharCounter, HfTokenCounter, TokenCounter, TokenizerLoadError};
@@ -147,7 +148,7 @@ pub fn chunk_document_within(
         doc,
         doc_hash,
         metadata_json: metadata_json(&doc.metadata),
-        chars: CharIndex::new(text),
+        chars: CharOffsets::new(text),
         occurrences: HashMap::new(),
         next_index: [0, 0],
         out: Vec::new(),
@@ -231,7 +232,7 @@ struct Builder<'d> {
     doc: &'d Document,
     doc_hash: &'d str,
     metadata_json: String,
-    chars: CharIndex,
+    chars: CharOffsets<'d>,
     occurrences: HashMap<(ChunkKind, &'d str), u32>,
     next_index: [u32; 2],
     out: Vec<Chunk>,
@@ -253,8 +254,8 @@ impl<'d> Builder<'d> {
         self.next_index[slot] += 1;
         let id = chunk_id(&self.doc.id, kind, text, occurrence);
         let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let char_start = to_u32(self.chars.char_offset(&self.doc.text, p.start));
-        let char_end = to_u32(self.chars.char_offset(&self.doc.text, p.end));
+        let char_start = to_u32(self.chars.ceil(p.start));
+        let char_end = to_u32(self.chars.ceil(p.end));
         let pages = page_span(self.pages, char_start, char_end);
         let metadata_json = if pages.is_none() && !p.quote {
             self.metadata_json.clone()
@@ -304,32 +305,6 @@ fn with_keys(metadata_json: &str, pages: Option<(u32, u32)>, quote: bool) -> Str
         map.entry("quote").or_insert(true.into());
     }
     crate::json::canonical_json(&serde_json::Value::Object(map))
-}
-
-/// Byte offset to char offset, with checkpoints so that each lookup scans at most a few KiB.
-struct CharIndex {
-    /// (byte offset, char offset) every `STEP` chars.
-    checkpoints: Vec<(usize, usize)>,
-}
-
-impl CharIndex {
-    const STEP: usize = 1024;
-
-    fn new(text: &str) -> Self {
-        let mut checkpoints = vec![(0, 0)];
-        for (n, (i, _)) in text.char_indices().enumerate() {
-            if n > 0 && n % Self::STEP == 0 {
-                checkpoints.push((i, n));
-            }
-        }
-        CharIndex { checkpoints }
-    }
-
-    fn char_offset(&self, text: &str, byte: usize) -> usize {
-        let k = self.checkpoints.partition_point(|&(b, _)| b <= byte);
-        let (b0, c0) = self.checkpoints[k.saturating_sub(1)];
-        c0 + text.get(b0..byte).map_or(0, |s| s.chars().count())
-    }
 }
 
 #[cfg(test)]

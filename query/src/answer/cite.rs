@@ -7,6 +7,7 @@
 
 use std::sync::LazyLock;
 
+use freshet_core::chars::CharOffsets;
 use regex::Regex;
 use serde::Serialize;
 use unicode_segmentation::UnicodeSegmentation;
@@ -57,7 +58,7 @@ pub struct Checked {
 /// Checks `answer` against a prompt of `passages` numbered passages (1..=passages). A sentence
 /// equal to `refusal` (see [`is_refusal`]) needs no citation.
 pub fn check(answer: &str, passages: usize, refusal: &str) -> Checked {
-    let chars = CharIndex::new(answer);
+    let chars = CharOffsets::new(answer);
     // Sentence spans (bytes), with the markers that open one moved to the one before.
     // A boundary inside a marker ("bark.[" | "2] Birds") moves to the marker's end.
     let markers: Vec<(usize, usize)> = MARKER
@@ -100,8 +101,8 @@ pub fn check(answer: &str, passages: usize, refusal: &str) -> Checked {
         sentence_index[i] = Some(out.sentences.len());
         out.sentences.push(Sentence {
             text: text.trim().to_owned(),
-            start: chars.at(*s),
-            end: chars.at(*e),
+            start: chars.ceil(*s),
+            end: chars.ceil(*e),
             cites: Vec::new(),
         });
     }
@@ -121,8 +122,8 @@ pub fn check(answer: &str, passages: usize, refusal: &str) -> Checked {
             let number = n.trim().parse::<usize>().unwrap_or(0);
             let mark = Mark {
                 number,
-                start: chars.at(whole.start()),
-                end: chars.at(whole.end()),
+                start: chars.ceil(whole.start()),
+                end: chars.ceil(whole.end()),
                 sentence,
             };
             if (1..=passages).contains(&number) {
@@ -188,24 +189,6 @@ fn leading_markers(s: &str) -> usize {
 
 fn has_words(s: &str) -> bool {
     s.chars().any(char::is_alphanumeric)
-}
-
-/// Byte offset → character offset, for offsets in increasing or any order.
-struct CharIndex {
-    /// The byte offset of each character, and the length at the end.
-    starts: Vec<usize>,
-}
-
-impl CharIndex {
-    fn new(s: &str) -> CharIndex {
-        let mut starts: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
-        starts.push(s.len());
-        CharIndex { starts }
-    }
-
-    fn at(&self, byte: usize) -> usize {
-        self.starts.partition_point(|&b| b < byte)
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //!
 //! Spans are in characters (Unicode scalar values), sorted, merged where they overlap or touch.
 
+use freshet_core::chars::CharOffsets;
 use std::collections::HashSet;
 
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
@@ -23,7 +24,7 @@ use super::{
 pub fn highlight_spans(query: &str, text: &str) -> Vec<(usize, usize)> {
     let scripts = CjkScripts::of([query]);
     let mut spans = Vec::new();
-    let chars = CharIndex::new(text);
+    let chars = CharOffsets::new(text);
     mark(
         &mut spans,
         analyze(query),
@@ -35,7 +36,7 @@ pub fn highlight_spans(query: &str, text: &str) -> Vec<(usize, usize)> {
         // The Chinese analyzer reads the text folded to simplified characters, one character
         // for one: its offsets are in the folded text, whose characters line up with the text's.
         let folded = fast2s::convert(text);
-        let folded_chars = CharIndex::new(&folded);
+        let folded_chars = CharOffsets::new(&folded);
         if folded_chars.len() == chars.len() {
             let terms = analyze_zh(query);
             mark(
@@ -75,7 +76,7 @@ fn mark(
     terms: Vec<String>,
     mut analyzer: TextAnalyzer,
     text: &str,
-    chars: &CharIndex,
+    chars: &CharOffsets,
 ) {
     if terms.is_empty() {
         return;
@@ -85,7 +86,7 @@ fn mark(
     while stream.advance() {
         let t = stream.token();
         if terms.contains(&t.text) {
-            let (a, b) = (chars.at(t.offset_from), chars.at(t.offset_to));
+            let (a, b) = (chars.floor(t.offset_from), chars.floor(t.offset_to));
             if a < b {
                 spans.push((a, b));
             }
@@ -104,34 +105,6 @@ fn merge(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
         }
     }
     out
-}
-
-/// Byte offset → character index of one string.
-struct CharIndex {
-    /// The byte offset where each character starts, then the string's length.
-    starts: Vec<usize>,
-}
-
-impl CharIndex {
-    fn new(s: &str) -> CharIndex {
-        let mut starts: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
-        starts.push(s.len());
-        CharIndex { starts }
-    }
-
-    /// Characters in the string.
-    fn len(&self) -> usize {
-        self.starts.len() - 1
-    }
-
-    /// The index of the character that starts at (or, inside one, contains) byte `b`, capped
-    /// at the string's length in characters.
-    fn at(&self, b: usize) -> usize {
-        match self.starts.binary_search(&b) {
-            Ok(i) => i.min(self.len()),
-            Err(i) => i.saturating_sub(1).min(self.len()),
-        }
-    }
 }
 
 #[cfg(test)]
