@@ -37,14 +37,16 @@ pub use policy::{Decision, FlushPolicy, SealState, Trigger};
 pub struct LoadedSegment {
     pub id: i64,
     pub rows: i64,
-    /// Growing (searched by brute force) or sealed (`Sealed`, `Flushed`, `Flushing`).
+    /// Growing (searched by brute force) or sealed (`Sealed`, `Flushed`, `Flushing`). Milvus
+    /// 2.3.5 lists sealed segments only.
     pub growing: bool,
     /// The name of the index the query node searches it through (empty: none).
     pub index_name: String,
 }
 
 impl MilvusSink {
-    /// The collection's segments loaded on the query nodes (`GetQuerySegmentInfo`).
+    /// The collection's segments loaded on the query nodes (`GetQuerySegmentInfo`, counted as
+    /// `op="describe"`).
     pub async fn loaded_segments(&self) -> Result<Vec<LoadedSegment>> {
         use milvus::v2::prelude::{ListQuerySegmentsRequest, SegmentState};
         let req = ListQuerySegmentsRequest::builder()
