@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use freshet_embedding::EmbeddingsMetrics;
 use freshet_kafka::ProduceMetrics;
-use freshet_milvus::MilvusMetrics;
+use freshet_milvus::{MilvusMetrics, SealMetrics};
 use freshet_service::metrics::{FloatGauge, HistogramFamily, Registrar, PIPELINE_AGE};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -112,6 +112,8 @@ pub struct Metrics {
     pub corpus_uncovered_share: FloatGauge,
     /// The Milvus connector's calls (`milvus_requests_total`, `milvus_request_seconds`).
     pub milvus: MilvusMetrics,
+    /// The sink's flushes by the sealing policy (`milvus_flushes_total`, `milvus_unflushed_rows`).
+    pub milvus_seal: SealMetrics,
     /// A remote embedding model's requests (`remote_embedding_…`; `connectors/llm/METRICS.md`).
     pub remote_embedding: EmbeddingsMetrics,
     /// The Kafka connector's dead-letter calls (`kafka_dead_letter_…`).
@@ -259,6 +261,7 @@ impl Metrics {
             });
         }
         let milvus = MilvusMetrics::register(&mut r);
+        let milvus_seal = SealMetrics::register(&mut r);
         let remote_embedding = EmbeddingsMetrics::register(&mut r);
         let dead_letters = ProduceMetrics::register_dead_letters(&mut r);
         Metrics {
@@ -290,6 +293,7 @@ impl Metrics {
             corpus_chunks,
             corpus_uncovered_share,
             milvus,
+            milvus_seal,
             remote_embedding,
             dead_letters,
             board: Board::default(),

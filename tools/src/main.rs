@@ -37,6 +37,7 @@ mod parse_bench;
 mod pipeline_bench;
 mod query_bench;
 mod replicate;
+mod seal_bench;
 mod watch_bench;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,9 @@ enum Command {
     /// Build a benchmark index of N copies of an indexed corpus (perturbed vectors, no
     /// re-embedding) directly in a new tantivy index and Milvus collection.
     BenchReplicate(replicate::ReplicateArgs),
+    /// Vector search latency on collections being written to, with the sink's sealing policy
+    /// (`[milvus] flush_rows` / `flush_interval`) and without it, side by side (needs Milvus).
+    BenchSeal(seal_bench::SealBenchArgs),
     /// Evaluate retrieval quality on a BEIR dataset through the pipeline and the query node.
     Eval(eval::EvalArgs),
     /// Evaluate /v1/answer on a dataset of questions: citations, refusals, faithfulness.
@@ -138,6 +142,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchParse(args) => args.run(config),
         Command::BenchIngest(args) => args.run(config),
         Command::BenchReplicate(args) => args.run(config),
+        Command::BenchSeal(args) => args.run(config),
         Command::Eval(args) => args.run(config),
         Command::EvalAnswers(args) => args.run(config),
         Command::BenchLatency(args) => args.run(config),

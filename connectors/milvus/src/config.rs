@@ -28,6 +28,13 @@ pub struct MilvusConfig {
     pub max_batch_bytes: usize,
     /// Ids per delete / get request, and rows per page when listing ids (at most 16384).
     pub page_size: usize,
+    /// The sink flushes (seals) the collection once this many rows were written (inserted or
+    /// deleted) since its last flush; `0`: never by rows ([`crate::Sealer`]).
+    pub flush_rows: u64,
+    /// The sink flushes the collection once its oldest unflushed row is this old; `0`: never
+    /// by age.
+    #[serde(with = "duration_ms")]
+    pub flush_interval: Duration,
 }
 
 impl Default for MilvusConfig {
@@ -42,6 +49,8 @@ impl Default for MilvusConfig {
             max_batch_rows: 1000,
             max_batch_bytes: 8 * 1024 * 1024,
             page_size: 4096,
+            flush_rows: 4096,
+            flush_interval: Duration::from_secs(10),
         }
     }
 }

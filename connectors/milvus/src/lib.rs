@@ -33,6 +33,7 @@ mod health;
 mod metrics;
 mod read;
 pub mod schema;
+pub mod seal;
 mod sink;
 mod write;
 
@@ -44,5 +45,6 @@ pub use health::ServerHealth;
 pub use metrics::MilvusMetrics;
 pub use milvus::v2::prelude::ConsistencyLevel;
 pub use read::{DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};
+pub use seal::{LoadedSegment, SealMetrics, Sealer};
 pub use sink::MilvusSink;
 pub use write::RefusedRow;

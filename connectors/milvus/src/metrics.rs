@@ -31,7 +31,7 @@ pub(crate) enum Op {
     Load,
     /// `HasCollection`.
     HasCollection,
-    /// `DescribeCollection` and `DescribeIndex`.
+    /// `DescribeCollection`, `DescribeIndex` and `GetQuerySegmentInfo`.
     Describe,
     /// `CreateCollection` and `CreateIndex`.
     Create,

@@ -141,7 +141,7 @@ impl Sinks {
                 tantivy.path().to_path_buf(),
                 stall.clone(),
                 metrics.clone(),
-            ),
+            )?,
             dead_letters: DeadLetters::new(
                 producer,
                 kafka.clone(),

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use freshet_milvus::MilvusSink;
+use freshet_milvus::{MilvusSink, Sealer};
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use freshet_operators::dataflow::Time;
 
@@ -88,6 +88,9 @@ pub struct VectorWriter {
     index_dir: PathBuf,
     stall: Stall,
     metrics: Metrics,
+    /// Flushes the collection by `[milvus] flush_rows` / `flush_interval`, off the write path
+    /// (`None` when both are off).
+    sealer: Option<Sealer>,
 }
 
 impl VectorWriter {
@@ -97,13 +100,27 @@ impl VectorWriter {
         index_dir: PathBuf,
         stall: Stall,
         metrics: Metrics,
-    ) -> VectorWriter {
-        VectorWriter {
+    ) -> Result<VectorWriter> {
+        let sealer = Sealer::start(
+            milvus.config().clone(),
+            Some(metrics.milvus.clone()),
+            Some(metrics.milvus_seal.clone()),
+        )
+        .context("starting the Milvus sealer thread")?;
+        Ok(VectorWriter {
             milvus,
             runtime,
             index_dir,
             stall,
             metrics,
+            sealer,
+        })
+    }
+
+    /// Tells the sealer that `rows` rows were written.
+    fn wrote(&self, rows: usize) {
+        if let Some(s) = &self.sealer {
+            s.wrote(rows as u64);
         }
     }
 }
@@ -140,6 +157,7 @@ impl Service<&VectorWrite> for VectorWriter {
         m.sink_write("milvus", started.elapsed().as_secs_f64());
         m.sink("milvus", "delete", deletes.len() as u64);
         m.sink("milvus", "upsert", (rows.len() - refused_rows.len()) as u64);
+        self.wrote(deletes.len() + rows.len() - refused_rows.len());
         Ok(refused_rows
             .into_iter()
             .map(|r| {
@@ -165,6 +183,8 @@ impl Service<&Removal> for VectorWriter {
         self.stall
             .retry("removing refused documents from Milvus", "milvus", |_| {
                 Ok(runtime.block_on(milvus.delete(&removal.ids))?)
-            })
+            })?;
+        self.wrote(removal.ids.len());
+        Ok(())
     }
 }
