@@ -39,6 +39,9 @@ pub struct IngestBenchArgs {
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Leave out the raw fastembed phase (the pipeline-to-raw ratio is then not reported).
+    #[arg(long)]
+    no_raw: bool,
 }
 
 impl crate::Run for IngestBenchArgs {
@@ -159,6 +162,21 @@ pub(crate) fn fresh_config(config: &Config) -> Result<(Config, PathBuf)> {
     Ok((cfg, dir))
 }
 
+/// This process's resident memory now and its peak so far (`VmRSS`, `VmHWM`), in MB; 0 where
+/// `/proc/self/status` cannot be read. The pipeline runs in this process, so after an ingest
+/// this is the pipeline's memory (with the little the benchmark itself holds).
+pub(crate) fn memory_mb() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0)
+}
+
 /// Raw fastembed on exactly the texts the pipeline embedded (all cores, the same batch size):
 /// how many texts, and the seconds it took.
 fn raw_fastembed(cfg: &Config) -> Result<(usize, f64)> {
@@ -268,7 +286,11 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let first_s = start.elapsed().as_secs_f64();
     let chunks = chunks_upserted(&metrics);
     let embedded_first = counter(&metrics, "embedded");
-    eprintln!("first ingest: {first_s:.1} s, {chunks} chunks, {embedded_first} embedded");
+    let (rss_after_mb, rss_peak_mb) = memory_mb();
+    eprintln!(
+        "first ingest: {first_s:.1} s, {chunks} chunks, {embedded_first} embedded; RSS \
+         {rss_after_mb:.0} MB, peak {rss_peak_mb:.0} MB"
+    );
 
     // Re-send the unchanged corpus.
     let (e0, w0) = (counter(&metrics, "embedded"), writes(&metrics));
@@ -301,10 +323,14 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
 
     stop_pipeline(&stop, handle)?;
 
-    let (raw_texts, raw_s) = raw_fastembed(&cfg)?;
     let n = docs.len() as f64;
     let pipeline_cps = chunks as f64 / first_s;
-    let raw_cps = raw_texts as f64 / raw_s;
+    let raw_cps = if args.no_raw {
+        f64::NAN
+    } else {
+        let (raw_texts, raw_s) = raw_fastembed(&cfg)?;
+        raw_texts as f64 / raw_s
+    };
     let report = json!({
         "corpus": args.corpus.display().to_string(),
         "documents": docs.len(),
@@ -314,6 +340,13 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
         "first_ingest_s": first_s,
         "docs_per_s": n / first_s,
         "chunks_per_s": pipeline_cps,
+        "embedded_first": embedded_first,
+        "embedded_per_s": embedded_first as f64 / first_s,
+        "batch_size": cfg.embedding.batch_size,
+        "batch_tokens": cfg.embedding.batch_tokens,
+        "cpu_arena": cfg.embedding.cpu_arena,
+        "rss_after_first_ingest_mb": rss_after_mb,
+        "rss_peak_first_ingest_mb": rss_peak_mb,
         "raw_fastembed_chunks_per_s": raw_cps,
         "ratio_pipeline_to_raw": pipeline_cps / raw_cps,
         "resend_unchanged_s": resend_s,

@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 /// hybrid-weighted 0.729 against 0.733 (docs/benchmarks.md, "Retrieval quality").
 pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2-int8";
 
+/// Default `[embedding] batch_tokens`: padded tokens per local model call.
+pub const DEFAULT_BATCH_TOKENS: usize = 4096;
+
 /// Where vectors come from: `local` (an ONNX model run in process) or `openai` (an
 /// OpenAI-compatible `/embeddings` server: TEI, vLLM, Ollama, LiteLLM, hosted APIs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,8 +44,18 @@ pub struct EmbeddingConfig {
     pub model_id: Option<String>,
     /// Path of `libonnxruntime.so.1.31.x`. Default: the `ORT_DYLIB_PATH` environment variable.
     pub ort_dylib_path: Option<PathBuf>,
-    /// Texts per model call. Default 64.
+    /// Texts per model call at most. Default 64.
     pub batch_size: usize,
+    /// Local model: padded tokens per model call at most (texts × the longest text's tokens),
+    /// so that a call's working memory stays bounded whatever the lengths (`crate::batching`);
+    /// a text longer than this alone is still embedded, alone. 0: no bound. Default
+    /// [`DEFAULT_BATCH_TOKENS`].
+    pub batch_tokens: usize,
+    /// Local model: ONNX Runtime's CPU memory arena. On, the arena keeps the largest call's
+    /// working memory for the life of the process (measured ~0.8 GB per model after a call of
+    /// 64 × 256 tokens); off (the default), each call's memory is freed after it, and after a
+    /// passage batch the C allocator's free memory is handed back to the system.
+    pub cpu_arena: bool,
     /// Tokens per text, special tokens included (longer texts are truncated; capped by the
     /// tokenizer's `model_max_length`). Default: that `model_max_length` (256 for
     /// all-MiniLM-L6-v2, 512 for multilingual-e5-small).
@@ -113,6 +126,8 @@ impl Default for EmbeddingConfig {
             model_id: None,
             ort_dylib_path: None,
             batch_size: 64,
+            batch_tokens: DEFAULT_BATCH_TOKENS,
+            cpu_arena: false,
             max_length: None,
             passage_prefix: None,
             query_prefix: None,

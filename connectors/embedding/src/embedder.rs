@@ -19,6 +19,21 @@ use crate::language::Languages;
 /// `api-24` requires. freshet deploys 1.31.1.
 pub const MIN_ORT_MINOR: u32 = 24;
 
+/// Without ONNX Runtime's arena, a call's working memory goes back to the C allocator, which
+/// keeps much of it for re-use (measured: ~200 MB per session after calls of 16 × 256 tokens,
+/// docs/benchmarks.md "Pipeline memory"). After an embedding of at least this many padded
+/// tokens it is handed back to the system; a query's few tokens never pay for that.
+const TRIM_AFTER_PADDED_TOKENS: usize = 1024;
+
+/// Returns the C allocator's free memory to the system (glibc keeps freed heap for re-use).
+fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim(3) takes no pointers and only returns free heap to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Files of an ONNX model directory that fastembed reads.
 pub(crate) const ONNX_MODEL_FILES: [&str; 5] = [
     "model.onnx",
@@ -42,6 +57,8 @@ pub struct FastEmbedder {
     cache_id: String,
     model_dir: PathBuf,
     batch_size: usize,
+    batch_tokens: usize,
+    cpu_arena: bool,
     max_length: usize,
     passage_prefix: String,
     query_prefix: String,
@@ -54,6 +71,7 @@ impl std::fmt::Debug for FastEmbedder {
             .field("model_dir", &self.model_dir)
             .field("dim", &self.meta.dim)
             .field("batch_size", &self.batch_size)
+            .field("batch_tokens", &self.batch_tokens)
             .field("max_length", &self.max_length)
             .finish_non_exhaustive()
     }
@@ -106,7 +124,14 @@ impl FastEmbedder {
         };
         let model =
             UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(pooling);
-        let mut options = InitOptionsUserDefined::new().with_max_length(max_length);
+        // The CPU provider registered explicitly, to set its arena (ONNX Runtime's own default
+        // keeps the arena on).
+        let cpu = ort::ep::CPU::default()
+            .with_arena_allocator(config.cpu_arena)
+            .build();
+        let mut options = InitOptionsUserDefined::new()
+            .with_max_length(max_length)
+            .with_execution_providers(vec![cpu]);
         if let Some(t) = config.threads {
             options = options.with_intra_threads(t);
         }
@@ -141,6 +166,8 @@ impl FastEmbedder {
             cache_id,
             model_dir: dir.clone(),
             batch_size: config.batch_size,
+            batch_tokens: config.batch_tokens,
+            cpu_arena: config.cpu_arena,
             max_length,
             passage_prefix,
             query_prefix,
@@ -184,35 +211,64 @@ impl FastEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // Texts are padded to the longest of their model batch: when there is more than one
-        // batch, run them sorted by length so that similar lengths share a batch (much less
-        // padding for mixed chunk sizes), and put the vectors back in input order afterwards.
+        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        // Texts are padded to the longest of their model call: run them sorted by token count
+        // so that similar lengths share a call, cut into calls of at most `batch_size` texts and
+        // `batch_tokens` padded tokens (`crate::batching`), and put the vectors back in input
+        // order afterwards.
+        let lengths = self.token_lengths(&inputs)?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
-        if texts.len() > self.batch_size {
-            order.sort_by_key(|&i| texts[i].len());
-        }
-        let inputs: Vec<String> = order
+        order.sort_by_key(|&i| lengths[i]);
+        let sorted_lengths: Vec<usize> = order.iter().map(|&i| lengths[i]).collect();
+        let plan = crate::batching::plan(&sorted_lengths, self.batch_size, self.batch_tokens);
+        let padded: usize = plan
             .iter()
-            .map(|&i| format!("{prefix}{}", texts[i]))
-            .collect();
-        let batch_size = self.batch_size;
-        let model = &mut self.model;
-        let sorted = catch_unwind(AssertUnwindSafe(|| model.embed(&inputs, Some(batch_size))))
-            .map_err(|p| Error::Embed(format!("ONNX Runtime panicked: {}", panic_message(&*p))))?
-            .map_err(|e| Error::Embed(e.to_string()))?;
-        if sorted.len() != texts.len() {
-            return Err(Error::Embed(format!(
-                "{} texts in, {} vectors out",
-                texts.len(),
-                sorted.len()
-            )));
-        }
+            .map(|r| r.len() * sorted_lengths[r.end - 1])
+            .sum();
         let mut vectors = vec![Vec::new(); texts.len()];
-        for (&i, mut v) in order.iter().zip(sorted) {
-            l2_normalize(&mut v);
-            vectors[i] = v;
+        for range in plan {
+            let ids = &order[range];
+            let batch: Vec<&str> = ids.iter().map(|&i| inputs[i].as_str()).collect();
+            let n = batch.len();
+            let model = &mut self.model;
+            let out = catch_unwind(AssertUnwindSafe(|| model.embed(&batch, Some(n))))
+                .map_err(|p| {
+                    Error::Embed(format!("ONNX Runtime panicked: {}", panic_message(&*p)))
+                })?
+                .map_err(|e| Error::Embed(e.to_string()))?;
+            if out.len() != n {
+                return Err(Error::Embed(format!(
+                    "{n} texts in, {} vectors out",
+                    out.len()
+                )));
+            }
+            for (&i, mut v) in ids.iter().zip(out) {
+                l2_normalize(&mut v);
+                vectors[i] = v;
+            }
+        }
+        if !self.cpu_arena && padded >= TRIM_AFTER_PADDED_TOKENS {
+            release_free_heap();
         }
         Ok(vectors)
+    }
+
+    /// Tokens of each input as the model will see it (special tokens included, truncated to
+    /// `max_length`): the attention mask's ones, whatever padding the tokenizer applies.
+    fn token_lengths(&self, inputs: &[String]) -> Result<Vec<usize>> {
+        if self.batch_tokens == 0 {
+            // No token bound: byte length orders the texts well enough.
+            return Ok(inputs.iter().map(|t| t.len()).collect());
+        }
+        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        let tokenizer = &self.model.tokenizer;
+        let encodings = catch_unwind(AssertUnwindSafe(|| tokenizer.encode_batch(refs, true)))
+            .map_err(|p| Error::Embed(format!("the tokenizer panicked: {}", panic_message(&*p))))?
+            .map_err(|e| Error::Embed(format!("tokenizing: {e}")))?;
+        Ok(encodings
+            .iter()
+            .map(|e| e.get_attention_mask().iter().filter(|&&m| m != 0).count())
+            .collect())
     }
 
     /// `freshet-model.json` of the loaded model.
@@ -266,9 +322,14 @@ impl FastEmbedder {
         Ok(())
     }
 
-    /// Texts per model call.
+    /// Texts per model call at most.
     pub fn batch_size(&self) -> usize {
         self.batch_size
+    }
+
+    /// Padded tokens per model call at most (0: no bound).
+    pub fn batch_tokens(&self) -> usize {
+        self.batch_tokens
     }
 
     /// The fastembed model (its `tokenizer` field is the tokenizer in use).

@@ -31,6 +31,7 @@
 //!   freshet-check.json      reference token ids and embeddings (used by the live tests)
 //! ```
 
+mod batching;
 mod cache;
 mod cached;
 mod config;
@@ -43,7 +44,10 @@ mod rerank;
 
 pub use cache::{Compaction, DiskCache};
 pub use cached::{embed_with_cache, CachedEmbedder, EmbedStats};
-pub use config::{find_ort_library, EmbeddingConfig, ModelMeta, Provider, DEFAULT_MODEL_DIR_NAME};
+pub use config::{
+    find_ort_library, EmbeddingConfig, ModelMeta, Provider, DEFAULT_BATCH_TOKENS,
+    DEFAULT_MODEL_DIR_NAME,
+};
 pub use embedder::{FastEmbedder, MIN_ORT_MINOR};
 pub use error::{Error, Result};
 pub use freshet_llm::EmbeddingsMetrics;

@@ -227,3 +227,40 @@ fn live_sorted_batches_keep_input_order() {
         assert!(dot(v, &single) > 0.99999, "vector for {t:?} is not its own");
     }
 }
+
+/// Calls bounded by padded tokens: the vectors come back in input order, equal to embedding
+/// each text alone, and a text longer than the whole budget is still embedded (alone).
+#[test]
+fn live_token_budget_keeps_order_and_embeds_a_text_over_budget() {
+    let cfg = live_config();
+    let mut budgeted = FastEmbedder::load(&EmbeddingConfig {
+        batch_tokens: 24,
+        ..cfg.clone()
+    })
+    .unwrap();
+    assert_eq!(budgeted.batch_tokens(), 24);
+    let long = "stream processing keeps search indexes fresh while documents change, \
+                and every change reaches the vector store and the text index in order \
+                with nothing lost on the way";
+    let texts = [
+        "short",
+        long,
+        "medium length text here",
+        "x",
+        "mid sized words about rivers",
+        long,
+        "",
+    ];
+    let got = budgeted.embed_passages(&texts).unwrap();
+    assert_eq!(got.len(), texts.len());
+    let mut alone = FastEmbedder::load(&EmbeddingConfig {
+        batch_tokens: 0,
+        batch_size: 1,
+        ..cfg
+    })
+    .unwrap();
+    for (t, v) in texts.iter().zip(&got) {
+        let single = alone.embed_passages(&[*t]).unwrap().pop().unwrap();
+        assert!(dot(v, &single) > 0.99999, "vector for {t:?} is not its own");
+    }
+}
