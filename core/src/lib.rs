@@ -12,7 +12,10 @@
 //! - [`filter`]: the retrieval filter (documents, ACL principals, metadata, kinds).
 //! - [`embed`]: the embedding operator's traits and cache keys.
 //! - [`clock`]: the wall clock epochs, commit stamps and ages share.
+//! - [`changelog`]: the chunk changes the pipeline publishes for query replicas, and how a
+//!   replica assembles them into the batches it commits.
 
+pub mod changelog;
 pub mod chunk;
 pub mod clock;
 pub mod document;
