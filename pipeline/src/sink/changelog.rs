@@ -239,24 +239,7 @@ impl Service<&TextCommit<'_>> for Changelog {
     type Response = Option<i64>;
 
     fn call(&mut self, commit: &TextCommit<'_>) -> Result<Option<i64>> {
-        let epoch = commit.payload.epoch;
-        let mut records: Vec<Encoded> = Vec::new();
-        // tantivy's apply: deletes first, then upserts, the last of an id winning.
-        let upserted: BTreeSet<&str> = commit.upserts.iter().map(|c| c.chunk_id.as_str()).collect();
-        for id in commit
-            .deletes
-            .iter()
-            .filter(|d| !upserted.contains(d.as_str()))
-        {
-            records.push(changelog::encode_delete(id, epoch));
-        }
-        let mut last: BTreeMap<&str, &Chunk> = BTreeMap::new();
-        for c in &commit.upserts {
-            last.insert(c.chunk_id.as_str(), c);
-        }
-        for c in last.values() {
-            records.push(changelog::encode_upsert(c, epoch));
-        }
+        let records = batch_records(&commit.upserts, &commit.deletes, commit.payload.epoch);
         if records.is_empty() {
             return Ok(self.next);
         }
@@ -268,6 +251,28 @@ impl Service<&TextCommit<'_>> for Changelog {
         self.next = next.or(self.next);
         Ok(self.next)
     }
+}
+
+/// The records of a batch that deletes `deletes` and writes `upserts`, as tantivy applies them
+/// ([`ChunkIndexWriter::apply`]): an id both deleted and written is written, the last upsert of
+/// an id wins. Tombstones first, then the upserts, each id once.
+pub fn batch_records(upserts: &[Chunk], deletes: &[String], epoch: u64) -> Vec<Encoded> {
+    let upserted: BTreeSet<&str> = upserts.iter().map(|c| c.chunk_id.as_str()).collect();
+    let removed: BTreeSet<&str> = deletes
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !upserted.contains(d))
+        .collect();
+    let mut records: Vec<Encoded> = removed
+        .into_iter()
+        .map(|id| changelog::encode_delete(id, epoch))
+        .collect();
+    let mut last: BTreeMap<&str, &Chunk> = BTreeMap::new();
+    for c in upserts {
+        last.insert(c.chunk_id.as_str(), c);
+    }
+    records.extend(last.values().map(|c| changelog::encode_upsert(c, epoch)));
+    records
 }
 
 /// The marker of a commit, published after it.
@@ -284,5 +289,44 @@ impl Service<MarkerOf<'_>> for Changelog {
         self.publish(&[changelog::encode_marker(&marker)])?;
         self.metrics.sink("changelog", "marker", 1);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use freshet_operators::changelog::{decode, Entry};
+    use freshet_operators::testing::chunk;
+
+    use super::*;
+
+    fn decoded(records: &[Encoded]) -> Vec<Entry> {
+        records
+            .iter()
+            .map(|e| decode(Some(&e.key), e.value.as_deref(), &e.headers).unwrap())
+            .collect()
+    }
+
+    /// A batch's records say what tantivy holds after applying it: an id deleted and written
+    /// again is written, the last upsert of an id wins, every id once.
+    #[test]
+    fn a_batch_is_published_as_tantivy_applies_it() {
+        let a = chunk("d1", "alpha");
+        let b = chunk("d2", "beta");
+        let b2 = Chunk {
+            title: "Beta again".into(),
+            ..b.clone()
+        };
+        let deletes = vec![a.chunk_id.clone(), "gone".to_string(), "gone".to_string()];
+        let records = batch_records(&[a.clone(), b, b2.clone()], &deletes, 7);
+        let mut want_upserts = vec![a, b2];
+        want_upserts.sort_by(|x, y| x.chunk_id.cmp(&y.chunk_id));
+        let mut want = vec![Entry::Delete("gone".into())];
+        want.extend(want_upserts.into_iter().map(|c| Entry::Upsert(Box::new(c))));
+        assert_eq!(decoded(&records), want);
+        assert!(records.iter().all(|r| r
+            .headers
+            .iter()
+            .any(|(k, v)| k == changelog::EPOCH_HEADER && v.as_deref() == Some(&b"7"[..]))));
+        assert!(batch_records(&[], &[], 1).is_empty());
     }
 }
