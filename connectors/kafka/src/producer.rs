@@ -100,6 +100,9 @@ impl Drop for Inner {
     }
 }
 
+/// A record with its headers, to produce: key, value (`None`: a tombstone), headers in order.
+pub type HeadedRecord = (Vec<u8>, Option<Vec<u8>>, Vec<(String, Option<Vec<u8>>)>);
+
 /// One record to produce, borrowed: raw key, value and headers.
 struct RawRecord<'a> {
     /// The partition to write to; `None`: the partitioner's choice by key.
@@ -431,7 +434,7 @@ impl DocumentProducer {
         &self,
         topic: &str,
         partition: i32,
-        records: &[(Vec<u8>, Option<Vec<u8>>, Vec<(String, Option<Vec<u8>>)>)],
+        records: &[HeadedRecord],
     ) -> Result<Vec<(i32, i64)>> {
         check_topic(topic)?;
         if partition < 0 {

@@ -231,9 +231,7 @@ impl Follower {
     /// with no batch yet leaves it empty).
     fn catch_up(&mut self) -> Result<()> {
         let started = Instant::now();
-        while !(self.committed && self.position >= self.high_at_start)
-            && !(self.position >= self.high_at_start && self.assembler.pending() == 0)
-        {
+        while !self.caught_up() {
             self.step()?;
         }
         tracing::info!(
@@ -243,6 +241,12 @@ impl Follower {
             "the replica index has caught up with the changelog"
         );
         Ok(())
+    }
+
+    /// Read past the log end seen at start, with a commit, or with nothing waiting (a topic
+    /// with no batch yet).
+    fn caught_up(&self) -> bool {
+        self.position >= self.high_at_start && (self.committed || self.assembler.pending() == 0)
     }
 
     fn high_watermark(&self) -> Result<i64> {
