@@ -118,6 +118,8 @@ pub const SECTIONS: &[&str] = &[
     "pipeline",
     "query",
     "reindex",
+    "replica",
+    "replication",
     "sources",
     "tantivy",
     "transform",

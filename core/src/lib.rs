@@ -13,7 +13,10 @@
 //! - [`embed`]: the embedding operator's traits and cache keys.
 //! - [`clock`]: the wall clock epochs, commit stamps and ages share.
 //! - [`chars`]: byte offsets into a string as character offsets (the API's span unit).
+//! - [`changelog`]: the chunk changes the pipeline publishes for query replicas, and how a
+//!   replica assembles them into the batches it commits.
 
+pub mod changelog;
 pub mod chars;
 pub mod chunk;
 pub mod clock;

@@ -16,7 +16,7 @@
 //! - [`dataflow`]: keyed document upserts to chunk deltas (timely + differential).
 
 // The document contract, from `freshet-core`, under the paths the code above it uses.
-pub use freshet_core::{clock, document, embed, envelope, filter, json, limits};
+pub use freshet_core::{changelog, clock, document, embed, envelope, filter, json, limits};
 
 pub mod cdc;
 pub mod chunk;

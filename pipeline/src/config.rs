@@ -15,6 +15,7 @@ use freshet_operators::limits::RecordLimits;
 use freshet_tantivy::TantivyConfig;
 
 use crate::topics::{SourceConfig, Topic};
+use freshet_operators::changelog::config::ReplicationConfig;
 
 /// Everything the pipeline reads ([`sections`]; `freshet-config` drops the other binaries'
 /// sections and refuses unknown ones).
@@ -31,6 +32,8 @@ pub struct Config {
     pub milvus: MilvusConfig,
     pub tantivy: TantivyConfig,
     pub metrics: MetricsConfig,
+    /// `[replication]`: the changelog for query replicas (`docs/replicas.md`).
+    pub replication: ReplicationConfig,
     /// The topics to read and their record formats (`[[sources]]`, see [`crate::topics`]);
     /// none: `kafka.topic` in freshet's envelope.
     pub sources: Vec<SourceConfig>,
@@ -232,6 +235,15 @@ impl Config {
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
         self.topics()?;
+        self.replication
+            .validate()
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if self.replication.enabled() {
+            let t = &self.replication.changelog_topic;
+            if self.topics()?.iter().any(|s| &s.name == t) || *t == self.kafka.dlq_topic {
+                bail!("replication.changelog_topic {t:?} is a topic the pipeline reads or its dead-letter topic");
+            }
+        }
         crate::limits::check(&self.limits)
     }
 
@@ -257,6 +269,7 @@ pub fn sections() -> Sections {
         .with::<MilvusConfig>("milvus")
         .with::<TantivyConfig>("tantivy")
         .with::<MetricsConfig>("metrics")
+        .with::<ReplicationConfig>("replication")
         .whole("sources")
 }
 

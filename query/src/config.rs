@@ -33,6 +33,12 @@ pub struct Config {
     /// `[answer]`: how `POST /v1/answer` retrieves, packs and refuses by default.
     pub answer: AnswerConfig,
     pub transform: crate::transform::config::TransformConfig,
+    /// `[kafka]`: the broker a replica reads the changelog from (brokers, client properties).
+    pub kafka: freshet_kafka::KafkaConfig,
+    /// `[replication]`: the changelog topic and its compaction settings.
+    pub replication: freshet_core::changelog::config::ReplicationConfig,
+    /// `[replica]`: serve an index kept from the changelog (`docs/replicas.md`).
+    pub replica: crate::replica::ReplicaConfig,
     /// `[llm]` checked, its key read: `None` without `llm.base_url` (set by [`Config::load`]).
     #[serde(skip)]
     pub llm_settings: Option<LlmSettings>,
@@ -302,6 +308,11 @@ impl Config {
         );
         config.transform.validate(llm, timeout)?;
         crate::openai::assistants::validate(&config)?;
+        config.replica.validate(
+            &config.replication,
+            &config.tantivy.path,
+            &config.query.serving_pointer,
+        )?;
         Ok(config)
     }
 }
@@ -316,6 +327,9 @@ pub fn sections() -> Sections {
         .with::<LlmConfig>("llm")
         .with::<AnswerConfig>("answer")
         .with::<crate::transform::config::TransformConfig>("transform")
+        .with::<freshet_kafka::KafkaConfig>("kafka")
+        .with::<freshet_core::changelog::config::ReplicationConfig>("replication")
+        .with::<crate::replica::ReplicaConfig>("replica")
 }
 
 impl QueryConfig {

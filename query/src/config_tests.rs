@@ -185,3 +185,53 @@ fn a_rerank_key_is_not_sent_over_plain_http() {
     );
     assert!(keyless.is_ok());
 }
+
+/// `[replication]` and `[replica]` in the documented file are every setting at its default
+/// (the replica's `path`, whose default depends on the run directory, commented out).
+#[test]
+fn the_documented_replica_sections_match_the_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
+    let c = Config::load_with_env(Some(&path), &[]).unwrap();
+    assert_eq!(
+        c.replication,
+        freshet_core::changelog::config::ReplicationConfig::default()
+    );
+    assert_eq!(c.replica, crate::replica::ReplicaConfig::default());
+    let table = freshet_config::read_table(Some(&path)).unwrap();
+    for (section, commented) in [("replication", None), ("replica", Some("path"))] {
+        let mut documented = table[section]
+            .as_table()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>();
+        documented.extend(commented.map(str::to_string));
+        let settings = sections().settings(section).unwrap().clone();
+        assert_eq!(
+            documented,
+            settings.iter().map(|s| s.to_string()).collect(),
+            "[{section}]"
+        );
+    }
+}
+
+/// A replica needs the changelog topic, its own index directory, and no serving pointer.
+#[test]
+fn a_replica_is_checked_at_start() {
+    let err = |vars: &[(&str, &str)]| {
+        format!("{:#}", Config::load_with_env(None, &env(vars)).unwrap_err())
+    };
+    assert!(err(&[("FRESHET_REPLICA_ENABLED", "true")]).contains("changelog_topic"));
+    let on = [
+        ("FRESHET_REPLICA_ENABLED", "true"),
+        ("FRESHET_REPLICATION_CHANGELOG_TOPIC", "chunks.changelog"),
+    ];
+    assert!(Config::load_with_env(None, &env(&on)).is_ok());
+    let mut same = on.to_vec();
+    same.push(("FRESHET_REPLICA_PATH", "/tmp/idx"));
+    same.push(("FRESHET_TANTIVY_PATH", "/tmp/idx"));
+    assert!(err(&same).contains("the pipeline's index"));
+    let mut pointer = on.to_vec();
+    pointer.push(("FRESHET_QUERY_SERVING_POINTER", "/tmp/pointer"));
+    assert!(err(&pointer).contains("serving_pointer"));
+}

@@ -12,7 +12,8 @@
 //! the work of a request past its deadline. `metrics` (spec: `query/METRICS.md`) and `openapi`
 //! describe it; `pathway` offers a Pathway-compatible endpoint; `status` answers what an
 //! operator watches (`GET /v1/status`, with the pipeline's own status) and `console` serves the
-//! browser console over these routes (`/console`).
+//! browser console over these routes (`/console`). `replica` keeps the node's own index from
+//! the pipeline's changelog topic, for nodes on machines without the pipeline's disk.
 
 pub mod answer;
 pub mod auth;
@@ -34,6 +35,7 @@ pub mod overload;
 pub mod pack;
 pub mod passage;
 pub mod pathway;
+pub mod replica;
 pub mod request;
 pub mod rerank;
 pub mod retrieve;

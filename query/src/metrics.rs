@@ -107,6 +107,8 @@ pub struct Metrics {
     pub llm: LlmMetrics,
     /// A remote embedding model's requests (`remote_embedding_…`; `connectors/llm/METRICS.md`).
     pub remote_embedding: EmbeddingsMetrics,
+    /// The replica's (`[replica]`; zero on a node that is not one).
+    pub replica: crate::replica::metrics::ReplicaMetrics,
 }
 
 impl Default for Metrics {
@@ -234,6 +236,7 @@ impl Metrics {
             "Cited statements the grounding check found unsupported by their passages",
         );
         let remote_embedding = EmbeddingsMetrics::register(&mut r);
+        let replica = crate::replica::metrics::ReplicaMetrics::register(&mut r);
         Metrics {
             registry: r.finish(),
             requests,
@@ -264,6 +267,7 @@ impl Metrics {
             answer_unsupported_statements,
             llm,
             remote_embedding,
+            replica,
         }
     }
 

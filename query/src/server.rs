@@ -47,7 +47,7 @@ pub fn node(config: Config) -> Result<Arc<Node>> {
 
 /// Loads what the node needs (fails fast on a missing model or a bad reranker setting) and
 /// starts the background index tasks. Call inside a tokio runtime.
-pub fn engine(config: Config) -> Result<Arc<Engine>> {
+pub fn engine(mut config: Config) -> Result<Arc<Engine>> {
     // Load the Chinese dictionary now rather than on the first Chinese query.
     std::thread::spawn(freshet_tantivy::preload_zh_dictionary);
     // The Japanese one must load (or be switched off) before the index opens.
@@ -62,6 +62,20 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
     let counter = HfTokenCounter::from_file(config.embedding.tokenizer_path())
         .context("loading the model tokenizer (for context packing)")?;
     let reranker = Reranker::from_config(&config.query, config.embedding.ort_dylib_path.clone())?;
+    // A replica serves the index it keeps from the changelog, once that index is current.
+    let replica = if config.replica.enabled {
+        let r = crate::replica::start(
+            &config.kafka,
+            &config.replication,
+            &config.replica,
+            metrics.replica.clone(),
+        )
+        .context("starting the replica ([replica])")?;
+        config.tantivy.path = config.replica.path.clone();
+        Some(r)
+    } else {
+        None
+    };
     let opener = Opener {
         reload_interval: Duration::from_millis(config.query.reload_interval_ms.max(1)),
         bm25: config.query.bm25_params()?,
@@ -94,6 +108,7 @@ pub fn engine(config: Config) -> Result<Arc<Engine>> {
         llm,
         transformer,
         limiter,
+        replica,
         config,
         indexes,
         reranker,
@@ -121,6 +136,7 @@ pub async fn serve(node: Arc<Node>) -> Result<()> {
     if !node.auth.admin_guarded() {
         tracing::info!("/metrics needs no key (query.admin_keys is empty)");
     }
+    let replica = node.engine.replica.clone();
     let stop = Shutdown::on_signal();
     let api = listen::serve(
         listener,
@@ -136,5 +152,18 @@ pub async fn serve(node: Arc<Node>) -> Result<()> {
     };
     let api = async { api.await.context("HTTP server failed") };
     let admin = async { admin.await.context("admin HTTP server failed") };
-    tokio::try_join!(api, admin).map(|_| ())
+    let replica_failed = async {
+        match &replica {
+            Some(r) => r.failed().await,
+            None => std::future::pending().await,
+        }
+    };
+    let served = tokio::select! {
+        r = async { tokio::try_join!(api, admin).map(|_| ()) } => r,
+        why = replica_failed => Err(anyhow::anyhow!("the replica stopped: {why}")),
+    };
+    if let Some(r) = replica {
+        tokio::task::spawn_blocking(move || r.stop()).await.ok();
+    }
+    served
 }

@@ -39,7 +39,11 @@ impl Case {
     /// Starts a query node for this case's index and collection; `settings` are extra
     /// `FRESHET_*` variables (e.g. `("FRESHET_QUERY_RERANK_BACKEND", "local")`).
     pub fn start_query(&self, settings: &[(&str, String)]) -> Result<QueryNode> {
-        let port = free_port();
+        self.start_query_on(free_port(), settings)
+    }
+
+    /// [`Case::start_query`] listening on `port` (a node restarted where clients know it).
+    pub fn start_query_on(&self, port: u16, settings: &[(&str, String)]) -> Result<QueryNode> {
         let addr = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(query_bin());
         cmd.env("FRESHET_MILVUS_URL", &self.milvus_url)

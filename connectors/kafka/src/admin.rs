@@ -3,7 +3,9 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use std::collections::BTreeMap;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use crate::client::{client_config, TracingContext, REQUEST_TIMEOUT};
@@ -25,6 +27,17 @@ fn admin_client(cfg: &KafkaConfig) -> Result<AdminClient<TracingContext>> {
 /// The replication factor is the broker's default (`-1`), falling back to `1` for brokers that
 /// do not support defaulting it.
 pub fn ensure_topic(cfg: &KafkaConfig, name: &str, partitions: i32) -> Result<()> {
+    ensure_topic_with_configs(cfg, name, partitions, &[])
+}
+
+/// [`ensure_topic`], creating the topic with these topic `configs` (`cleanup.policy`, ...). An
+/// existing topic keeps its own: check them with [`topic_configs`].
+pub fn ensure_topic_with_configs(
+    cfg: &KafkaConfig,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, String)],
+) -> Result<()> {
     if name.is_empty() {
         return Err(Error::InvalidArgument("empty topic name".into()));
     }
@@ -40,7 +53,10 @@ pub fn ensure_topic(cfg: &KafkaConfig, name: &str, partitions: i32) -> Result<()
 
     let mut replication = -1;
     loop {
-        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replication));
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replication));
+        for (k, v) in configs {
+            topic = topic.set(k, v);
+        }
         let results = futures_executor::block_on(admin.create_topics([&topic], &opts))
             .map_err(Error::kafka("creating topic"))?;
         let outcome = results.into_iter().next().unwrap_or(Ok(name.to_string()));
@@ -82,6 +98,26 @@ pub fn ensure_topic(cfg: &KafkaConfig, name: &str, partitions: i32) -> Result<()
         );
     }
     Ok(())
+}
+
+/// The configs of `topic` as the broker reports them (`DescribeConfigs`): each name with its
+/// value (`None`: the broker hides it, e.g. a sensitive one).
+pub fn topic_configs(cfg: &KafkaConfig, topic: &str) -> Result<BTreeMap<String, Option<String>>> {
+    let admin = admin_client(cfg)?;
+    let opts = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+    let resource = ResourceSpecifier::Topic(topic);
+    let results = futures_executor::block_on(admin.describe_configs([&resource], &opts))
+        .map_err(Error::kafka("describing topic configs"))?;
+    let resource = results
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Fatal(format!("no configs returned for topic {topic:?}")))?
+        .map_err(|code| Error::Fatal(format!("describing topic {topic:?}: {code}")))?;
+    Ok(resource
+        .entries
+        .into_iter()
+        .map(|e| (e.name, e.value))
+        .collect())
 }
 
 /// The partition ids of `topic`, ascending. Retries until the topic exists and has partitions,

@@ -65,7 +65,7 @@ mod producer;
 pub use consumer::PartitionReader;
 pub use metrics::ProduceMetrics;
 pub use produce::{DocumentRecord, Op, Placed, Produce, TopicProducer};
-pub use producer::{DlqProducer, DocumentProducer, Failure};
+pub use producer::{DlqProducer, DocumentProducer, Failure, HeadedRecord};
 
 /// Re-exported so that callers can name librdkafka error codes without depending on rdkafka.
 pub use rdkafka::error::RDKafkaErrorCode;

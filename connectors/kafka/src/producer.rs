@@ -100,6 +100,9 @@ impl Drop for Inner {
     }
 }
 
+/// A record with its headers, to produce: key, value (`None`: a tombstone), headers in order.
+pub type HeadedRecord = (Vec<u8>, Option<Vec<u8>>, Vec<(String, Option<Vec<u8>>)>);
+
 /// One record to produce, borrowed: raw key, value and headers.
 struct RawRecord<'a> {
     /// The partition to write to; `None`: the partitioner's choice by key.
@@ -420,6 +423,36 @@ impl DocumentProducer {
                     headers: Some(owned),
                 },
             )
+        })
+    }
+
+    /// Produces all `records` (key, value, headers; `None` value = tombstone) to `partition`
+    /// of `topic`, in order, with many in flight, then waits for every acknowledgement.
+    /// Returns where each was written, in input order; [`Error::Delivery`] if any failed (the
+    /// others may still have been written). A changelog's batch goes out this way.
+    pub fn send_to_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: &[HeadedRecord],
+    ) -> Result<Vec<(i32, i64)>> {
+        check_topic(topic)?;
+        if partition < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "negative partition {partition}"
+            )));
+        }
+        self.inner.run(|inner| {
+            let mut batch = Batch::new(inner, topic);
+            for (key, value, headers) in records {
+                batch.push(RawRecord {
+                    partition: Some(partition),
+                    key: Some(key),
+                    value: value.as_deref(),
+                    headers: Some(owned_headers(headers)),
+                });
+            }
+            batch.finish()
         })
     }
 

@@ -35,6 +35,12 @@ pub struct CommitPayload {
     /// ([`crate::receipts`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opstamp: Option<u64>,
+    /// The changelog records this commit reflects: those below this offset of the changelog
+    /// topic's one partition (`docs/replicas.md`). The pipeline's commit holds the offset after
+    /// the batch's last change; a replica's the offset after the batch marker it committed at,
+    /// where it reads on from. `None`: no changelog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changelog_next: Option<i64>,
 }
 
 impl CommitPayload {
@@ -48,6 +54,7 @@ impl CommitPayload {
             dead_letters_next: BTreeMap::new(),
             index_id: None,
             opstamp: None,
+            changelog_next: None,
         }
     }
 
@@ -79,6 +86,16 @@ mod tests {
             .unwrap()
             .dead_letters_next
             .is_empty());
+    }
+
+    #[test]
+    fn the_changelog_position_round_trips_and_older_payloads_have_none() {
+        let mut p = CommitPayload::new(BTreeMap::new(), 1);
+        assert!(!p.encode().unwrap().contains("changelog_next"));
+        p.changelog_next = Some(42);
+        assert_eq!(CommitPayload::decode(&p.encode().unwrap()).unwrap(), p);
+        let old = r#"{"schema_version":3,"offsets":{},"epoch":3,"committed_at_ms":1}"#;
+        assert_eq!(CommitPayload::decode(old).unwrap().changelog_next, None);
     }
 
     #[test]

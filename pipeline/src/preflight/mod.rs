@@ -29,6 +29,7 @@ use crate::config::Config;
 use crate::embedder::{ModelRef, SharedCache};
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
+use crate::sink::changelog::Changelog;
 use crate::sink::plan::{Offsets, TopicPartition};
 use crate::sink::{Indexes, Sinks};
 use crate::stall::Stall;
@@ -97,6 +98,9 @@ pub fn preflight(
         );
     }
     admin::ensure_topic(kafka, &kafka.dlq_topic, 1).context("creating the dead-letter topic")?;
+    if config.replication.enabled() {
+        crate::sink::changelog::ensure_topic(kafka, &config.replication)?;
+    }
     let cache = open_cache(config)?;
     let recovered = if config.pipeline.process_index == 0 {
         Some(recover(
@@ -330,6 +334,23 @@ fn recover(
         ready.clone(),
         metrics.clone(),
     );
+    let changelog = if config.replication.enabled() {
+        ready.step(format!(
+            "bringing the changelog {} to the last commit",
+            config.replication.changelog_topic
+        ));
+        let mut c = Changelog::new(
+            kafka,
+            &config.replication.changelog_topic,
+            stall.clone(),
+            metrics.clone(),
+        )?;
+        c.recover(kafka, &tantivy)
+            .context("bringing the changelog topic to the last commit")?;
+        Some(c)
+    } else {
+        None
+    };
     let indexes = Indexes {
         tantivy,
         milvus,
@@ -356,6 +377,10 @@ fn recover(
         metrics,
     )?
     .with_census(census);
+    let sinks = match changelog {
+        Some(c) => sinks.with_changelog(c),
+        None => sinks,
+    };
     Ok(Recovered {
         sinks,
         start_offsets,

@@ -5,9 +5,13 @@
 //! 2. **write the vectors** to Milvus, the rows it refuses isolated ([`VectorWrite`]);
 //! 3. **remove the refused documents** from Milvus ([`Removal`]);
 //! 4. **dead-letter** the refused records ([`DeadLetter`]);
-//! 5. **commit the text** to tantivy with the offsets and the delete receipts of the documents
-//!    the batch removes ([`super::receipts`]), read back and repaired ([`TextCommit`]);
-//! 6. **account** for the batch (metrics, the documents lost to a refusal, logs).
+//! 5. **publish the changes** to the changelog for query replicas, when there is one
+//!    ([`super::changelog`]);
+//! 6. **commit the text** to tantivy with the offsets, the changelog position and the delete
+//!    receipts of the documents the batch removes ([`super::receipts`]), read back and repaired
+//!    ([`TextCommit`]);
+//! 7. **publish the marker** of the commit to the changelog;
+//! 8. **account** for the batch (metrics, the documents lost to a refusal, logs).
 //!
 //! A document version that an index refuses (or whose text the model could not embed) is thus
 //! removed from both indexes and its record dead-lettered before the commit; everything else is
@@ -15,13 +19,15 @@
 //! unreachable or timing out, a full disk) is retried while nothing is committed
 //! ([`crate::stall`]); once it outlasts the stall limit it returns an error and the pipeline
 //! stops, to replay the batch after a restart. The crash trials' kill points sit between the
-//! steps: `sink.after_milvus`, `sink.after_dead_letters`, `sink.after_commit`
+//! steps: `sink.after_milvus`, `sink.after_dead_letters`, `sink.after_changelog`,
+//! `sink.after_commit`
 //! ([`crate::faults`]).
 
 use anyhow::{anyhow, Result};
 use freshet_operators::dataflow::Time;
 use freshet_tantivy::CommitPayload;
 
+use super::changelog::MarkerOf;
 use super::dead_letters::DeadLetter;
 use super::plan::{self, Batch, Offsets};
 use super::receipts;
@@ -56,9 +62,20 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
 
     let payload = sinks.commit_payload(batch.last_epoch);
     let receipts = receipts::of_batch(&batch, &refused, &sinks.topics);
-    let commit = TextCommit::build(&batch, &refused, removal.into_ids(), payload, receipts);
+    let mut commit = TextCommit::build(&batch, &refused, removal.into_ids(), payload, receipts);
+    // The changes before the commit, so that a crash between the two publishes them again on
+    // the replay (each change is keyed: publishing it twice changes nothing).
+    if let Some(changelog) = &mut sinks.changelog {
+        commit.payload.changelog_next = changelog.call(&commit)?;
+        fail::fail_point!("sink.after_changelog");
+    }
     sinks.text.call(&commit)?;
     fail::fail_point!("sink.after_commit");
+    if let Some(changelog) = &mut sinks.changelog {
+        let mut marked = commit.payload.clone();
+        marked.index_id = sinks.text.index_id();
+        changelog.call(MarkerOf(&marked))?;
+    }
 
     sinks.account(&batch, &refused, &commit);
     Ok(())

@@ -16,10 +16,13 @@
 //!   ([`dead_letters::DeadLetters`]).
 //! - [`receipts`]: the delete receipts of the documents a batch removes, recorded with its
 //!   commit.
+//! - [`changelog`]: the batch's chunk changes and its marker on the changelog topic for query
+//!   replicas ([`changelog::Changelog`]).
 //! - [`text`]: the tantivy commit carrying the offsets, read back and repaired ([`verify`])
 //!   ([`text::TextIndex`]).
 
 mod apply;
+pub mod changelog;
 mod dead_letters;
 mod operator;
 pub mod pending;
@@ -93,6 +96,8 @@ pub struct Sinks {
     vectors: VectorWriter,
     dead_letters: DeadLetters,
     text: TextIndex,
+    /// The changelog for query replicas (`[replication]`), if any.
+    changelog: Option<changelog::Changelog>,
     /// The topics read, by index ([`plan::TopicPartition::topic`]).
     topics: Vec<String>,
     /// Offsets already durable (from the last tantivy commit), updated as epochs commit.
@@ -111,6 +116,13 @@ impl Sinks {
     /// commit; without one, chunks are counted from the first commit on and never warned about.
     pub fn with_census(mut self, census: LanguageCensus) -> Sinks {
         self.census = census;
+        self
+    }
+
+    /// These sinks, publishing every commit's changes to `changelog` (brought to the last
+    /// commit by [`changelog::Changelog::recover`]).
+    pub fn with_changelog(mut self, changelog: changelog::Changelog) -> Sinks {
+        self.changelog = Some(changelog);
         self
     }
 
@@ -151,6 +163,7 @@ impl Sinks {
                 metrics.clone(),
             ),
             text: TextIndex::new(tantivy, stall, metrics.clone()),
+            changelog: None,
             topics,
             offsets,
             lost: BTreeSet::new(),

@@ -111,6 +111,11 @@ impl TextIndex {
             metrics,
         }
     }
+
+    /// The id binding the index to its Milvus collection.
+    pub fn index_id(&self) -> Option<String> {
+        self.writer.index_id().map(str::to_string)
+    }
 }
 
 impl Service<&TextCommit<'_>> for TextIndex {

@@ -165,6 +165,8 @@ pub struct Engine {
     pub llm: Option<freshet_llm::LlmClient>,
     /// Query transformation with it (`[transform]`) and its cache.
     pub transformer: crate::transform::Transformer,
+    /// The replica keeping the served index from the changelog (`[replica]`), if any.
+    pub replica: Option<Arc<crate::replica::Replica>>,
 }
 
 /// A candidate while it moves through the stages: only checked chunks.
