@@ -34,6 +34,7 @@ pub mod overload;
 pub mod pack;
 pub mod passage;
 pub mod pathway;
+pub mod reload;
 pub mod request;
 pub mod rerank;
 pub mod retrieve;
