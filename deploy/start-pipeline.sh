@@ -28,6 +28,9 @@ export FRESHET_PIPELINE_EMBEDDING_CACHE_PATH="${FRESHET_PIPELINE_EMBEDDING_CACHE
 # as soon as fetch.min.bytes are there, so this is set for the local broker only. The wait is
 # halved to 50 ms here: Kafka -> worker 72 -> 48 ms mean and freshness p99 at 20 updates/s
 # 488-521 -> 380-415 ms (int8 model, 60 s runs), for 8% more of a core in the idle broker.
+# Shorter waits cost the default (debug) broker more than they save: with two workers idle it
+# took 19-21% of a core at 50 ms, 44-51% at 10 ms and 57% at 5 ms, and on a busy 2-core machine
+# freshness got worse, not better (docs/benchmarks.md, "Freshness budget").
 local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
 if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRESHET_KAFKA_CONSUMER_PROPERTIES:-}" ]]; then
     export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576", "fetch.wait.max.ms" = "50"}'

@@ -103,6 +103,7 @@ pub struct Metrics {
     pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
     pub sink_write: HistogramFamily<SinkLabel>,
+    pub tantivy_read_back: Histogram,
     pub stall_retries: Family<StallAt, Counter>,
     pub stalled: Gauge,
     pub index_repairs: Family<Repair, Counter>,
@@ -204,7 +205,13 @@ impl Metrics {
         let sink_write = r.histograms(
             "sink_write_seconds",
             "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + \
-             commit)",
+             commit + read-back)",
+            PIPELINE_AGE,
+        );
+        let tantivy_read_back = r.histogram(
+            "tantivy_read_back_seconds",
+            "Duration of reading one tantivy commit back for the documents of its batch (and \
+             repairing it when it differs); part of sink_write_seconds{sink=\"tantivy\"}",
             PIPELINE_AGE,
         );
         let stall_retries = r.counters(
@@ -285,6 +292,7 @@ impl Metrics {
             source_to_read,
             source_to_sink,
             embed_batch,
+            tantivy_read_back,
             sink_write,
             stall_retries,
             stalled,

@@ -177,8 +177,12 @@ pub struct QueryConfig {
     /// HNSW `ef` of the vector route's search (raised to its top-k when that is larger): the
     /// recall/latency trade-off of the approximate search.
     pub vector_search_ef: usize,
-    /// How often the node checks for a new tantivy commit (milliseconds).
+    /// How often the node checks for a new tantivy commit (milliseconds): the longest it
+    /// serves an older commit when a file notification is missed or off.
     pub reload_interval_ms: u64,
+    /// Load each tantivy commit as soon as a file notification on the index's `meta.json` says
+    /// it is there (polling every `reload_interval_ms` besides).
+    pub reload_notify: bool,
     /// The serving pointer file (docs/reindex.md): the node serves the index generation it
     /// names and follows it, opening a new generation before switching to it. Empty: serve
     /// `[tantivy] path` and `[milvus] collection`.
@@ -268,6 +272,7 @@ impl Default for QueryConfig {
             milvus_consistency: Consistency::Bounded,
             vector_search_ef: freshet_milvus::DEFAULT_SEARCH_EF,
             reload_interval_ms: 20,
+            reload_notify: true,
             serving_pointer: PathBuf::new(),
             embedder_instances: 2,
             embedder_threads: 1,

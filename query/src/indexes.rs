@@ -1,5 +1,6 @@
 //! The node's view of one generation's two indexes and its query model: a tantivy reader that
-//! picks up every pipeline commit (polled every `reload_interval_ms`) and the snapshot of the
+//! picks up every pipeline commit (on a file notification, polled every `reload_interval_ms`
+//! besides; `reload.rs`) and the snapshot of the
 //! commit served, a Milvus connection (re-established in the background while Milvus is down),
 //! and the pool of query embedders of the generation's model (`models.rs`). One [`Indexes`] is
 //! one index generation: `serving.rs` holds the one served and opens the next beside it.
@@ -15,7 +16,7 @@ use freshet_milvus::{MilvusConfig, MilvusSink};
 use freshet_tantivy::{Bm25Params, ChunkIndexReader, Snapshot};
 use serde::Serialize;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TriggerLabels};
 pub use crate::models::{EmbedderPool, EmbedderUnavailable};
 
 /// The newest pipeline commit this node serves.
@@ -208,27 +209,39 @@ impl Indexes {
         self.milvus_recheck.notify_one();
     }
 
-    /// Polls the tantivy index for new commits (a thread; runs until the process ends).
+    /// Loads each new commit of the tantivy index as soon as a file notification says it is
+    /// there (`notify`), and looks every `interval` besides (a thread; runs until these indexes
+    /// are stopped).
     pub fn spawn_tantivy_reloader(
         self: &Arc<Self>,
         path: std::path::PathBuf,
         interval: Duration,
         bm25: Bm25Params,
+        notify: bool,
     ) {
         let me = self.clone();
         std::thread::Builder::new()
             .name("tantivy-reload".into())
             .spawn(move || {
+                let mut watch = crate::reload::CommitWatch::new(&path, notify);
+                let mut woke = crate::reload::Wake::Polled;
                 while !me.stopped() {
-                    me.reload_tick(&path, bm25);
-                    std::thread::sleep(interval);
+                    if me.reload_tick(&path, bm25) && me.reports() {
+                        let trigger = woke.label().into();
+                        me.metrics
+                            .index_reloads
+                            .get_or_create(&TriggerLabels { trigger })
+                            .inc();
+                    }
+                    woke = watch.wait(interval);
                 }
             })
             .expect("spawning a thread");
     }
 
-    /// One poll: opens the index if needed and loads a new commit if there is one.
-    pub(crate) fn reload_tick(&self, path: &std::path::Path, bm25: Bm25Params) {
+    /// One look: opens the index if needed and loads a new commit if there is one; returns
+    /// whether it loaded one.
+    pub(crate) fn reload_tick(&self, path: &std::path::Path, bm25: Bm25Params) -> bool {
         let reader = match self.tantivy() {
             Some(r) => r,
             None => match ChunkIndexReader::open_manual(path).and_then(|r| r.with_bm25(bm25)) {
@@ -242,7 +255,7 @@ impl Indexes {
                 }
                 Err(e) => {
                     self.set_status(|s| s.tantivy = Some(format!("tantivy index: {e}")));
-                    return;
+                    return false;
                 }
             },
         };
@@ -250,7 +263,7 @@ impl Indexes {
             Ok(p) => p,
             Err(e) => {
                 self.set_status(|s| s.tantivy = Some(format!("tantivy metadata: {e}")));
-                return;
+                return false;
             }
         };
         // The newest commit: none for an index without a pipeline commit, which may be one
@@ -271,7 +284,7 @@ impl Indexes {
                         g.index_id
                     ))
                 });
-                return;
+                return false;
             }
         }
         if let Ok(mut held) = self.index_id.write() {
@@ -283,12 +296,16 @@ impl Indexes {
         }
         let seen = self.freshness();
         let loaded = self.snapshot().is_some();
-        if !loaded || (epoch, committed_at_ms) != (seen.epoch, seen.committed_at_ms) {
+        let changed = !loaded || (epoch, committed_at_ms) != (seen.epoch, seen.committed_at_ms);
+        if changed {
+            // When the commit about to be loaded was written (read before it is loaded: a
+            // newer one landing meanwhile makes the delay look longer, never shorter).
+            let written = crate::reload::meta_written(path);
             let snapshot = match reader.reload() {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
                     self.set_status(|s| s.tantivy = Some(format!("tantivy reload: {e}")));
-                    return;
+                    return false;
                 }
             };
             // The commit loaded, which may be newer than the payload read above.
@@ -329,6 +346,9 @@ impl Indexes {
                 self.metrics
                     .index_visible_delay
                     .observe(now.saturating_sub(committed_at_ms) as f64 / 1000.0);
+                if let Some(age) = written.and_then(|w| w.elapsed().ok()) {
+                    self.metrics.index_reload_delay.observe(age.as_secs_f64());
+                }
             }
             if self.reports() {
                 self.metrics
@@ -344,6 +364,7 @@ impl Indexes {
                 .set(now_ms().saturating_sub(served.committed_at_ms) as f64 / 1000.0);
         }
         self.set_status(|s| s.tantivy = None);
+        changed
     }
 
     /// Connects to Milvus and checks the collection, again every few seconds while that fails,

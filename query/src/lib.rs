@@ -35,6 +35,7 @@ pub mod overload;
 pub mod pack;
 pub mod passage;
 pub mod pathway;
+pub mod reload;
 pub mod replica;
 pub mod request;
 pub mod rerank;

@@ -63,6 +63,12 @@ pub struct ModeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TriggerLabels {
+    /// What woke the reload: `notify` (a file notification), `poll` (the interval).
+    pub trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RejectionLabels {
     /// The credential's name (a key's `name`, `jwt`, `admin`, `unknown`, `none`), never a secret.
     pub key: String,
@@ -81,6 +87,8 @@ pub struct Metrics {
     pub index_epoch: Gauge,
     pub index_chunks: Gauge,
     pub index_visible_delay: Histogram,
+    pub index_reload_delay: Histogram,
+    pub index_reloads: Family<TriggerLabels, Counter>,
     pub ready: Gauge,
     /// 1 for the index generation served (`[query] serving_pointer`); no series without one.
     pub index_generation: Family<GenerationLabels, Gauge>,
@@ -156,6 +164,16 @@ impl Metrics {
             "index_visible_delay_seconds",
             "Time from a pipeline commit to it being searchable in this node",
             LATENCY,
+        );
+        let index_reload_delay = r.histogram(
+            "index_reload_delay_seconds",
+            "Time from a tantivy commit being written (its meta.json) to it being searchable \
+             in this node",
+            LATENCY,
+        );
+        let index_reloads = r.counters(
+            "index_reloads",
+            "Pipeline commits this node loaded, by what woke the reload (notify, poll)",
         );
         let ready = r.gauge(
             "ready",
@@ -247,6 +265,8 @@ impl Metrics {
             index_epoch,
             index_chunks,
             index_visible_delay,
+            index_reload_delay,
+            index_reloads,
             ready,
             index_generation,
             index_switches,

@@ -78,6 +78,7 @@ pub fn engine(mut config: Config) -> Result<Arc<Engine>> {
     };
     let opener = Opener {
         reload_interval: Duration::from_millis(config.query.reload_interval_ms.max(1)),
+        reload_notify: config.query.reload_notify,
         bm25: config.query.bm25_params()?,
         milvus: config.milvus.clone(),
         models,

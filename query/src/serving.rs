@@ -29,6 +29,8 @@ use crate::models::QueryModels;
 #[derive(Clone)]
 pub struct Opener {
     pub reload_interval: Duration,
+    /// Load commits on file notifications too (`[query] reload_notify`).
+    pub reload_notify: bool,
     pub bm25: Bm25Params,
     /// `[milvus]`; the collection, dimension and model id are the generation's.
     pub milvus: MilvusConfig,
@@ -53,7 +55,12 @@ impl Opener {
         milvus.dim = embedders.dim();
         milvus.model_id = embedders.model_id().to_owned();
         let ix = Indexes::for_generation(generation, Some(embedders), reporting, metrics.clone());
-        ix.spawn_tantivy_reloader(tantivy_path, self.reload_interval, self.bm25);
+        ix.spawn_tantivy_reloader(
+            tantivy_path,
+            self.reload_interval,
+            self.bm25,
+            self.reload_notify,
+        );
         let _entered = self.runtime.enter();
         ix.spawn_milvus_connector(milvus);
         ix

@@ -70,6 +70,7 @@ fn opener(standin: &StandIn, metrics: &Metrics) -> Opener {
     };
     Opener {
         reload_interval: Duration::from_millis(5),
+        reload_notify: false,
         bm25: Bm25Params::default(),
         milvus,
         models: Arc::new(QueryModels::new(

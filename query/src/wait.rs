@@ -223,7 +223,7 @@ mod tests {
         let path = dir.path().join("index");
         let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
         let ix = Indexes::new(Metrics::new());
-        ix.spawn_tantivy_reloader(path, Duration::from_millis(5), Bm25Params::default());
+        ix.spawn_tantivy_reloader(path, Duration::from_millis(5), Bm25Params::default(), false);
         let ix = Serving::fixed(ix, Metrics::new());
         let ms = Duration::from_millis;
         assert_eq!(

@@ -28,6 +28,7 @@ mod answers;
 mod canary;
 mod config;
 mod eval;
+mod freshness_budget;
 mod gate;
 mod inspect;
 mod ja_dict;

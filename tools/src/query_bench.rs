@@ -7,7 +7,8 @@
 //!   one poller per route asks the node every `poll_ms` which version (`bench_seq` metadata) of
 //!   each document it returns, and an update counts as visible in a route from the first poll
 //!   that shows it or a newer version of its document. Reported: produce → visible in BM25, in
-//!   vectors, and in both, p50/p99 (resolution: `poll_ms` plus one request).
+//!   vectors, and in both, p50/p99 (resolution: `poll_ms` plus one request), and the mean of
+//!   each stage on the way ([`crate::freshness_budget`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::Config as StackConfig;
+use crate::freshness_budget::{scrape, Budget, Scrape};
 use anyhow::{anyhow, bail, Context, Result};
 use freshet_kafka::DocumentProducer;
 use serde::Serialize;
@@ -261,6 +263,12 @@ pub struct FreshnessArgs {
     /// (file saved → visible), instead of producing them to the topic.
     #[arg(long)]
     watched_dir: Option<PathBuf>,
+    /// The pipeline's metrics, read before and after the run for the stage means (`budget`).
+    #[arg(long, default_value = "http://127.0.0.1:9464/metrics")]
+    pipeline_metrics: String,
+    /// The node's metrics (default: `/metrics` of `--url`).
+    #[arg(long)]
+    node_metrics: Option<String>,
 }
 
 impl crate::Run for FreshnessArgs {
@@ -284,6 +292,8 @@ pub struct FreshnessReport {
     pub vector_ms: Percentiles,
     /// Produce → visible in both routes.
     pub both_ms: Percentiles,
+    /// The mean of each stage over the run ([`crate::freshness_budget`]).
+    pub budget: Budget,
 }
 
 /// The text of update `seq` of run `run`: unique across runs, so that every update is embedded
@@ -386,12 +396,35 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
         pollers
             .spawn(async move { poll_route(client, url, key, route, mode, poll, tracker).await });
     }
+    let node_metrics = args
+        .node_metrics
+        .clone()
+        .unwrap_or_else(|| format!("{}/metrics", args.url.trim_end_matches('/')));
+    let scrapes = |client: reqwest::Client| {
+        let (p, n) = (args.pipeline_metrics.clone(), node_metrics.clone());
+        async move {
+            let read = |url: String| {
+                let client = client.clone();
+                async move {
+                    scrape(&client, &url).await.unwrap_or_else(|e| {
+                        eprintln!("no stage means from {url}: {e:#}");
+                        Scrape::new()
+                    })
+                }
+            };
+            (read(p).await, read(n).await)
+        }
+    };
+    let (p0, n0) = scrapes(client.clone()).await;
     produce_updates(args, total, &producer, &config.kafka.topic, &tracker).await?;
     tracker.done.store(true, Ordering::SeqCst);
     while let Some(r) = pollers.join_next().await {
         r?;
     }
-    report(args, total, &tracker)
+    let (p1, n1) = scrapes(client.clone()).await;
+    let mut report = report(args, total, &tracker)?;
+    report.budget = Budget::of(&p0, &p1, &n0, &n1);
+    Ok(report)
 }
 
 /// Sends `total` updates at `args.rate` per second, cycling through the documents, and notes
@@ -519,6 +552,7 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
         bm25_ms: Percentiles::of(bm25),
         vector_ms: Percentiles::of(vector),
         both_ms: Percentiles::of(both),
+        budget: Budget::default(),
     })
 }
 

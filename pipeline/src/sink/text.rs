@@ -145,6 +145,7 @@ impl Service<&TextCommit<'_>> for TextIndex {
                     .context("committing")?;
                 Ok(())
             })?;
+        let committed = Instant::now();
         verify::check_and_repair(
             &mut self.writer,
             &self.stall,
@@ -153,6 +154,8 @@ impl Service<&TextCommit<'_>> for TextIndex {
             &commit.payload,
         )?;
         let m = &self.metrics;
+        m.tantivy_read_back
+            .observe(committed.elapsed().as_secs_f64());
         m.sink_write("tantivy", started.elapsed().as_secs_f64());
         m.sink("tantivy", "delete", commit.deletes.len() as u64);
         m.sink("tantivy", "upsert", commit.upserts.len() as u64);
