@@ -69,6 +69,11 @@ impl Snapshot {
         self.searcher.generation().generation_id()
     }
 
+    /// How many segments this snapshot searches (each is searched on its own).
+    pub fn segment_count(&self) -> usize {
+        self.searcher.segment_readers().len()
+    }
+
     /// Number of chunks in this snapshot.
     pub fn count(&self) -> u64 {
         self.searcher.num_docs()
