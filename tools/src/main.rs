@@ -10,6 +10,7 @@
 //! - `bench-load`: query latency at a steady rate during an ingest against idle, and the
 //!   ingest's throughput with and without the queries.
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
+//! - `bench-bm25`: BM25 top-k latency in process, pruned against exhaustive, over an index.
 //! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
 //! - `llm-standin`: the tests' deterministic OpenAI-compatible chat server (docs/llm.md).
@@ -25,6 +26,7 @@
 
 mod answer_bench;
 mod answers;
+mod bm25_bench;
 mod canary;
 mod config;
 mod eval;
@@ -79,6 +81,9 @@ enum Command {
     /// Vector search latency on collections being written to, with the sink's sealing policy
     /// (`[milvus] flush_rows` / `flush_interval`) and without it, side by side (needs Milvus).
     BenchSeal(seal_bench::SealBenchArgs),
+    /// BM25 top-k latency in process over an index directory, the pruned scorer against the
+    /// exhaustive one side by side, and a check that both find the same top k.
+    BenchBm25(bm25_bench::Bm25BenchArgs),
     /// Evaluate retrieval quality on a BEIR dataset through the pipeline and the query node.
     Eval(eval::EvalArgs),
     /// Evaluate /v1/answer on a dataset of questions: citations, refusals, faithfulness.
@@ -144,6 +149,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchIngest(args) => args.run(config),
         Command::BenchReplicate(args) => args.run(config),
         Command::BenchSeal(args) => args.run(config),
+        Command::BenchBm25(args) => args.run(config),
         Command::Eval(args) => args.run(config),
         Command::EvalAnswers(args) => args.run(config),
         Command::BenchLatency(args) => args.run(config),

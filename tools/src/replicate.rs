@@ -5,6 +5,7 @@
 //! Gaussian noise of norm `noise` (re-normalised; cosine to the original ≈ 1/√(1+noise²)). The
 //! replicas are written straight into a new tantivy index and Milvus collection (no Kafka).
 //! Vectors come from the pipeline's embedding cache; texts missing from it are embedded.
+//! `--tantivy-only` writes the tantivy index alone (no model, no Milvus), for BM25 benchmarks.
 
 use std::path::{Path, PathBuf};
 
@@ -25,8 +26,12 @@ pub struct ReplicateArgs {
     from_index: PathBuf,
     #[arg(long)]
     to_index: PathBuf,
-    #[arg(long)]
-    to_collection: String,
+    /// The Milvus collection to write (not with `--tantivy-only`).
+    #[arg(long, required_unless_present = "tantivy_only")]
+    to_collection: Option<String>,
+    /// Write the tantivy index only: no embedding model, no Milvus.
+    #[arg(long, conflicts_with = "to_collection")]
+    tantivy_only: bool,
     #[arg(long, default_value_t = 10)]
     replicas: u32,
     /// Norm of the Gaussian noise added to each copy's vector (before re-normalising).
@@ -109,6 +114,27 @@ fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
         leaves.len(),
         args.replicas
     );
+    let mut writer = ChunkIndexWriter::open_or_create_with_threads(
+        &args.to_index,
+        config.tantivy.writer_heap_bytes,
+        config.tantivy.writer_threads,
+    )?;
+    let Some(collection) = args.to_collection.as_deref().filter(|_| !args.tantivy_only) else {
+        let started = std::time::Instant::now();
+        for r in 0..args.replicas {
+            let all: Vec<Chunk> = chunks.iter().map(|c| replica(c, r)).collect();
+            writer.apply(&all, &[])?;
+            writer.commit(&CommitPayload::new(Default::default(), u64::from(r) + 1))?;
+            progress(r, args.replicas, started);
+        }
+        writer.close()?;
+        println!(
+            "{} chunks in {}",
+            chunks.len() as u64 * u64::from(args.replicas),
+            args.to_index.display()
+        );
+        return Ok(());
+    };
     let embedder = EmbeddingModel::load(&config.embedding)?;
     let dim = embedder.dim();
     let model_id = embedder.model_id().to_owned();
@@ -129,7 +155,7 @@ fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
         .enable_all()
         .build()?;
     let mut mcfg = config.milvus.clone();
-    mcfg.collection = args.to_collection.clone();
+    mcfg.collection = collection.to_owned();
     mcfg.dim = dim;
     mcfg.model_id = model_id;
     let milvus = runtime.block_on(async {
@@ -137,22 +163,9 @@ fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
         m.ensure_collection().await?;
         Ok::<_, freshet_milvus::Error>(m)
     })?;
-    let mut writer = ChunkIndexWriter::open_or_create_with_threads(
-        &args.to_index,
-        config.tantivy.writer_heap_bytes,
-        config.tantivy.writer_threads,
-    )?;
     let started = std::time::Instant::now();
     for r in 0..args.replicas {
-        let copy = |c: &Chunk| {
-            let mut c = c.clone();
-            if r > 0 {
-                c.doc_id = format!("{}~r{r}", c.doc_id);
-                c.chunk_id = replica_id(&c.chunk_id, r);
-                c.parent_id = c.parent_id.map(|p| replica_id(&p, r));
-            }
-            c
-        };
+        let copy = |c: &Chunk| replica(c, r);
         let all: Vec<Chunk> = chunks.iter().map(copy).collect();
         writer.apply(&all, &[])?;
         let rows: Vec<(Chunk, Vec<f32>)> = leaves
@@ -172,22 +185,37 @@ fn replicate(config: &Config, args: &ReplicateArgs) -> Result<()> {
             runtime.block_on(milvus.upsert(part))?;
         }
         writer.commit(&CommitPayload::new(Default::default(), u64::from(r) + 1))?;
-        eprintln!(
-            "replica {}/{} written ({:.0} s)",
-            r + 1,
-            args.replicas,
-            started.elapsed().as_secs_f64()
-        );
+        progress(r, args.replicas, started);
     }
+    writer.close()?;
     runtime.block_on(milvus.flush())?;
     let n = runtime.block_on(milvus.count())?;
     println!(
         "{} chunks in {} and {n} vectors in collection {}",
         chunks.len() as u64 * u64::from(args.replicas),
         args.to_index.display(),
-        args.to_collection
+        collection
     );
     Ok(())
+}
+
+/// Replica `r` of a chunk: itself for `r = 0`, else a copy in document `<doc id>~r<r>`.
+fn replica(c: &Chunk, r: u32) -> Chunk {
+    let mut c = c.clone();
+    if r > 0 {
+        c.doc_id = format!("{}~r{r}", c.doc_id);
+        c.chunk_id = replica_id(&c.chunk_id, r);
+        c.parent_id = c.parent_id.map(|p| replica_id(&p, r));
+    }
+    c
+}
+
+fn progress(r: u32, replicas: u32, started: std::time::Instant) {
+    eprintln!(
+        "replica {}/{replicas} written ({:.0} s)",
+        r + 1,
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ pub use analyzers::{
     preload_zh_dictionary, CjkScripts, JapaneseAnalysis, ANALYZER_NAME, JA_ANALYZER_NAME,
     KO_ANALYZER_NAME, MAX_TOKEN_BYTES, ZH_ANALYZER_NAME,
 };
-pub use bm25::Bm25Params;
+pub use bm25::{Bm25Params, Bm25Scorer};
 pub use config::TantivyConfig;
 pub use error::{Error, Result};
 pub use payload::CommitPayload;

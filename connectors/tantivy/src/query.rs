@@ -1,8 +1,8 @@
 //! Query construction without a query parser: user text is analysed into terms, filters become
 //! non-scoring MUST clauses. Nothing a user types can make query construction fail.
 //!
-//! The BM25 query is a disjunction (SHOULD) of term queries, each scored by [`Bm25TermQuery`]
-//! with the caller's [`Bm25Params`]:
+//! The BM25 query is a [`Bm25Query`]: the sum of BM25 term scores (the caller's [`Bm25Params`])
+//! over the documents with any of the terms, restricted to those that pass the filter. Its terms:
 //!
 //! - the terms of the English analyzer ([`crate::ANALYZER_NAME`], stemmed) over `body` (title,
 //!   section path and text as one field), for every query. One field rather than a sum over
@@ -21,11 +21,11 @@
 //! A query whose analysis leaves no term (empty, stop words or punctuation only) matches nothing.
 
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::schema::IndexRecordOption;
 use tantivy::Term;
 
 use crate::analyzers::{analyze, analyze_ja, analyze_ko, analyze_zh, CjkScripts};
-use crate::bm25::{Bm25Params, Bm25TermQuery};
+use crate::bm25::{Bm25Params, Bm25Query, Bm25Scorer};
 use crate::error::{Error, Result};
 use crate::schema::{ChunkSchema, PRINCIPAL_PREFIX, PUBLIC_ACL_MARKER};
 
@@ -133,6 +133,7 @@ pub(crate) fn bm25_query(
     text: &str,
     filter: &ChunkFilter,
     params: Bm25Params,
+    scorer: Bm25Scorer,
 ) -> Result<Option<Box<dyn Query>>> {
     let scripts = CjkScripts::of([text]);
     let when = |yes: bool, analyze: fn(&str) -> Vec<String>| {
@@ -146,37 +147,29 @@ pub(crate) fn bm25_query(
     let zh_terms = when(scripts.chinese(), analyze_zh);
     let ja_terms = when(scripts.han || scripts.kana, analyze_ja);
     let ko_terms = when(scripts.korean(), analyze_ko);
-    let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut terms: Vec<Term> = Vec::new();
     for t in &en_terms {
-        should.push((Occur::Should, term_query(s.body, t, params)));
+        terms.push(Term::from_field_text(s.body, t));
     }
-    for (terms, text_field, title_field) in [
+    for (script_terms, text_field, title_field) in [
         (&zh_terms, s.text_zh, s.title_zh),
         (&ja_terms, s.text_ja, s.title_ja),
         (&ko_terms, s.text_ko, s.title_ko),
     ] {
-        for t in terms {
-            should.push((Occur::Should, term_query(text_field, t, params)));
-            should.push((Occur::Should, term_query(title_field, t, params)));
+        for t in script_terms {
+            terms.push(Term::from_field_text(text_field, t));
+            terms.push(Term::from_field_text(title_field, t));
         }
     }
-    if should.is_empty() {
+    if terms.is_empty() {
         return Ok(None);
     }
-    let mut must: Vec<(Occur, Box<dyn Query>)> =
-        vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
-    must.extend(
-        filter_clauses(filter, s)?
-            .into_iter()
-            .map(|q| (Occur::Must, q)),
-    );
-    Ok(Some(Box::new(BooleanQuery::new(must))))
-}
-
-/// A BM25 term query on `field`.
-fn term_query(field: Field, term: &str, params: Bm25Params) -> Box<dyn Query> {
-    Box::new(Bm25TermQuery::new(
-        Term::from_field_text(field, term),
-        params,
-    ))
+    let must: Vec<(Occur, Box<dyn Query>)> = filter_clauses(filter, s)?
+        .into_iter()
+        .map(|q| (Occur::Must, q))
+        .collect();
+    let filter = (!must.is_empty()).then(|| Box::new(BooleanQuery::new(must)) as Box<dyn Query>);
+    Ok(Some(Box::new(Bm25Query::new(
+        terms, params, filter, scorer,
+    ))))
 }

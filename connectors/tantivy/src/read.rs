@@ -12,7 +12,7 @@ use tantivy::{
     DocAddress, DocSet, Index, Searcher, TantivyDocument, TantivyError, Term, TERMINATED,
 };
 
-use crate::bm25::Bm25Params;
+use crate::bm25::{Bm25Params, Bm25Scorer};
 use crate::error::Result;
 use crate::payload::CommitPayload;
 use crate::query::{bm25_query, filter_clauses, ChunkFilter};
@@ -231,6 +231,25 @@ pub(crate) fn chunks_of_doc(
     Ok(out)
 }
 
+/// The BM25 top `k`: scores and addresses, best first (ties: lower address first).
+pub(crate) fn bm25_hits(
+    searcher: &Searcher,
+    s: &ChunkSchema,
+    query: &str,
+    k: usize,
+    filter: &ChunkFilter,
+    params: Bm25Params,
+    scorer: Bm25Scorer,
+) -> Result<Vec<(f32, DocAddress)>> {
+    if k == 0 || filter.matches_nothing() {
+        return Ok(Vec::new());
+    }
+    let Some(q) = bm25_query(s, query, filter, params, scorer)? else {
+        return Ok(Vec::new());
+    };
+    Ok(searcher.search(&*q, &TopDocs::with_limit(k).order_by_score())?)
+}
+
 pub(crate) fn search_bm25(
     searcher: &Searcher,
     s: &ChunkSchema,
@@ -238,15 +257,10 @@ pub(crate) fn search_bm25(
     k: usize,
     filter: &ChunkFilter,
     params: Bm25Params,
+    scorer: Bm25Scorer,
 ) -> Result<Vec<(f32, Chunk)>> {
-    if k == 0 || filter.matches_nothing() {
-        return Ok(Vec::new());
-    }
-    let Some(q) = bm25_query(s, query, filter, params)? else {
-        return Ok(Vec::new());
-    };
-    let hits = searcher.search(&*q, &TopDocs::with_limit(k).order_by_score())?;
-    hits.into_iter()
+    bm25_hits(searcher, s, query, k, filter, params, scorer)?
+        .into_iter()
         .map(|(score, addr)| Ok((score, s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?)))
         .collect()
 }

@@ -5,9 +5,9 @@ use std::sync::Mutex;
 
 use freshet_core::chunk::Chunk;
 use tantivy::directory::MmapDirectory;
-use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyError};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyError};
 
-use crate::bm25::Bm25Params;
+use crate::bm25::{Bm25Params, Bm25Scorer};
 use crate::error::{Error, Result};
 use crate::payload::CommitPayload;
 use crate::query::ChunkFilter;
@@ -31,6 +31,7 @@ pub struct ChunkIndexReader {
     reader: IndexReader,
     schema: ChunkSchema,
     bm25: Bm25Params,
+    bm25_scorer: Bm25Scorer,
     /// The searcher generation whose commit payload is known, and that payload.
     paired: Mutex<Option<(u64, Option<CommitPayload>)>>,
 }
@@ -76,6 +77,7 @@ impl ChunkIndexReader {
             reader,
             schema,
             bm25: Bm25Params::default(),
+            bm25_scorer: Bm25Scorer::default(),
             paired: Mutex::new(None),
         })
     }
@@ -85,6 +87,13 @@ impl ChunkIndexReader {
     pub fn with_bm25(mut self, params: Bm25Params) -> Result<Self> {
         self.bm25 = params.validate()?;
         Ok(self)
+    }
+
+    /// Finds BM25's top k with this scorer ([`Bm25Scorer::Pruned`] unless set): the exhaustive
+    /// one is the reference the pruned one is checked and benchmarked against.
+    pub fn with_bm25_scorer(mut self, scorer: Bm25Scorer) -> Self {
+        self.bm25_scorer = scorer;
+        self
     }
 
     /// Makes the latest commit visible now, and returns a snapshot of it that knows its
@@ -152,6 +161,7 @@ impl ChunkIndexReader {
             searcher,
             schema: self.schema.clone(),
             bm25: self.bm25,
+            bm25_scorer: self.bm25_scorer,
             payload,
         }
     }
@@ -174,6 +184,26 @@ impl ChunkIndexReader {
             k,
             filter,
             self.bm25,
+            self.bm25_scorer,
+        )
+    }
+
+    /// BM25 top-`k` as [`Self::search_bm25`] finds it, as scores and tantivy addresses only
+    /// (no stored chunk is read): for benchmarks and checks of the scorer.
+    pub fn bm25_hits(
+        &self,
+        query: &str,
+        k: usize,
+        filter: &ChunkFilter,
+    ) -> Result<Vec<(f32, DocAddress)>> {
+        read::bm25_hits(
+            &self.reader.searcher(),
+            &self.schema,
+            query,
+            k,
+            filter,
+            self.bm25,
+            self.bm25_scorer,
         )
     }
 

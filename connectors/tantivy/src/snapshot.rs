@@ -13,7 +13,7 @@ use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{IndexMeta, Searcher, TantivyDocument, Term};
 
-use crate::bm25::Bm25Params;
+use crate::bm25::{Bm25Params, Bm25Scorer};
 use crate::error::Result;
 use crate::payload::CommitPayload;
 use crate::query::{filter_clauses, ChunkFilter};
@@ -27,6 +27,7 @@ pub struct Snapshot {
     pub(crate) searcher: Searcher,
     pub(crate) schema: ChunkSchema,
     pub(crate) bm25: Bm25Params,
+    pub(crate) bm25_scorer: Bm25Scorer,
     /// The payload of the commit these segments are, when known (see [`Snapshot::payload`]).
     pub(crate) payload: Option<CommitPayload>,
 }
@@ -68,6 +69,11 @@ impl Snapshot {
         self.searcher.generation().generation_id()
     }
 
+    /// How many segments this snapshot searches (each is searched on its own).
+    pub fn segment_count(&self) -> usize {
+        self.searcher.segment_readers().len()
+    }
+
     /// Number of chunks in this snapshot.
     pub fn count(&self) -> u64 {
         self.searcher.num_docs()
@@ -87,7 +93,15 @@ impl Snapshot {
         k: usize,
         filter: &ChunkFilter,
     ) -> Result<Vec<(f32, Chunk)>> {
-        read::search_bm25(&self.searcher, &self.schema, query, k, filter, self.bm25)
+        read::search_bm25(
+            &self.searcher,
+            &self.schema,
+            query,
+            k,
+            filter,
+            self.bm25,
+            self.bm25_scorer,
+        )
     }
 
     /// The chunks with these ids that this snapshot holds (missing ids are skipped), in no

@@ -1,4 +1,4 @@
-//! BM25 term scoring with configurable `k1` and `b`.
+//! BM25 scoring with configurable `k1` and `b`, and top-k pruning that keeps the exact top k.
 //!
 //! tantivy's [`TermQuery`](tantivy::query::TermQuery) scores with BM25 at fixed `k1 = 1.2`,
 //! `b = 0.75`. [`Bm25TermQuery`] is the same scoring (tantivy's `Bm25StatisticsProvider`
@@ -9,6 +9,11 @@
 //! The score of a document for one term is
 //! `boost · idf · (k1 + 1) · tf / (tf + k1 · (1 − b + b · dl / avgdl))`
 //! with `idf = ln(1 + (N − n + 0.5) / (n + 0.5))`.
+//!
+//! [`Bm25Query`] is the whole BM25 route: the sum over query terms, restricted to the chunks that
+//! pass non-scoring filter clauses. Its top k is found by MaxScore ([`prune`]), not by scoring
+//! every posting: see that module for why MaxScore over per-term bounds rather than tantivy's
+//! block-max WAND, and [`Bm25Scorer`] for the exhaustive reference it must equal.
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,6 +25,22 @@ use tantivy::schema::IndexRecordOption;
 use tantivy::{DocId, DocSet, Score, SegmentReader, Term, TERMINATED};
 
 use crate::error::{Error, Result};
+
+mod prune;
+mod union;
+
+pub(crate) use union::Bm25Query;
+
+/// How [`Bm25Query`] finds its top k.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Bm25Scorer {
+    /// MaxScore pruning: skips the documents that cannot enter the top k. The same
+    /// top k as [`Bm25Scorer::Exhaustive`]: the same documents, scores and tie order.
+    #[default]
+    Pruned,
+    /// Scores every posting of every query term (the reference for tests and benchmarks).
+    Exhaustive,
+}
 
 /// The two free parameters of BM25.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,6 +109,16 @@ impl Bm25TermQuery {
 
 impl Query for Bm25TermQuery {
     fn weight(&self, enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
+        Ok(Box::new(self.term_weight(enable_scoring)?))
+    }
+
+    fn query_terms<'a>(&'a self, visitor: &mut dyn FnMut(&'a Term, bool)) {
+        visitor(&self.term, false);
+    }
+}
+
+impl Bm25TermQuery {
+    fn term_weight(&self, enable_scoring: EnableScoring<'_>) -> tantivy::Result<Bm25TermWeight> {
         // tantivy's statistics (a custom provider, if the caller gave one); without scoring,
         // every match scores the same.
         let (idf, avg_len) = match enable_scoring {
@@ -112,21 +143,17 @@ impl Query for Bm25TermQuery {
             let len = FieldNormReader::id_to_fieldnorm(id as u8) as Score;
             *slot = k1 * (1.0 - b + b * len / avg_len);
         }
-        Ok(Box::new(Bm25TermWeight {
+        Ok(Bm25TermWeight {
             term: self.term.clone(),
             weight: idf * (k1 + 1.0),
             norm: Arc::new(norm),
-        }))
-    }
-
-    fn query_terms<'a>(&'a self, visitor: &mut dyn FnMut(&'a Term, bool)) {
-        visitor(&self.term, false);
+        })
     }
 }
 
 struct Bm25TermWeight {
     term: Term,
-    /// `idf · (k1 + 1)`.
+    /// `idf · (k1 + 1)`: no document scores more for this term (`tf / (tf + norm) ≤ 1`).
     weight: Score,
     /// `k1 · (1 − b + b · dl / avgdl)` per quantised field length id.
     norm: Arc<[Score; 256]>,
@@ -169,10 +196,7 @@ impl Weight for Bm25TermWeight {
         if s.seek(doc) != doc {
             return Err(not_matching());
         }
-        let mut e = Explanation::new("bm25 (freshet k1/b)", s.score());
-        e.add_detail(Explanation::new("idf·(k1+1)", self.weight));
-        e.add_detail(Explanation::new("tf", s.postings.term_freq() as Score));
-        Ok(e)
+        Ok(s.explain())
     }
 }
 
@@ -199,6 +223,21 @@ impl DocSet for Scorer1 {
     }
 }
 
+impl Scorer1 {
+    /// The most this term adds to any document's score: `weight · tf / (tf + norm)` with
+    /// `tf / (tf + norm) ≤ 1`.
+    fn upper_bound(&self) -> Score {
+        self.weight
+    }
+
+    fn explain(&mut self) -> Explanation {
+        let mut e = Explanation::new("bm25 (freshet k1/b)", self.score());
+        e.add_detail(Explanation::new("idf·(k1+1)", self.weight));
+        e.add_detail(Explanation::new("tf", self.postings.term_freq() as Score));
+        e
+    }
+}
+
 impl Scorer for Scorer1 {
     fn score(&mut self) -> Score {
         let doc = self.postings.doc();
@@ -212,108 +251,6 @@ impl Scorer for Scorer1 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tantivy::collector::TopDocs;
-    use tantivy::query::TermQuery;
-    use tantivy::schema::{Schema, TEXT};
-    use tantivy::{doc, Index};
-
-    /// Four documents of lengths 2, 4, 6, 1 (avgdl 3.25); "apple" in 3 of them.
-    const FRUIT: [&str; 4] = [
-        "apple banana",
-        "apple apple apple cherry",
-        "banana cherry date elder fig grape",
-        "apple",
-    ];
-
-    fn index(texts: &[&str]) -> (Index, tantivy::schema::Field) {
-        let mut b = Schema::builder();
-        let f = b.add_text_field("t", TEXT);
-        let index = Index::create_in_ram(b.build());
-        let mut w = index.writer(15_000_000).expect("writer");
-        for t in texts {
-            w.add_document(doc!(f => *t)).expect("add");
-        }
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "a test's index in memory, of no Kafka offsets"
-        )]
-        w.commit().expect("commit");
-        (index, f)
-    }
-
-    fn scores(index: &Index, q: &dyn Query) -> Vec<(u32, Score)> {
-        let searcher = index.reader().expect("reader").searcher();
-        let mut hits: Vec<(u32, Score)> = searcher
-            .search(q, &TopDocs::with_limit(10).order_by_score())
-            .expect("search")
-            .into_iter()
-            .map(|(s, a)| (a.doc_id, s))
-            .collect();
-        hits.sort_by_key(|h| h.0);
-        hits
-    }
-
-    #[test]
-    fn equals_tantivy_at_its_fixed_parameters() {
-        let (index, f) = index(&FRUIT);
-        let term = Term::from_field_text(f, "apple");
-        let ours = scores(
-            &index,
-            &Bm25TermQuery::new(term.clone(), Bm25Params { k1: 1.2, b: 0.75 }),
-        );
-        let theirs = scores(&index, &TermQuery::new(term, IndexRecordOption::WithFreqs));
-        assert_eq!(ours.len(), 3);
-        assert_eq!(ours.len(), theirs.len());
-        for (a, b) in ours.iter().zip(&theirs) {
-            assert_eq!(a.0, b.0);
-            assert!((a.1 - b.1).abs() < 1e-5, "{ours:?} vs {theirs:?}");
-        }
-    }
-
-    #[test]
-    fn hand_computed_score_and_parameters_matter() {
-        let (index, f) = index(&FRUIT);
-        let term = Term::from_field_text(f, "apple");
-        let p = Bm25Params { k1: 0.9, b: 0.4 };
-        let got = scores(&index, &Bm25TermQuery::new(term.clone(), p));
-        let idf = (1.0f32 + (4.0 - 3.0 + 0.5) / (3.0 + 0.5)).ln();
-        let expect = |tf: f32, dl: f32| {
-            idf * (p.k1 + 1.0) * tf / (tf + p.k1 * (1.0 - p.b + p.b * dl / 3.25))
-        };
-        let want = [
-            (0, expect(1.0, 2.0)),
-            (1, expect(3.0, 4.0)),
-            (3, expect(1.0, 1.0)),
-        ];
-        assert_eq!(got.len(), 3);
-        for (g, w) in got.iter().zip(want) {
-            assert_eq!(g.0, w.0);
-            assert!((g.1 - w.1).abs() < 1e-5, "doc {}: {} vs {}", g.0, g.1, w.1);
-        }
-        // b = 0: length is ignored, so the two tf = 1 documents tie.
-        let flat = scores(
-            &index,
-            &Bm25TermQuery::new(term, Bm25Params { k1: 0.9, b: 0.0 }),
-        );
-        assert!((flat[0].1 - flat[2].1).abs() < 1e-6);
-        assert!(flat[1].1 > flat[0].1);
-    }
-
-    #[test]
-    fn missing_term_and_parameter_ranges() {
-        let (index, f) = index(&["apple"]);
-        let q = Bm25TermQuery::new(Term::from_field_text(f, "zzz"), Bm25Params::default());
-        assert!(scores(&index, &q).is_empty());
-        assert!(Bm25Params { k1: -1.0, b: 0.4 }.validate().is_err());
-        assert!(Bm25Params {
-            k1: f32::NAN,
-            b: 0.4
-        }
-        .validate()
-        .is_err());
-        assert!(Bm25Params { k1: 1.0, b: 1.5 }.validate().is_err());
-        assert!(Bm25Params::default().validate().is_ok());
-    }
-}
+mod prune_tests;
+#[cfg(test)]
+mod tests;
