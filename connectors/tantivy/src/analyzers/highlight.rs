@@ -76,7 +76,7 @@ fn mark(
     terms: Vec<String>,
     mut analyzer: TextAnalyzer,
     text: &str,
-    chars: &CharOffsets,
+    chars: &CharOffsets<'_>,
 ) {
     if terms.is_empty() {
         return;
