@@ -61,6 +61,23 @@ impl Rng {
     }
 }
 
+/// A deterministic pseudo-random unit vector of `dim` components: the same seed, the same
+/// vector; different seeds, vectors far apart.
+pub fn unit_vector(seed: u64, dim: usize) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    let mut v: Vec<f32> = (0..dim)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32
+        })
+        .collect();
+    let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|a| *a /= n);
+    v
+}
+
 const DOCS: [&str; 5] = ["d0", "d1", "d2", "d3", "d4"];
 const SOURCES: [&str; 3] = ["s3://a", "s3://b", "file:///c d"];
 const PRINCIPALS: [&str; 3] = ["group:a", "group:b", "user:ö"];

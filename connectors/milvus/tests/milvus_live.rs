@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use freshet_core::chunk::{Chunk, ChunkKind};
+use freshet_core::testing::unit_vector;
 use freshet_milvus::{ChunkFilter, Error, MilvusConfig, MilvusSink};
 
 const DIM: usize = 384;
@@ -38,22 +39,6 @@ async fn fresh_sink(cfg: MilvusConfig) -> MilvusSink {
     s.drop_collection().await.expect("drop old collection");
     s.ensure_collection().await.expect("ensure_collection");
     s
-}
-
-/// Deterministic pseudo-random unit vector.
-fn unit_vector(seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    let mut v: Vec<f32> = (0..DIM)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32
-        })
-        .collect();
-    let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|a| *a /= n);
-    v
 }
 
 fn chunk(id: &str, doc: &str) -> Chunk {
@@ -176,7 +161,12 @@ async fn upsert_get_search_replace_delete_flush_list() {
     let s = fresh_sink(c).await;
     let n = 40u64;
     let rows: Vec<(Chunk, Vec<f32>)> = (0..n)
-        .map(|i| (chunk(&id(i), &format!("doc-{}", i % 4)), unit_vector(i)))
+        .map(|i| {
+            (
+                chunk(&id(i), &format!("doc-{}", i % 4)),
+                unit_vector(i, DIM),
+            )
+        })
         .collect();
     s.upsert(&rows).await.unwrap();
     assert_eq!(s.count().await.unwrap(), n);
@@ -192,7 +182,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
     // Nearest neighbour of a stored vector is itself, cosine ~ 1.
     for i in [0u64, 17, 39] {
         let hits = s
-            .search(&unit_vector(i), 5, &ChunkFilter::none())
+            .search(&unit_vector(i, DIM), 5, &ChunkFilter::none())
             .await
             .unwrap();
         assert_eq!(hits.len(), 5);
@@ -206,9 +196,9 @@ async fn upsert_get_search_replace_delete_flush_list() {
     }
 
     // Upsert of an existing id replaces it (also when the id repeats within one call).
-    let replaced = (chunk(&id(5), "doc-new"), unit_vector(1000));
-    let stale = (chunk(&id(6), "doc-stale"), unit_vector(2000));
-    let latest = (chunk(&id(6), "doc-latest"), unit_vector(3000));
+    let replaced = (chunk(&id(5), "doc-new"), unit_vector(1000, DIM));
+    let stale = (chunk(&id(6), "doc-stale"), unit_vector(2000, DIM));
+    let latest = (chunk(&id(6), "doc-latest"), unit_vector(3000, DIM));
     s.upsert(&[replaced.clone(), stale, latest]).await.unwrap();
     assert_eq!(s.count().await.unwrap(), n, "no duplicates after upsert");
     assert_eq!(
@@ -216,13 +206,13 @@ async fn upsert_get_search_replace_delete_flush_list() {
         vec![(id(5), "doc-new".into()), (id(6), "doc-latest".into())]
     );
     let hits = s
-        .search(&unit_vector(1000), 1, &ChunkFilter::none())
+        .search(&unit_vector(1000, DIM), 1, &ChunkFilter::none())
         .await
         .unwrap();
     assert_eq!(hits[0].0, id(5));
     assert!((hits[0].1 - 1.0).abs() < 1e-3);
     let hits = s
-        .search(&unit_vector(5), 3, &ChunkFilter::none())
+        .search(&unit_vector(5, DIM), 3, &ChunkFilter::none())
         .await
         .unwrap();
     assert!(
@@ -237,7 +227,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
     assert_eq!(s.count().await.unwrap(), n - 10);
     assert!(s.get_doc_ids(&gone).await.unwrap().is_empty());
     let hits = s
-        .search(&unit_vector(0), 3, &ChunkFilter::none())
+        .search(&unit_vector(0, DIM), 3, &ChunkFilter::none())
         .await
         .unwrap();
     assert!(
@@ -260,7 +250,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
         Err(Error::InvalidInput(_))
     ));
     assert!(matches!(
-        s.upsert(&[(chunk(&"x".repeat(65), "d"), unit_vector(1))])
+        s.upsert(&[(chunk(&"x".repeat(65), "d"), unit_vector(1, DIM))])
             .await,
         Err(Error::InvalidInput(_))
     ));
@@ -269,7 +259,7 @@ async fn upsert_get_search_replace_delete_flush_list() {
         Err(Error::InvalidInput(_))
     ));
     assert!(s
-        .search(&unit_vector(1), 0, &ChunkFilter::none())
+        .search(&unit_vector(1, DIM), 0, &ChunkFilter::none())
         .await
         .unwrap()
         .is_empty());
@@ -287,7 +277,7 @@ async fn filters_inside_milvus() {
         c.metadata_json = meta.to_owned();
         c.kind = kind;
         // All vectors close to one direction so every row is a candidate.
-        let mut v = unit_vector(7);
+        let mut v = unit_vector(7, DIM);
         v[0] += 0.01 * i as f32;
         (c, v)
     };
@@ -328,7 +318,10 @@ async fn filters_inside_milvus() {
     let q = |f: ChunkFilter| {
         let s = &s;
         async move {
-            let hits = s.search(&unit_vector(7), 10, &f).await.expect("search");
+            let hits = s
+                .search(&unit_vector(7, DIM), 10, &f)
+                .await
+                .expect("search");
             ids_of(&hits)
         }
     };
@@ -370,7 +363,7 @@ async fn filters_inside_milvus() {
         set(&[1])
     );
     assert!(matches!(
-        s.search(&unit_vector(7), 5, &f().metadata_eq("lang", "en"))
+        s.search(&unit_vector(7, DIM), 5, &f().metadata_eq("lang", "en"))
             .await,
         Err(Error::InvalidFilter(_))
     ));
@@ -417,7 +410,7 @@ async fn list_ids_paginates_across_segments() {
     let s = fresh_sink(c).await;
     let n = 1050u64;
     let all: Vec<(Chunk, Vec<f32>)> = (0..n)
-        .map(|i| (chunk(&id(i), "d"), unit_vector(i)))
+        .map(|i| (chunk(&id(i), "d"), unit_vector(i, DIM)))
         .collect();
     for (k, part) in all.chunks(400).enumerate() {
         s.upsert(part).await.unwrap();
@@ -451,7 +444,7 @@ async fn bulk_default_sizes() {
             let mut c = chunk(&id(i), &format!("doc-{}", i / 10));
             c.acl = vec![format!("group:{}", i % 5)];
             c.metadata_json = format!(r#"{{"n":{i},"lang":"en"}}"#);
-            (c, unit_vector(i))
+            (c, unit_vector(i, DIM))
         })
         .collect();
     s.upsert(&all).await.unwrap();
@@ -465,7 +458,7 @@ async fn bulk_default_sizes() {
     assert_eq!(listed.len() as u64, n);
     let hits = s
         .search(
-            &unit_vector(123),
+            &unit_vector(123, DIM),
             10,
             &ChunkFilter::none().principals(["group:3"]),
         )
@@ -506,7 +499,7 @@ async fn refused_rows_are_isolated_and_the_rest_is_written() {
         };
         s.ensure_collection_with(&narrow).await.expect("create");
         let mut rows: Vec<(Chunk, Vec<f32>)> = (0..13)
-            .map(|i| (chunk(&id(i), &format!("doc-{i}")), unit_vector(i)))
+            .map(|i| (chunk(&id(i), &format!("doc-{i}")), unit_vector(i, DIM)))
             .collect();
         rows[2].0.source = "s".repeat(100); // at the limit: written
         rows[3].0.source = "s".repeat(101);
@@ -514,7 +507,7 @@ async fn refused_rows_are_isolated_and_the_rest_is_written() {
         rows[10].0.source = "s".repeat(101);
         rows[6].1[0] = f32::NAN; // refused by this crate before sending
         let before = id(100);
-        s.upsert(&[(chunk(&before, "old"), unit_vector(100))])
+        s.upsert(&[(chunk(&before, "old"), unit_vector(100, DIM))])
             .await
             .unwrap();
         let refused = s

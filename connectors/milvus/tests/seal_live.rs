@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use freshet_core::chunk::Chunk;
+use freshet_core::testing::unit_vector;
 use freshet_metrics::{encode, Registrar};
 use freshet_milvus::{LoadedSegment, MilvusConfig, MilvusSink, SealMetrics, Sealer};
 
@@ -38,21 +39,6 @@ fn cfg(name: &str, flush_rows: u64) -> MilvusConfig {
     }
 }
 
-fn vector(seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    let mut v: Vec<f32> = (0..DIM)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32
-        })
-        .collect();
-    let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|a| *a /= n);
-    v
-}
-
 fn rows(batch: u64) -> Vec<(Chunk, Vec<f32>)> {
     (batch * BATCH..(batch + 1) * BATCH)
         .map(|i| {
@@ -62,7 +48,7 @@ fn rows(batch: u64) -> Vec<(Chunk, Vec<f32>)> {
                 source: "test://seal".to_owned(),
                 ..freshet_core::testing::chunk(&format!("doc{i}"), &format!("text {i}"))
             };
-            (chunk, vector(i))
+            (chunk, unit_vector(i, DIM))
         })
         .collect()
 }
