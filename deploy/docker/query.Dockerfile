@@ -54,10 +54,10 @@ FROM ${RUNTIME_IMAGE}
 ARG MODEL=all-MiniLM-L6-v2-int8
 LABEL org.opencontainers.image.title="freshet-query" \
       io.freshet.embedding-model="${MODEL}"
-# libc6 and libgcc-s1 (the binary), libstdc++6 (the ONNX Runtime); deploy/validate-deploy.sh
-# checks with ldd that nothing else is needed.
+# libc6 and libgcc-s1 (the binary), zlib1g (librdkafka, linked in for replica mode), libstdc++6
+# (the ONNX Runtime); deploy/validate-deploy.sh checks with ldd that nothing else is needed.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates libc6 libgcc-s1 libstdc++6 \
+    && apt-get install -y --no-install-recommends ca-certificates libc6 libgcc-s1 libstdc++6 zlib1g \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 freshet \
     && useradd --system --uid 10001 --gid freshet --home-dir /var/lib/freshet --shell /usr/sbin/nologin freshet \
