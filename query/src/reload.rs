@@ -133,6 +133,11 @@ impl CommitWatch {
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<Event>| match event {
                 Ok(e) => {
+                    // Reading meta.json (the reload itself) raises access events: only a
+                    // write, a rename or a removal is a commit, else each reload wakes the next.
+                    if matches!(e.kind, EventKind::Access(_)) {
+                        return;
+                    }
                     if e.paths.iter().any(|p| p.file_name() == Some(META.as_ref())) {
                         let _ = tx.try_send(());
                     } else if matches!(
