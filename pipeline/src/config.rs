@@ -82,6 +82,10 @@ pub struct PipelineConfig {
     /// indexed chunks is in languages the embedding model does not declare ([`crate::census`]).
     /// 0 never warns.
     pub uncovered_language_warn_share: f64,
+    /// The nice value (0–19) the workers and every thread they start run at, so that queries
+    /// on the same machine get a core before ingest does ([`crate::priority`]). 0: the same
+    /// priority as everything else.
+    pub nice: i32,
 }
 
 impl Default for PipelineConfig {
@@ -102,6 +106,7 @@ impl Default for PipelineConfig {
             topic_partitions: 4,
             crash_loop_limit: 3,
             uncovered_language_warn_share: 0.05,
+            nice: 10,
         }
     }
 }
@@ -213,6 +218,12 @@ impl Config {
             bail!(
                 "pipeline.uncovered_language_warn_share must be between 0 and 1, got {}",
                 p.uncovered_language_warn_share
+            );
+        }
+        if !(0..=19).contains(&p.nice) {
+            bail!(
+                "pipeline.nice must be between 0 (no change) and 19 (lowest priority), got {}",
+                p.nice
             );
         }
         if p.batch_max_records == 0 {

@@ -11,6 +11,7 @@ pub mod faults;
 pub mod limits;
 pub mod metrics;
 pub mod preflight;
+pub mod priority;
 pub mod quarantine;
 pub mod run;
 pub mod sink;

@@ -75,6 +75,10 @@ pub fn run(
         ready: ready.clone(),
     });
     ready.workers_starting(config.pipeline.workers);
+    match crate::priority::lower_session(config.pipeline.nice) {
+        Ok(s) => tracing::info!(session = ?s, "session's CPU priority (autogroup)"),
+        Err(e) => tracing::warn!(error = %e, "could not lower the session's CPU priority"),
+    }
     let guards = timely::execute(timely_config(&config), move |worker| {
         run_worker(worker, &shared)
     })

@@ -87,6 +87,14 @@ impl Inputs {
 /// Runs one worker until the process is told to stop (then drains) or a fatal error.
 pub fn run_worker(worker: &mut Worker, shared: &Shared) {
     let index = worker.index();
+    // First, so that the threads the worker starts (model, consumer, sink) inherit it.
+    match crate::priority::lower_thread(shared.pipeline.nice) {
+        Ok(n) if index == 0 => tracing::info!(nice = n, "ingest threads' CPU priority"),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(worker = index, error = %e, "could not lower the worker's CPU priority; it runs at the priority it has")
+        }
+    }
     let mut source = open_sources(shared, index, worker.peers());
     shared.ready.worker_reading();
     let embedder = load_embedder(shared, index);
