@@ -62,6 +62,8 @@ pub struct Indexes {
     mismatch: RwLock<Option<String>>,
     /// Wakes the Milvus task to re-check the collection now (after a failed search).
     milvus_recheck: tokio::sync::Notify,
+    /// Wakes `/v1/index/wait`'s waiters when the commit served changes.
+    advanced: tokio::sync::Notify,
     /// The query model of this generation (its collection's vector space); dropped with the
     /// last request that pinned these indexes.
     embedders: Option<Arc<EmbedderPool>>,
@@ -97,6 +99,7 @@ impl Indexes {
             index_id: RwLock::new(None),
             mismatch: RwLock::new(None),
             milvus_recheck: tokio::sync::Notify::new(),
+            advanced: tokio::sync::Notify::new(),
             embedders,
             metrics,
         })
@@ -186,6 +189,11 @@ impl Indexes {
     /// The next offset to read of `topic`'s `partition` in the commit searches see: every
     /// record below it is searchable (or was refused to the dead-letter topic). `None` before
     /// the pipeline has committed anything of that partition.
+    /// Notified whenever the commit served changes (its offsets with it).
+    pub fn advanced(&self) -> &tokio::sync::Notify {
+        &self.advanced
+    }
+
     pub fn served_offset(&self, topic: &str, partition: i32) -> Option<i64> {
         let offsets = self.served_offsets.read().ok()?;
         offsets.get(topic)?.get(&partition).copied()
@@ -342,6 +350,7 @@ impl Indexes {
                     .map(|p| p.offsets.clone())
                     .unwrap_or_default();
             }
+            self.advanced.notify_waiters();
             if seen.committed_at_ms != 0 && payload.is_some() && self.reports() {
                 self.metrics
                     .index_visible_delay

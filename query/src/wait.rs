@@ -38,8 +38,9 @@ pub struct WaitParams {
     pub timeout_ms: Option<u64>,
 }
 
-/// Polls `indexes` every `poll` until the served next offset of `topic`/`partition` is above
-/// `offset`: `Ok(next offset)`, or `Err(the last seen)` after `timeout`.
+/// Waits until the served next offset of `topic`/`partition` is above `offset`: `Ok(next
+/// offset)`, or `Err(the last seen)` after `timeout`. Woken when the node serves a new commit,
+/// and every `poll` besides (a switch of index generation replaces the indexes it listens to).
 pub async fn wait_for_offset(
     indexes: &Serving,
     params: &WaitParams,
@@ -48,12 +49,20 @@ pub async fn wait_for_offset(
 ) -> Result<i64, Option<i64>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let served = indexes.served_offset(&params.topic, params.partition);
-        match served {
-            Some(next) if next > params.offset => return Ok(next),
-            _ if Instant::now() >= deadline => return Err(served),
-            _ => tokio::time::sleep(poll).await,
+        let ix = indexes.current();
+        // Listening before the offsets are read: a commit served in between still wakes it.
+        let advanced = ix.advanced().notified();
+        tokio::pin!(advanced);
+        advanced.as_mut().enable();
+        let served = ix.served_offset(&params.topic, params.partition);
+        if let Some(next) = served.filter(|&n| n > params.offset) {
+            return Ok(next);
         }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(served);
+        }
+        let _woken = tokio::time::timeout(poll.min(deadline - now), advanced).await;
     }
 }
 
@@ -257,6 +266,31 @@ mod tests {
         };
         let (got, ()) = tokio::join!(waiter, commit);
         assert_eq!(got, Ok(9));
+    }
+
+    #[tokio::test]
+    async fn a_new_commit_wakes_a_waiter_before_its_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let mut w = ChunkIndexWriter::open_or_create(&path, 50_000_000).unwrap();
+        let ix = Indexes::new(Metrics::new());
+        let serving = Serving::fixed(ix.clone(), Metrics::new());
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        // a poll far longer than the test: only the notification can end the wait in time
+        let waiter = wait_for_offset(&serving, &params(3), ms(60_000), ms(30_000));
+        let commit = async {
+            tokio::time::sleep(ms(50)).await;
+            w.commit(&CommitPayload::new(
+                [("docs".into(), [(2, 4)].into())].into(),
+                1,
+            ))
+            .unwrap();
+            ix.reload_tick(&path, Bm25Params::default());
+        };
+        let (got, ()) = tokio::join!(waiter, commit);
+        assert_eq!(got, Ok(4));
+        assert!(start.elapsed() < ms(10_000), "{:?}", start.elapsed());
     }
 
     #[test]
