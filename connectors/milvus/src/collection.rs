@@ -166,7 +166,7 @@ impl MilvusSink {
     }
 
     /// Loads the collection into memory (a no-op if it is loaded).
-    pub(crate) async fn load(&self) -> Result<()> {
+    pub async fn load(&self) -> Result<()> {
         let req = LoadCollectionRequest::builder()
             .collection_name(self.coll())
             .timeout_ms(self.timeout_ms())

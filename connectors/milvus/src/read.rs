@@ -133,6 +133,48 @@ impl MilvusSink {
         Ok(out)
     }
 
+    /// Up to `limit` rows (at most [`MAX_QUERY_WINDOW`]) with their vectors, by primary key,
+    /// after `after` (from the first without): `(chunk_id, vector)` pages for copying a
+    /// collection's vectors (`freshet-tools bench-index`). Strongly consistent.
+    pub async fn vectors_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<f32>)>> {
+        let filter = match after {
+            Some(a) => format!("{F_CHUNK_ID} > {}", quote(a)),
+            None => format!("{F_CHUNK_ID} >= \"\""),
+        };
+        let limit = limit.clamp(1, MAX_QUERY_WINDOW);
+        let res = self
+            .query(filter, &[F_CHUNK_ID, F_VECTOR], Some(limit), true)
+            .await?;
+        let ids = varchar_column(&res, F_CHUNK_ID)?;
+        let vectors = match res.get_output_field(F_VECTOR) {
+            Some(f) => f.as_float_vectors().map(<[_]>::to_vec).ok_or_else(|| {
+                Error::Inconsistent(format!(
+                    "query result field {F_VECTOR:?} is not FloatVector"
+                ))
+            })?,
+            None if ids.is_empty() => Vec::new(),
+            None => {
+                return Err(Error::Inconsistent(format!(
+                    "query result has no field {F_VECTOR:?}"
+                )))
+            }
+        };
+        if ids.len() != vectors.len() {
+            return Err(Error::Inconsistent(format!(
+                "{} ids but {} vectors in a query result",
+                ids.len(),
+                vectors.len()
+            )));
+        }
+        let mut rows: Vec<_> = ids.into_iter().zip(vectors).collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(rows)
+    }
+
     /// `(chunk_id, doc_id)` of those of `chunk_ids` that exist, in the order given.
     pub async fn get_doc_ids(&self, chunk_ids: &[String]) -> Result<Vec<(String, String)>> {
         let mut found: HashMap<String, String> = HashMap::with_capacity(chunk_ids.len());
