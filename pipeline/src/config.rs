@@ -245,6 +245,7 @@ impl Config {
         self.chunking
             .validate()
             .map_err(|e| anyhow::anyhow!("chunking: {e}"))?;
+        self.milvus.validate()?;
         self.topics()?;
         self.replication
             .validate()
@@ -388,6 +389,22 @@ mod tests {
     }
 
     #[test]
+    fn milvus_index_settings_are_checked_at_load() {
+        let c =
+            Config::load_with_env(None, &env(&[("FRESHET_MILVUS_INDEX_TYPE", "flat")])).unwrap();
+        assert_eq!(c.milvus.index_type, freshet_milvus::IndexType::Flat);
+        let e =
+            Config::load_with_env(None, &env(&[("FRESHET_MILVUS_HNSW_M", "4096")])).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("[milvus] setting: hnsw_m"),
+            "{e:#}"
+        );
+        let e = Config::load_with_env(None, &env(&[("FRESHET_MILVUS_INDEX_TYPE", "diskann")]))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("ivf_sq8"), "{e:#}");
+    }
+
+    #[test]
     fn the_documented_file_parses_and_matches_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/freshet.toml");
         let c = Config::load_with_env(Some(&path), &[]).unwrap();
@@ -404,6 +421,14 @@ mod tests {
         assert_eq!(c.kafka.brokers, d.kafka.brokers);
         assert_eq!(c.milvus.url, d.milvus.url);
         assert_eq!(c.milvus.timeout, d.milvus.timeout);
+        assert_eq!(
+            (c.milvus.index_type, c.milvus.hnsw_m),
+            (d.milvus.index_type, d.milvus.hnsw_m)
+        );
+        assert_eq!(
+            (c.milvus.hnsw_ef_construction, c.milvus.ivf_nlist),
+            (d.milvus.hnsw_ef_construction, d.milvus.ivf_nlist)
+        );
         assert_eq!(c.tantivy.writer_heap_bytes, d.tantivy.writer_heap_bytes);
         assert_eq!(c.tantivy.writer_threads, d.tantivy.writer_threads);
         assert_eq!(c.metrics.listen, d.metrics.listen);

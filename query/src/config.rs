@@ -177,6 +177,9 @@ pub struct QueryConfig {
     /// HNSW `ef` of the vector route's search (raised to its top-k when that is larger): the
     /// recall/latency trade-off of the approximate search.
     pub vector_search_ef: usize,
+    /// IVF `nprobe` of the vector route's search on an IVF_FLAT or IVF_SQ8 collection: the
+    /// clusters of each segment searched (at most its `nlist`).
+    pub vector_search_nprobe: usize,
     /// How often the node checks for a new tantivy commit (milliseconds): the longest it
     /// serves an older commit when a file notification is missed or off.
     pub reload_interval_ms: u64,
@@ -271,6 +274,7 @@ impl Default for QueryConfig {
             max_pack_tokens: 32_768,
             milvus_consistency: Consistency::Bounded,
             vector_search_ef: freshet_milvus::DEFAULT_SEARCH_EF,
+            vector_search_nprobe: freshet_milvus::DEFAULT_SEARCH_NPROBE,
             reload_interval_ms: 20,
             reload_notify: true,
             serving_pointer: PathBuf::new(),
@@ -304,6 +308,7 @@ impl Config {
     pub fn load_with_env(path: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
         let mut config: Config = freshet_config::load(path, env, &sections())?;
         config.query.validate()?;
+        config.milvus.validate()?;
         config.answer.validate(&config.query)?;
         let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         config.llm_settings = config.llm.settings(&lookup)?;
@@ -338,6 +343,15 @@ pub fn sections() -> Sections {
 }
 
 impl QueryConfig {
+    /// The vector route's search parameters (`vector_search_ef`, `vector_search_nprobe`); the
+    /// collection's index type decides which one a search uses.
+    pub fn search_tuning(&self) -> freshet_milvus::SearchTuning {
+        freshet_milvus::SearchTuning {
+            ef: self.vector_search_ef,
+            nprobe: self.vector_search_nprobe,
+        }
+    }
+
     /// `bm25_k1` and `bm25_b`, checked.
     pub fn bm25_params(&self) -> Result<freshet_tantivy::Bm25Params> {
         freshet_tantivy::Bm25Params {
@@ -362,6 +376,7 @@ impl QueryConfig {
             ("embedder_threads", self.embedder_threads),
             ("max_pack_tokens", self.max_pack_tokens),
             ("vector_search_ef", self.vector_search_ef),
+            ("vector_search_nprobe", self.vector_search_nprobe),
             ("max_running_retrievals", self.max_running_retrievals),
         ];
         for (name, v) in positive {
@@ -389,6 +404,12 @@ impl QueryConfig {
             bail!(
                 "query.vector_search_ef must be at most {} (Milvus' limit)",
                 freshet_milvus::MAX_SEARCH_EF
+            );
+        }
+        if self.vector_search_nprobe > freshet_milvus::MAX_SEARCH_NPROBE {
+            bail!(
+                "query.vector_search_nprobe must be at most {} (Milvus' limit)",
+                freshet_milvus::MAX_SEARCH_NPROBE
             );
         }
         if self.rerank_candidates > self.max_rerank_candidates {

@@ -145,6 +145,49 @@ fn bad_settings_are_clear_errors() {
     }
     let c = Config::load_with_env(None, &env(&[("FRESHET_QUERY_VECTOR_SEARCH_EF", "96")])).unwrap();
     assert_eq!(c.query.vector_search_ef, 96);
+    for nprobe in ["0", "65537"] {
+        let e = Config::load_with_env(
+            None,
+            &env(&[("FRESHET_QUERY_VECTOR_SEARCH_NPROBE", nprobe)]),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("vector_search_nprobe"),
+            "{nprobe}: {e:#}"
+        );
+    }
+    let c =
+        Config::load_with_env(None, &env(&[("FRESHET_QUERY_VECTOR_SEARCH_NPROBE", "64")])).unwrap();
+    assert_eq!(
+        c.query.search_tuning(),
+        freshet_milvus::SearchTuning {
+            ef: 256,
+            nprobe: 64
+        }
+    );
+    let c = Config::load_with_env(
+        None,
+        &env(&[
+            ("FRESHET_MILVUS_INDEX_TYPE", "ivf_sq8"),
+            ("FRESHET_MILVUS_IVF_NLIST", "2048"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(
+        (c.milvus.index_type, c.milvus.ivf_nlist),
+        (freshet_milvus::IndexType::IvfSq8, 2048)
+    );
+    for (var, value) in [
+        ("FRESHET_MILVUS_INDEX_TYPE", "ivf_pq"),
+        ("FRESHET_MILVUS_HNSW_M", "1"),
+        ("FRESHET_MILVUS_IVF_NLIST", "0"),
+    ] {
+        let e = Config::load_with_env(None, &env(&[(var, value)])).unwrap_err();
+        let name = var
+            .trim_start_matches("FRESHET_MILVUS_")
+            .to_ascii_lowercase();
+        assert!(format!("{e:#}").contains(&name), "{var}={value}: {e:#}");
+    }
     let e = Config::load_with_env(None, &env(&[("FRESHET_QUERY_TLS_CERT_FILE", "/c.pem")]))
         .unwrap_err();
     assert!(format!("{e:#}").contains("tls_key_file"), "{e:#}");

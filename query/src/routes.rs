@@ -97,7 +97,7 @@ impl Engine {
                     plan.vector_top_k,
                     &plan.filter,
                     self.config.query.milvus_consistency.level(),
-                    self.config.query.vector_search_ef,
+                    self.config.query.search_tuning(),
                 )
                 .await
                 .map_err(|e| match e {

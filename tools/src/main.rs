@@ -10,6 +10,8 @@
 //! - `bench-load`: query latency at a steady rate during an ingest against idle, and the
 //!   ingest's throughput with and without the queries.
 //! - `bench-replicate`: a large benchmark index from an indexed corpus, without re-embedding.
+//! - `bench-index`: the vector index types side by side: search latency, recall against FLAT,
+//!   Milvus' memory.
 //! - `bench-bm25`: BM25 top-k latency in process, pruned against exhaustive, over an index.
 //! - `bench-parse`: parsing throughput per format and its share of preparing and embedding.
 //! - `bench-watch`: folder sync over many files: first scan, idle CPU, restart.
@@ -32,6 +34,7 @@ mod config;
 mod eval;
 mod freshness_budget;
 mod gate;
+mod index_bench;
 mod inspect;
 mod ja_dict;
 mod llm_standin;
@@ -81,6 +84,9 @@ enum Command {
     /// Vector search latency on collections being written to, with the sink's sealing policy
     /// (`[milvus] flush_rows` / `flush_interval`) and without it, side by side (needs Milvus).
     BenchSeal(seal_bench::SealBenchArgs),
+    /// The vector index types (`[milvus] index_type`) on the same rows side by side: search
+    /// latency, recall@k against FLAT, Milvus' resident memory with each loaded (needs Milvus).
+    BenchIndex(index_bench::IndexBenchArgs),
     /// BM25 top-k latency in process over an index directory, the pruned scorer against the
     /// exhaustive one side by side, and a check that both find the same top k.
     BenchBm25(bm25_bench::Bm25BenchArgs),
@@ -149,6 +155,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::BenchIngest(args) => args.run(config),
         Command::BenchReplicate(args) => args.run(config),
         Command::BenchSeal(args) => args.run(config),
+        Command::BenchIndex(args) => args.run(config),
         Command::BenchBm25(args) => args.run(config),
         Command::Eval(args) => args.run(config),
         Command::EvalAnswers(args) => args.run(config),

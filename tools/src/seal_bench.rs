@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use freshet_metrics::{encode, Registrar};
 use freshet_milvus::{
-    ChunkFilter, ConsistencyLevel, MilvusConfig, MilvusSink, SealMetrics, Sealer, DEFAULT_SEARCH_EF,
+    ChunkFilter, ConsistencyLevel, MilvusConfig, MilvusSink, SealMetrics, Sealer, SearchTuning,
 };
 use freshet_operators::chunk::{Chunk, ChunkKind};
 use serde::Serialize;
@@ -218,7 +218,7 @@ fn run(config: &Config, args: &SealBenchArgs) -> Result<()> {
                 10,
                 &filter,
                 ConsistencyLevel::Bounded,
-                DEFAULT_SEARCH_EF,
+                SearchTuning::default(),
             )
             .await
             .ok()

@@ -35,6 +35,106 @@ pub struct MilvusConfig {
     /// by age.
     #[serde(with = "duration_ms")]
     pub flush_interval: Duration,
+    /// The vector index of a collection the sink creates ([`IndexType`]); an existing
+    /// collection with another index type is refused ([`crate::Error::IndexMismatch`]).
+    pub index_type: IndexType,
+    /// HNSW: the most neighbours of a node (`M`, 2 to 2048).
+    pub hnsw_m: u32,
+    /// HNSW: the candidate list while building (`efConstruction`, 1 to 2^31 - 1).
+    pub hnsw_ef_construction: u32,
+    /// IVF_FLAT and IVF_SQ8: the clusters per segment (`nlist`, 1 to 65536).
+    pub ivf_nlist: u32,
+}
+
+/// The vector index types freshet creates (all with the COSINE metric).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexType {
+    /// A graph (`hnsw_m`, `hnsw_ef_construction`), searched with `ef`: the raw vectors and the
+    /// graph in memory.
+    #[default]
+    Hnsw,
+    /// Clusters (`ivf_nlist`) of raw vectors, searched with `nprobe`.
+    IvfFlat,
+    /// Clusters of vectors quantised to one byte a dimension (a quarter of the raw size),
+    /// searched with `nprobe`.
+    IvfSq8,
+    /// No index: every search compares every vector (exact).
+    Flat,
+}
+
+impl IndexType {
+    /// Every type, in the order of the docs.
+    pub const ALL: [IndexType; 4] = [
+        IndexType::Hnsw,
+        IndexType::IvfFlat,
+        IndexType::IvfSq8,
+        IndexType::Flat,
+    ];
+
+    /// The setting's value (`"hnsw"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexType::Hnsw => "hnsw",
+            IndexType::IvfFlat => "ivf_flat",
+            IndexType::IvfSq8 => "ivf_sq8",
+            IndexType::Flat => "flat",
+        }
+    }
+
+    /// Milvus' name of the type (`"HNSW"`, ...).
+    pub fn milvus_name(self) -> &'static str {
+        match self {
+            IndexType::Hnsw => "HNSW",
+            IndexType::IvfFlat => "IVF_FLAT",
+            IndexType::IvfSq8 => "IVF_SQ8",
+            IndexType::Flat => "FLAT",
+        }
+    }
+
+    /// Searched with `nprobe` (the IVF types).
+    pub fn is_ivf(self) -> bool {
+        matches!(self, IndexType::IvfFlat | IndexType::IvfSq8)
+    }
+}
+
+impl std::fmt::Display for IndexType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Largest HNSW `M` Milvus 2.3 accepts.
+pub const MAX_HNSW_M: u32 = 2048;
+/// Largest IVF `nlist` (and `nprobe`) Milvus 2.3 accepts.
+pub const MAX_IVF_NLIST: u32 = 65_536;
+
+impl MilvusConfig {
+    /// Checks the index settings against the ranges Milvus accepts, so that a wrong value
+    /// stops the process at start instead of failing the first `create_index`.
+    pub fn validate(&self) -> std::result::Result<(), crate::Error> {
+        let bad = |m: String| Err(crate::Error::Config(m));
+        if !(2..=MAX_HNSW_M).contains(&self.hnsw_m) {
+            return bad(format!(
+                "hnsw_m must be in 2..={MAX_HNSW_M}, got {}",
+                self.hnsw_m
+            ));
+        }
+        if !(1..=i32::MAX as u32).contains(&self.hnsw_ef_construction) {
+            return bad(format!(
+                "hnsw_ef_construction must be in 1..={}, got {}",
+                i32::MAX,
+                self.hnsw_ef_construction
+            ));
+        }
+        if !(1..=MAX_IVF_NLIST).contains(&self.ivf_nlist) {
+            return bad(format!(
+                "ivf_nlist must be in 1..={MAX_IVF_NLIST}, got {}",
+                self.ivf_nlist
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for MilvusConfig {
@@ -51,6 +151,10 @@ impl Default for MilvusConfig {
             page_size: 4096,
             flush_rows: 4096,
             flush_interval: Duration::from_secs(10),
+            index_type: IndexType::Hnsw,
+            hnsw_m: 16,
+            hnsw_ef_construction: 200,
+            ivf_nlist: 1024,
         }
     }
 }
@@ -124,5 +228,89 @@ mod tests {
             assert_eq!(c.timeout, Duration::from_millis(ms));
         }
         assert!(serde_json::from_str::<MilvusConfig>(r#"{"timeout": "soon"}"#).is_err());
+    }
+
+    #[test]
+    fn index_settings_default_to_hnsw_16_200() {
+        let c = MilvusConfig::default();
+        assert_eq!(
+            (c.index_type, c.hnsw_m, c.hnsw_ef_construction, c.ivf_nlist),
+            (IndexType::Hnsw, 16, 200, 1024)
+        );
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn index_types_by_name() {
+        for t in IndexType::ALL {
+            let c: MilvusConfig =
+                serde_json::from_str(&format!(r#"{{"index_type": "{t}"}}"#)).unwrap();
+            assert_eq!(c.index_type, t);
+            assert_eq!(t.milvus_name().to_ascii_lowercase(), t.as_str());
+        }
+        for wrong in ["HNSW", "ivf", "ivf_pq", "diskann", ""] {
+            let e =
+                serde_json::from_str::<MilvusConfig>(&format!(r#"{{"index_type": "{wrong}"}}"#))
+                    .unwrap_err();
+            assert!(e.to_string().contains("ivf_sq8"), "{wrong}: {e}");
+        }
+    }
+
+    #[test]
+    fn index_settings_outside_milvus_ranges_are_refused() {
+        let ok = MilvusConfig {
+            hnsw_m: 2048,
+            hnsw_ef_construction: 1,
+            ivf_nlist: 65_536,
+            ..Default::default()
+        };
+        ok.validate().unwrap();
+        for (c, name) in [
+            (
+                MilvusConfig {
+                    hnsw_m: 1,
+                    ..ok.clone()
+                },
+                "hnsw_m",
+            ),
+            (
+                MilvusConfig {
+                    hnsw_m: 2049,
+                    ..ok.clone()
+                },
+                "hnsw_m",
+            ),
+            (
+                MilvusConfig {
+                    hnsw_ef_construction: 0,
+                    ..ok.clone()
+                },
+                "hnsw_ef_construction",
+            ),
+            (
+                MilvusConfig {
+                    hnsw_ef_construction: u32::MAX,
+                    ..ok.clone()
+                },
+                "hnsw_ef_construction",
+            ),
+            (
+                MilvusConfig {
+                    ivf_nlist: 0,
+                    ..ok.clone()
+                },
+                "ivf_nlist",
+            ),
+            (
+                MilvusConfig {
+                    ivf_nlist: 65_537,
+                    ..ok.clone()
+                },
+                "ivf_nlist",
+            ),
+        ] {
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains("[milvus]"), "{e}");
+        }
     }
 }

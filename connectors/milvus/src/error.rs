@@ -44,6 +44,24 @@ pub enum Error {
         current: u32,
     },
 
+    /// The collection exists with another vector index type than configured.
+    #[error(
+        "milvus collection {collection:?} has a {existing} vector index, but [milvus] index_type \
+         is {configured:?}: set index_type to the collection's, or drop the collection and start \
+         the pipeline, which creates it with the configured index and re-inserts every vector \
+         from the tantivy index and the embedding cache (see README, Delivery and recovery), or \
+         use another collection name"
+    )]
+    IndexMismatch {
+        collection: String,
+        existing: String,
+        configured: String,
+    },
+
+    /// A `[milvus]` setting outside what Milvus accepts.
+    #[error("invalid [milvus] setting: {0}")]
+    Config(String),
+
     /// The collection exists but does not have the layout this crate creates.
     #[error("milvus collection {collection:?} is not a freshet chunk collection: {reason}")]
     NotFreshetCollection { collection: String, reason: String },

@@ -1,12 +1,14 @@
 //! freshet milvus connector: the vector side of the index.
 //!
 //! [`MilvusSink`] keeps one Milvus collection in step with the chunk stream: one row per leaf
-//! chunk (`chunk_id` primary key, `doc_id`, `kind`, `source`, the embedding in `vector` under an
-//! HNSW / COSINE index, `acl` as `Array<VarChar>`, `acl_public` = `acl` is empty, `metadata` as
-//! JSON). The collection records the embedding model, dimension and field layout (collection
-//! properties `freshet.model_id` / `freshet.dim` / `freshet.layout_version`, and the description
-//! `freshet model=<id> dim=<n>`); [`MilvusSink::ensure_collection`] refuses a collection that
-//! holds other vectors or has an older layout.
+//! chunk (`chunk_id` primary key, `doc_id`, `kind`, `source`, the embedding in `vector` under a
+//! COSINE index of `[milvus] index_type`: HNSW, IVF_FLAT, IVF_SQ8 or FLAT; `acl` as
+//! `Array<VarChar>`, `acl_public` = `acl` is empty, `metadata` as JSON). The collection records
+//! the embedding model, dimension and field layout (collection properties `freshet.model_id` /
+//! `freshet.dim` / `freshet.layout_version`, and the description `freshet model=<id> dim=<n>`);
+//! [`MilvusSink::ensure_collection`] refuses a collection that holds other vectors, has an older
+//! layout or another index type. Searches use the parameters of the collection's index type as
+//! Milvus describes it (HNSW `ef`, IVF `nprobe`, FLAT none: [`SearchTuning`]).
 //!
 //! Works against Milvus 2.3.5 standalone and milvus-lite 3.2.2 with `milvus-sdk-rust` 3.0.3,
 //! avoiding the SDK features those servers lack:
@@ -38,13 +40,17 @@ mod sink;
 mod write;
 
 pub use binding::{Binding, P_INDEX_ID, P_INDEX_PATH};
-pub use config::MilvusConfig;
+pub use collection::{SearchedIndex, VectorIndexInfo};
+pub use config::{IndexType, MilvusConfig, MAX_HNSW_M, MAX_IVF_NLIST};
 pub use error::{Error, Result};
 pub use expr::{filter_expr, ChunkFilter};
 pub use health::ServerHealth;
 pub use metrics::MilvusMetrics;
 pub use milvus::v2::prelude::ConsistencyLevel;
-pub use read::{DEFAULT_SEARCH_EF, MAX_QUERY_WINDOW, MAX_SEARCH_EF};
+pub use read::{
+    search_params, SearchTuning, DEFAULT_SEARCH_EF, DEFAULT_SEARCH_NPROBE, MAX_QUERY_WINDOW,
+    MAX_SEARCH_EF, MAX_SEARCH_NPROBE,
+};
 pub use seal::{LoadedSegment, SealMetrics, Sealer};
 pub use sink::MilvusSink;
 pub use write::RefusedRow;

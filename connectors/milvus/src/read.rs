@@ -7,7 +7,9 @@ use milvus::v2::prelude::{
     ConsistencyLevel, Ids, QueryRequest, QueryResults, SearchRequest, SearchVectors,
 };
 
+use crate::collection::SearchedIndex;
 use crate::columns::{bounded, varchar_column};
+use crate::config::IndexType;
 use crate::error::{Error, Result};
 use crate::expr::{excludes_all_stored, filter_expr, ids_expr, quote, ChunkFilter};
 use crate::metrics::Op;
@@ -24,6 +26,51 @@ pub const MAX_QUERY_WINDOW: usize = 16_384;
 pub const DEFAULT_SEARCH_EF: usize = 256;
 /// Largest HNSW `ef` Milvus accepts.
 pub const MAX_SEARCH_EF: usize = 32_768;
+/// Default IVF `nprobe`: clusters searched of each segment's `nlist` (at most all of them).
+pub const DEFAULT_SEARCH_NPROBE: usize = 32;
+/// Largest IVF `nprobe` Milvus accepts.
+pub const MAX_SEARCH_NPROBE: usize = 65_536;
+
+/// The query-side parameters of the approximate search; each index type uses its own (HNSW
+/// `ef`, IVF `nprobe`; FLAT none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchTuning {
+    /// HNSW: the candidate list, raised to `k` when smaller, at most [`MAX_SEARCH_EF`].
+    pub ef: usize,
+    /// IVF: the clusters searched, at least 1, at most the index's `nlist`.
+    pub nprobe: usize,
+}
+
+impl Default for SearchTuning {
+    fn default() -> Self {
+        SearchTuning {
+            ef: DEFAULT_SEARCH_EF,
+            nprobe: DEFAULT_SEARCH_NPROBE,
+        }
+    }
+}
+
+/// The search parameters of a top-`k` search through `index`.
+pub fn search_params(
+    index: SearchedIndex,
+    k: usize,
+    tuning: SearchTuning,
+) -> HashMap<String, String> {
+    match index.index_type {
+        IndexType::Hnsw => HashMap::from([(
+            "ef".to_owned(),
+            k.max(tuning.ef).min(MAX_SEARCH_EF).to_string(),
+        )]),
+        IndexType::IvfFlat | IndexType::IvfSq8 => HashMap::from([(
+            "nprobe".to_owned(),
+            tuning
+                .nprobe
+                .clamp(1, (index.nlist as usize).clamp(1, MAX_SEARCH_NPROBE))
+                .to_string(),
+        )]),
+        IndexType::Flat => HashMap::new(),
+    }
+}
 
 impl MilvusSink {
     async fn query(
@@ -86,6 +133,48 @@ impl MilvusSink {
         Ok(out)
     }
 
+    /// Up to `limit` rows (at most [`MAX_QUERY_WINDOW`]) with their vectors, by primary key,
+    /// after `after` (from the first without): `(chunk_id, vector)` pages for copying a
+    /// collection's vectors (`freshet-tools bench-index`). Strongly consistent.
+    pub async fn vectors_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<f32>)>> {
+        let filter = match after {
+            Some(a) => format!("{F_CHUNK_ID} > {}", quote(a)),
+            None => format!("{F_CHUNK_ID} >= \"\""),
+        };
+        let limit = limit.clamp(1, MAX_QUERY_WINDOW);
+        let res = self
+            .query(filter, &[F_CHUNK_ID, F_VECTOR], Some(limit), true)
+            .await?;
+        let ids = varchar_column(&res, F_CHUNK_ID)?;
+        let vectors = match res.get_output_field(F_VECTOR) {
+            Some(f) => f.as_float_vectors().map(<[_]>::to_vec).ok_or_else(|| {
+                Error::Inconsistent(format!(
+                    "query result field {F_VECTOR:?} is not FloatVector"
+                ))
+            })?,
+            None if ids.is_empty() => Vec::new(),
+            None => {
+                return Err(Error::Inconsistent(format!(
+                    "query result has no field {F_VECTOR:?}"
+                )))
+            }
+        };
+        if ids.len() != vectors.len() {
+            return Err(Error::Inconsistent(format!(
+                "{} ids but {} vectors in a query result",
+                ids.len(),
+                vectors.len()
+            )));
+        }
+        let mut rows: Vec<_> = ids.into_iter().zip(vectors).collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(rows)
+    }
+
     /// `(chunk_id, doc_id)` of those of `chunk_ids` that exist, in the order given.
     pub async fn get_doc_ids(&self, chunk_ids: &[String]) -> Result<Vec<(String, String)>> {
         let mut found: HashMap<String, String> = HashMap::with_capacity(chunk_ids.len());
@@ -141,22 +230,23 @@ impl MilvusSink {
             k,
             filter,
             ConsistencyLevel::Session,
-            DEFAULT_SEARCH_EF,
+            SearchTuning::default(),
         )
         .await
     }
 
     /// [`MilvusSink::search`] at a chosen consistency level (a reader in another process uses
-    /// `Bounded` or `Strong`: `Session` only covers the writes of the same client) and HNSW
-    /// `ef` (at least `k`, at most [`MAX_SEARCH_EF`]: larger finds more of the true nearest
-    /// neighbours and takes longer).
+    /// `Bounded` or `Strong`: `Session` only covers the writes of the same client) and search
+    /// parameters: of `tuning`, those of the collection's index type
+    /// ([`MilvusSink::searched_index`]; larger finds more of the true nearest neighbours and
+    /// takes longer).
     pub async fn search_with(
         &self,
         vector: &[f32],
         k: usize,
         filter: &ChunkFilter,
         consistency: ConsistencyLevel,
-        ef: usize,
+        tuning: SearchTuning,
     ) -> Result<Vec<(String, f32)>> {
         if vector.len() != self.cfg.dim {
             return Err(Error::InvalidInput(format!(
@@ -174,14 +264,13 @@ impl MilvusSink {
             return Ok(Vec::new());
         }
         let expr = filter_expr(filter)?;
-        let ef = k.max(ef).min(MAX_SEARCH_EF).to_string();
         let request = SearchRequest::builder()
             .collection_name(self.coll())
             .vector_field(F_VECTOR)
             .vectors(SearchVectors::Float(vec![vector.to_vec()]))
             .limit(k as i64)
             .filter(expr)
-            .extra_params(HashMap::from([("ef".to_owned(), ef)]))
+            .extra_params(search_params(self.searched_index(), k, tuning))
             .consistency_level(consistency)
             .build()?;
         let resp = self
@@ -216,5 +305,71 @@ impl MilvusSink {
             out.extend(ids.iter().cloned().zip(scores.iter().copied()));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(index_type: IndexType, nlist: u32) -> SearchedIndex {
+        SearchedIndex { index_type, nlist }
+    }
+
+    fn params(p: HashMap<String, String>) -> Vec<(String, String)> {
+        let mut v: Vec<_> = p.into_iter().collect();
+        v.sort();
+        v
+    }
+
+    fn one(k: &str, v: &str) -> Vec<(String, String)> {
+        vec![(k.to_owned(), v.to_owned())]
+    }
+
+    #[test]
+    fn hnsw_searches_with_ef_of_at_least_k() {
+        let t = SearchTuning { ef: 96, nprobe: 8 };
+        let hnsw = index(IndexType::Hnsw, 1024);
+        assert_eq!(params(search_params(hnsw, 10, t)), one("ef", "96"));
+        assert_eq!(params(search_params(hnsw, 500, t)), one("ef", "500"));
+        let huge = SearchTuning {
+            ef: usize::MAX,
+            ..t
+        };
+        assert_eq!(params(search_params(hnsw, 10, huge)), one("ef", "32768"));
+        assert_eq!(
+            params(search_params(hnsw, 10, SearchTuning::default())),
+            one("ef", "256")
+        );
+    }
+
+    #[test]
+    fn ivf_searches_with_nprobe_within_nlist() {
+        let t = SearchTuning { ef: 96, nprobe: 32 };
+        for kind in [IndexType::IvfFlat, IndexType::IvfSq8] {
+            assert_eq!(
+                params(search_params(index(kind, 1024), 10, t)),
+                one("nprobe", "32")
+            );
+            assert_eq!(
+                params(search_params(index(kind, 16), 10, t)),
+                one("nprobe", "16")
+            );
+            let zero = SearchTuning { nprobe: 0, ..t };
+            assert_eq!(
+                params(search_params(index(kind, 16), 10, zero)),
+                one("nprobe", "1")
+            );
+            assert_eq!(
+                params(search_params(index(kind, 0), 10, t)),
+                one("nprobe", "1")
+            );
+        }
+    }
+
+    #[test]
+    fn flat_searches_without_parameters() {
+        let p = search_params(index(IndexType::Flat, 1024), 10, SearchTuning::default());
+        assert!(p.is_empty(), "{p:?}");
     }
 }

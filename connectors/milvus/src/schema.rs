@@ -6,7 +6,7 @@ use milvus::v2::prelude::{
     CollectionSchema, DataType, FieldSchema, IndexParam, IndexType, MetricType,
 };
 
-use crate::config::MilvusConfig;
+use crate::config::{IndexType as Kind, MilvusConfig};
 
 pub const F_CHUNK_ID: &str = "chunk_id";
 pub const F_DOC_ID: &str = "doc_id";
@@ -60,10 +60,6 @@ impl FieldLimits {
         acl_entry_max_len: ACL_ENTRY_MAX_LEN,
     };
 }
-
-/// HNSW parameters of the vector index.
-pub const HNSW_M: u32 = 16;
-pub const HNSW_EF_CONSTRUCTION: u32 = 200;
 
 /// Collection properties that record what the vectors are.
 pub const P_MODEL_ID: &str = "freshet.model_id";
@@ -155,18 +151,42 @@ pub fn collection_schema_with(cfg: &MilvusConfig, limits: &FieldLimits) -> Colle
         )
 }
 
-pub fn vector_index() -> IndexParam {
+/// The vector index of `cfg` ([`MilvusConfig::index_type`] with its build parameters), COSINE.
+pub fn vector_index(cfg: &MilvusConfig) -> IndexParam {
+    let (index_type, params) = match cfg.index_type {
+        Kind::Hnsw => (
+            IndexType::Hnsw,
+            vec![
+                ("M", cfg.hnsw_m.to_string()),
+                ("efConstruction", cfg.hnsw_ef_construction.to_string()),
+            ],
+        ),
+        Kind::IvfFlat => (
+            IndexType::IvfFlat,
+            vec![("nlist", cfg.ivf_nlist.to_string())],
+        ),
+        Kind::IvfSq8 => (
+            IndexType::IvfSq8,
+            vec![("nlist", cfg.ivf_nlist.to_string())],
+        ),
+        Kind::Flat => (IndexType::Flat, Vec::new()),
+    };
     IndexParam::new()
         .field_name(F_VECTOR)
-        .index_type(IndexType::Hnsw)
+        .index_type(index_type)
         .metric_type(MetricType::Cosine)
-        .extra_params(HashMap::from([
-            ("M".to_owned(), HNSW_M.to_string()),
-            (
-                "efConstruction".to_owned(),
-                HNSW_EF_CONSTRUCTION.to_string(),
-            ),
-        ]))
+        .extra_params(params.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// Freshet's index type of a Milvus one; `None` for the types freshet does not create.
+pub fn index_kind(t: IndexType) -> Option<Kind> {
+    match t {
+        IndexType::Hnsw => Some(Kind::Hnsw),
+        IndexType::IvfFlat => Some(Kind::IvfFlat),
+        IndexType::IvfSq8 => Some(Kind::IvfSq8),
+        IndexType::Flat => Some(Kind::Flat),
+        _ => None,
+    }
 }
 
 /// (name, type) of every field, for checking an existing collection.
@@ -197,5 +217,63 @@ mod tests {
             Some((cfg.model_id.clone(), 768))
         );
         assert_eq!(parse_description("something else"), None);
+    }
+
+    fn params(p: &IndexParam) -> Vec<(String, String)> {
+        let mut v: Vec<_> = p
+            .get_extra_params()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_default_index_is_hnsw_16_200_cosine() {
+        let p = vector_index(&MilvusConfig::default());
+        assert_eq!(p.get_index_type(), IndexType::Hnsw);
+        assert_eq!(p.get_metric_type(), Some(MetricType::Cosine));
+        assert_eq!(p.get_field_name(), F_VECTOR);
+        assert_eq!(params(&p), pairs(&[("M", "16"), ("efConstruction", "200")]));
+    }
+
+    #[test]
+    fn each_index_type_with_its_build_parameters() {
+        let cfg = |index_type| MilvusConfig {
+            index_type,
+            hnsw_m: 32,
+            hnsw_ef_construction: 400,
+            ivf_nlist: 256,
+            ..Default::default()
+        };
+        for (kind, milvus, expected) in [
+            (
+                Kind::Hnsw,
+                IndexType::Hnsw,
+                pairs(&[("M", "32"), ("efConstruction", "400")]),
+            ),
+            (
+                Kind::IvfFlat,
+                IndexType::IvfFlat,
+                pairs(&[("nlist", "256")]),
+            ),
+            (Kind::IvfSq8, IndexType::IvfSq8, pairs(&[("nlist", "256")])),
+            (Kind::Flat, IndexType::Flat, Vec::new()),
+        ] {
+            let p = vector_index(&cfg(kind));
+            assert_eq!(p.get_index_type(), milvus, "{kind}");
+            assert_eq!(p.get_metric_type(), Some(MetricType::Cosine), "{kind}");
+            assert_eq!(params(&p), expected, "{kind}");
+            assert_eq!(index_kind(milvus), Some(kind));
+        }
+        assert_eq!(index_kind(IndexType::IvfPq), None);
+        assert_eq!(index_kind(IndexType::DiskAnn), None);
     }
 }

@@ -3,8 +3,11 @@
 //! inserts with refused rows isolated), `read` (ids, counts, filtered search), `health`;
 //! `columns` holds what they share.
 
+use std::sync::{Arc, Mutex};
+
 use milvus::v2::prelude::{ClientV2, ConnectConfig, TelemetryConfig};
 
+use crate::collection::SearchedIndex;
 use crate::columns::bounded;
 use crate::config::MilvusConfig;
 use crate::error::{Error, Result};
@@ -20,6 +23,9 @@ pub struct MilvusSink {
     pub(crate) client: ClientV2,
     pub(crate) cfg: MilvusConfig,
     metrics: Option<MilvusMetrics>,
+    /// The collection's vector index, once read from Milvus (`ensure_collection`,
+    /// `check_collection`); until then searches assume the configured one.
+    searched: Arc<Mutex<Option<SearchedIndex>>>,
 }
 
 impl std::fmt::Debug for MilvusSink {
@@ -37,6 +43,7 @@ impl MilvusSink {
     /// Connects (waits up to `cfg.timeout` for the server to answer). Does not touch the
     /// collection: call [`MilvusSink::ensure_collection`] before writing.
     pub async fn connect(cfg: MilvusConfig) -> Result<Self> {
+        cfg.validate()?;
         if cfg.dim == 0 {
             return Err(Error::InvalidInput("dim must be positive".into()));
         }
@@ -69,6 +76,7 @@ impl MilvusSink {
             client,
             cfg,
             metrics: None,
+            searched: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -97,6 +105,22 @@ impl MilvusSink {
     /// The underlying SDK client (for operations this crate does not wrap).
     pub fn client(&self) -> &ClientV2 {
         &self.client
+    }
+
+    /// The vector index searches go through: the collection's as last read from Milvus, or
+    /// the configured one before it was read.
+    pub fn searched_index(&self) -> SearchedIndex {
+        self.searched
+            .lock()
+            .ok()
+            .and_then(|g| *g)
+            .unwrap_or_else(|| SearchedIndex::configured(&self.cfg))
+    }
+
+    pub(crate) fn set_searched(&self, index: SearchedIndex) {
+        if let Ok(mut g) = self.searched.lock() {
+            *g = Some(index);
+        }
     }
 
     pub(crate) fn coll(&self) -> &str {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use freshet_core::chunk::{Chunk, ChunkKind};
 use freshet_core::testing::{random_chunks, random_filter, Rng};
-use freshet_milvus::{ConsistencyLevel, MilvusConfig, MilvusSink};
+use freshet_milvus::{ConsistencyLevel, MilvusConfig, MilvusSink, SearchTuning};
 
 const DIM: usize = 8;
 
@@ -66,7 +66,10 @@ async fn check(url: &str) {
                 chunks.len(),
                 &f,
                 ConsistencyLevel::Strong,
-                chunks.len(),
+                SearchTuning {
+                    ef: chunks.len(),
+                    ..SearchTuning::default()
+                },
             )
             .await
             .unwrap_or_else(|e| panic!("{url}: filter {i} {f:?}: {e}"));
