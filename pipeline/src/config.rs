@@ -106,7 +106,7 @@ impl Default for PipelineConfig {
             topic_partitions: 4,
             crash_loop_limit: 3,
             uncovered_language_warn_share: 0.05,
-            nice: 10,
+            nice: 0,
         }
     }
 }
