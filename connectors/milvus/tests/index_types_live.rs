@@ -9,6 +9,9 @@
 //! and sets it) and fails without it. Each collection is `freshet_t_index_<type>_<pid>`,
 //! dropped at the start and the end.
 
+mod common;
+use common::url;
+
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -25,15 +28,6 @@ const K: usize = 10;
 const NLIST: u32 = 64;
 /// A quarter of the clusters: an IVF search that reads them all would prove nothing.
 const TUNING: SearchTuning = SearchTuning { ef: 64, nprobe: 16 };
-
-fn url() -> String {
-    std::env::var("FRESHET_MILVUS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| {
-            panic!("FRESHET_MILVUS_URL is not set: deploy/test.sh starts Milvus and sets it")
-        })
-}
 
 fn cfg(index_type: IndexType) -> MilvusConfig {
     MilvusConfig {

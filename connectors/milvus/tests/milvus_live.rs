@@ -5,6 +5,9 @@
 //! Each test uses its own collection
 //! (`freshet_t_<test>_<pid>`) and drops it at the start and the end.
 
+mod common;
+use common::url;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -13,15 +16,6 @@ use freshet_core::testing::unit_vector;
 use freshet_milvus::{ChunkFilter, Error, MilvusConfig, MilvusSink};
 
 const DIM: usize = 384;
-
-fn url() -> String {
-    std::env::var("FRESHET_MILVUS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| {
-            panic!("FRESHET_MILVUS_URL is not set: deploy/test.sh starts Milvus and sets it")
-        })
-}
 
 fn cfg(url: &str, test: &str) -> MilvusConfig {
     MilvusConfig {

@@ -6,6 +6,9 @@
 //! and sets it) and fails without it. Each collection is `freshet_t_seal_<name>_<pid>`,
 //! dropped at the start and the end.
 
+mod common;
+use common::url;
+
 use std::time::{Duration, Instant};
 
 use freshet_core::chunk::Chunk;
@@ -16,15 +19,6 @@ use freshet_milvus::{LoadedSegment, MilvusConfig, MilvusSink, SealMetrics, Seale
 const DIM: usize = 384;
 const BATCH: u64 = 100;
 const BATCHES: u64 = 30;
-
-fn url() -> String {
-    std::env::var("FRESHET_MILVUS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| {
-            panic!("FRESHET_MILVUS_URL is not set: deploy/test.sh starts Milvus and sets it")
-        })
-}
 
 fn cfg(name: &str, flush_rows: u64) -> MilvusConfig {
     MilvusConfig {
