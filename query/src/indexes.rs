@@ -186,14 +186,14 @@ impl Indexes {
     pub fn freshness(&self) -> Freshness {
         self.freshness.read().map(|f| *f).unwrap_or_default()
     }
-    /// The next offset to read of `topic`'s `partition` in the commit searches see: every
-    /// record below it is searchable (or was refused to the dead-letter topic). `None` before
-    /// the pipeline has committed anything of that partition.
     /// Notified whenever the commit served changes (its offsets with it).
     pub fn advanced(&self) -> &tokio::sync::Notify {
         &self.advanced
     }
 
+    /// The next offset to read of `topic`'s `partition` in the commit searches see: every
+    /// record below it is searchable (or was refused to the dead-letter topic). `None` before
+    /// the pipeline has committed anything of that partition.
     pub fn served_offset(&self, topic: &str, partition: i32) -> Option<i64> {
         let offsets = self.served_offsets.read().ok()?;
         offsets.get(topic)?.get(&partition).copied()
