@@ -278,7 +278,8 @@ mod tests {
         let ms = Duration::from_millis;
         let start = Instant::now();
         // a poll far longer than the test: only the notification can end the wait in time
-        let waiter = wait_for_offset(&serving, &params(3), ms(60_000), ms(30_000));
+        let at = params(3);
+        let waiter = wait_for_offset(&serving, &at, ms(60_000), ms(30_000));
         let commit = async {
             tokio::time::sleep(ms(50)).await;
             w.commit(&CommitPayload::new(
