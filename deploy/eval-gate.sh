@@ -64,6 +64,21 @@ standin_pid=$!
 export FRESHET_LLM_BASE_URL="http://$standin_addr/v1" FRESHET_LLM_MODEL=standin
 trap '"$FRESHET_DEPLOY_DIR/stop-query.sh" || true; "$FRESHET_DEPLOY_DIR/stop-pipeline.sh" || true; kill "$standin_pid" 2>/dev/null || true' EXIT
 
+# gated NAME: the configurations gated on dataset NAME, each within 0.01 of its baseline unless it
+# names a tolerance of its own. The vector route of the default model (English MiniLM, int8) on
+# Chinese, Japanese and Korean is near noise and serves nothing there (hybrid routes those
+# languages to BM25 alone), and its score moves with the CPU that runs the model: one tree scored
+# ja-ko 0.3867 and zh-poetry 0.1046 on one CI machine, 0.3760 and 0.0941 on another (baselines
+# 0.3924 and 0.0974). Those two get a tolerance wider than that spread, which still fails a
+# vector route that breaks.
+gated() {
+    case "$1" in
+        ja-ko) echo "bm25,vector:0.03,hybrid,hybrid-weighted" ;;
+        zh-poetry) echo "bm25,vector:0.02,hybrid,hybrid-weighted" ;;
+        *) echo "bm25,vector,hybrid,hybrid-weighted" ;;
+    esac
+}
+
 # run_dataset NAME DATASET_DIR BASELINE: index the dataset on fresh state, evaluate, gate or update.
 # A failed gate adds NAME to `failed` (the next dataset still runs); any other failure stops here.
 failed=()
@@ -89,7 +104,7 @@ run_dataset() {
     else
         # freshet-tools eval exits 2 when the gate fails, 1 when it could not evaluate.
         local rc=0
-        "$bin" "${args[@]}" --baseline "$baseline" --gate bm25,vector,hybrid,hybrid-weighted --tolerance 0.01 || rc=$?
+        "$bin" "${args[@]}" --baseline "$baseline" --gate "$(gated "$name")" --tolerance 0.01 || rc=$?
         case "$rc" in
             0) log "$name: retrieval quality gate passed" ;;
             2)

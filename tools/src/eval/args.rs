@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::{run, split_configs, Options};
+use super::{baseline, run, split_configs, Options};
 
 /// `freshet-tools eval`.
 #[derive(clap::Args)]
@@ -40,7 +40,8 @@ pub struct EvalArgs {
     #[arg(long)]
     json: Option<PathBuf>,
     /// Committed baseline report: fail if a --gate configuration's nDCG@10 is more than
-    /// --tolerance below it.
+    /// --tolerance below it. A configuration may carry a tolerance of its own
+    /// (`--gate bm25,vector:0.03`).
     #[arg(long)]
     baseline: Option<PathBuf>,
     #[arg(long, value_delimiter = ',', default_value = "bm25,hybrid")]
@@ -59,8 +60,8 @@ pub struct EvalArgs {
 
 impl EvalArgs {
     /// The run these arguments ask for, reading the pipeline's configuration from `config`.
-    fn options(self, config: Option<&Path>) -> Options {
-        Options {
+    fn options(self, config: Option<&Path>) -> Result<Options> {
+        Ok(Options {
             dataset: self.dataset,
             split: self.split,
             url: self.url,
@@ -72,17 +73,17 @@ impl EvalArgs {
             concurrency: self.concurrency,
             json_out: self.json,
             baseline: self.baseline,
-            gate: self.gate,
+            gate: baseline::parse(&self.gate)?,
             tolerance: self.tolerance,
             pipeline_config: config.map(Path::to_path_buf),
-        }
+        })
     }
 }
 
 impl crate::Run for EvalArgs {
     /// Exits with 2 when the gate fails.
     fn run(self, config: Option<&Path>) -> Result<i32> {
-        let (_, passed) = run(self.options(config))?;
+        let (_, passed) = run(self.options(config)?)?;
         Ok(if passed { 0 } else { 2 })
     }
 }

@@ -7,6 +7,7 @@
 //! the CI quality gate.
 
 mod args;
+mod baseline;
 pub mod beir;
 pub mod metrics;
 
@@ -39,7 +40,7 @@ pub struct Options {
     pub concurrency: usize,
     pub json_out: Option<PathBuf>,
     pub baseline: Option<PathBuf>,
-    pub gate: Vec<String>,
+    pub gate: Vec<baseline::Gated>,
     pub tolerance: f64,
     /// The pipeline's configuration file (topic, broker, index), for publishing and waiting.
     pub pipeline_config: Option<PathBuf>,
@@ -373,7 +374,7 @@ pub fn run(args: Options) -> Result<(Report, bool)> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let passed = match &args.baseline {
-        Some(b) => gate(&report, b, &args.gate, args.tolerance)?,
+        Some(b) => baseline::gate(&report, b, &args.gate, args.tolerance)?,
         None => true,
     };
     Ok((report, passed))
@@ -490,36 +491,6 @@ fn print_table(r: &Report) {
             c.latency_ms_p99
         );
     }
-}
-
-/// Compares nDCG@10 of the gated configurations with the committed baseline.
-fn gate(report: &Report, baseline: &PathBuf, names: &[String], tolerance: f64) -> Result<bool> {
-    let text = std::fs::read_to_string(baseline)
-        .with_context(|| format!("reading the baseline {}", baseline.display()))?;
-    let base: Value = serde_json::from_str(&text)
-        .with_context(|| format!("baseline {} is not JSON", baseline.display()))?;
-    let mut ok = true;
-    for name in names {
-        let want = base["configs"][name]["ndcg@10"].as_f64().ok_or_else(|| {
-            anyhow!(
-                "baseline {} has no configs.{name}.ndcg@10",
-                baseline.display()
-            )
-        })?;
-        let got = report
-            .configs
-            .get(name)
-            .ok_or_else(|| anyhow!("gated configuration {name} was not run"))?
-            .scores
-            .ndcg10;
-        let pass = got >= want - tolerance;
-        println!(
-            "gate {name}: nDCG@10 {got:.4} vs baseline {want:.4} (tolerance {tolerance}) → {}",
-            if pass { "ok" } else { "REGRESSION" }
-        );
-        ok &= pass;
-    }
-    Ok(ok)
 }
 
 #[cfg(test)]
