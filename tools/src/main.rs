@@ -31,6 +31,7 @@ mod answers;
 mod bm25_bench;
 mod canary;
 mod config;
+mod cpu_time;
 mod eval;
 mod freshness_budget;
 mod gate;

@@ -19,7 +19,7 @@ use freshet_operators::envelope::encode;
 use freshet_tantivy::ChunkIndexReader;
 use serde_json::{json, Value};
 
-use crate::inspect;
+use crate::{cpu_time, inspect};
 use freshet_pipeline::config::Config;
 use freshet_pipeline::endpoint::Readiness;
 use freshet_pipeline::metrics::{self, Metrics};
@@ -279,11 +279,13 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
 
     let metrics = Metrics::new();
     let stop = Arc::new(AtomicBool::new(false));
+    let cpu_before = cpu_time::Snapshot::take();
     let start = Instant::now();
     let mut handle = Some(spawn_pipeline(&cfg, &stop, &metrics, Default::default()));
     let limit = Duration::from_secs(3600);
     wait_caught_up(&cfg, &mut handle, limit)?;
     let first_s = start.elapsed().as_secs_f64();
+    let cpu_first = cpu_before.until(&cpu_time::Snapshot::take());
     let chunks = chunks_upserted(&metrics);
     let embedded_first = counter(&metrics, "embedded");
     let (rss_after_mb, rss_peak_mb) = memory_mb();
@@ -325,12 +327,14 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
 
     let n = docs.len() as f64;
     let pipeline_cps = chunks as f64 / first_s;
+    let cpu_before = cpu_time::Snapshot::take();
     let raw_cps = if args.no_raw {
         f64::NAN
     } else {
         let (raw_texts, raw_s) = raw_fastembed(&cfg)?;
         raw_texts as f64 / raw_s
     };
+    let cpu_raw = cpu_before.until(&cpu_time::Snapshot::take());
     let report = json!({
         "corpus": args.corpus.display().to_string(),
         "documents": docs.len(),
@@ -347,8 +351,10 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
         "cpu_arena": cfg.embedding.cpu_arena,
         "rss_after_first_ingest_mb": rss_after_mb,
         "rss_peak_first_ingest_mb": rss_peak_mb,
+        "cpu_first_ingest": cpu_first,
         "raw_fastembed_chunks_per_s": raw_cps,
         "ratio_pipeline_to_raw": pipeline_cps / raw_cps,
+        "cpu_raw_fastembed": cpu_raw,
         "resend_unchanged_s": resend_s,
         "resend_ratio_to_first": resend_s / first_s,
         "resend_embedded": resend_embedded,
