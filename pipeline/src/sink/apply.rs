@@ -32,7 +32,7 @@ use super::dead_letters::DeadLetter;
 use super::plan::{self, Batch, Offsets};
 use super::receipts;
 use super::refusals::Refusals;
-use super::text::TextCommit;
+use super::text::{Committing, TextCommit};
 use super::vectors::{Removal, VectorWrite};
 use super::{Service, SinkMsg, Sinks};
 use crate::metrics::Metrics;
@@ -69,7 +69,10 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
         commit.payload.changelog_next = changelog.call(&commit)?;
         fail::fail_point!("sink.after_changelog");
     }
-    sinks.text.call(&commit)?;
+    sinks.text.call(Committing {
+        commit: &commit,
+        changelog: sinks.changelog.as_mut(),
+    })?;
     fail::fail_point!("sink.after_commit");
     if let Some(changelog) = &mut sinks.changelog {
         let mut marked = commit.payload.clone();

@@ -239,7 +239,21 @@ impl Service<&TextCommit<'_>> for Changelog {
     type Response = Option<i64>;
 
     fn call(&mut self, commit: &TextCommit<'_>) -> Result<Option<i64>> {
-        let records = batch_records(&commit.upserts, &commit.deletes, commit.payload.epoch);
+        self.publish_changes(&commit.upserts, &commit.deletes, commit.payload.epoch)
+    }
+}
+
+impl Changelog {
+    /// Publishes the chunks `upserts` and the deletes `deletes` of epoch `epoch` (a batch, or
+    /// the repair of its commit); returns the offset after them (the last one when there are
+    /// none).
+    pub fn publish_changes(
+        &mut self,
+        upserts: &[Chunk],
+        deletes: &[String],
+        epoch: u64,
+    ) -> Result<Option<i64>> {
+        let records = batch_records(upserts, deletes, epoch);
         if records.is_empty() {
             return Ok(self.next);
         }

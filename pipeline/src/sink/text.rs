@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use freshet_operators::chunk::Chunk;
 use freshet_tantivy::{ChunkIndexWriter, CommitPayload, DeleteReceipt};
 
+use super::changelog::Changelog;
 use super::plan::Batch;
 use super::refusals::Refusals;
 use super::verify::{self, Expected};
@@ -118,12 +119,18 @@ impl TextIndex {
     }
 }
 
-impl Service<&TextCommit<'_>> for TextIndex {
+/// A batch's commit, and the changelog that a repair of it is published to, if any.
+pub struct Committing<'a, 'b> {
+    pub commit: &'a TextCommit<'b>,
+    pub changelog: Option<&'a mut Changelog>,
+}
+
+impl Service<Committing<'_, '_>> for TextIndex {
     type Response = ();
 
     /// Stages and commits the batch, then checks the commit and repairs it
-    /// ([`verify::check_and_repair`]).
-    fn call(&mut self, commit: &TextCommit<'_>) -> Result<()> {
+    /// ([`verify::check_and_repair`]), publishing the repair to the changelog first.
+    fn call(&mut self, Committing { commit, changelog }: Committing<'_, '_>) -> Result<()> {
         let started = Instant::now();
         // A failed write or commit leaves the writer in no known state (an indexing thread may
         // have died on a full disk): each attempt after the first starts again from the last
@@ -146,12 +153,17 @@ impl Service<&TextCommit<'_>> for TextIndex {
                 Ok(())
             })?;
         let committed = Instant::now();
+        let epoch = commit.payload.epoch;
+        let mut publish = changelog.map(|c| {
+            move |upserts: &[Chunk], deletes: &[String]| c.publish_changes(upserts, deletes, epoch)
+        });
         verify::check_and_repair(
             &mut self.writer,
             &self.stall,
             &self.metrics,
             &commit.expected,
             &commit.payload,
+            publish.as_mut().map(|p| p as verify::PublishRepair<'_>),
         )?;
         let m = &self.metrics;
         m.tantivy_read_back

@@ -142,14 +142,23 @@ fn tally<'a>(
     (found, extra)
 }
 
-/// Checks the commit of a batch and writes what it lacks again (see the module docs). Returns
-/// what the first check found (empty when the commit held the batch).
+/// Publishes a repair's changes (the chunks written again, the ids deleted) before the repair
+/// is committed, and returns the changelog position after them for the repair commit's payload
+/// (`None`: unchanged). A query replica mirrors the repaired index this way, and a crash
+/// between the two leaves the changes past the last commit's position, where
+/// [`super::changelog::Changelog::recover`] publishes their committed state again.
+pub type PublishRepair<'a> = &'a mut dyn FnMut(&[Chunk], &[String]) -> Result<Option<i64>>;
+
+/// Checks the commit of a batch and writes what it lacks again (see the module docs), first
+/// handing the repair's changes to `publish` when there is one. Returns what the first check
+/// found (empty when the commit held the batch).
 pub fn check_and_repair(
     tantivy: &mut ChunkIndexWriter,
     stall: &Stall,
     metrics: &Metrics,
     expected: &Expected<'_>,
     payload: &CommitPayload,
+    publish: Option<PublishRepair<'_>>,
 ) -> Result<Findings> {
     let found = check(tantivy, expected)?;
     if found.is_empty() {
@@ -164,6 +173,12 @@ pub fn check_and_repair(
         metrics.index_repaired("tantivy", kind, n as u64);
     }
     let again = found.rewrite(expected);
+    let mut payload = payload.clone();
+    if let Some(publish) = publish {
+        if let Some(next) = publish(&again, &found.stale).context("publishing the repair")? {
+            payload.changelog_next = Some(next);
+        }
+    }
     stall.retry("repairing the tantivy commit", "tantivy", |attempt| {
         if attempt > 0 {
             tantivy
@@ -173,7 +188,7 @@ pub fn check_and_repair(
         tantivy
             .apply(&again, &found.stale)
             .context("staging the repair")?;
-        tantivy.commit(payload).context("committing the repair")?;
+        tantivy.commit(&payload).context("committing the repair")?;
         Ok(())
     })?;
     let after = check(tantivy, expected)?;

@@ -101,7 +101,8 @@ fn a_stale_chunk_is_found_and_deleted() {
     let stall = crate::stall::for_tests(Duration::from_secs(5));
     let metrics = Metrics::new();
     let expected: Expected<'_> = BTreeMap::from([("d", vec![&new_a, &moved])]);
-    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &payload(2)).expect("repair");
+    let found =
+        check_and_repair(&mut w, &stall, &metrics, &expected, &payload(2), None).expect("repair");
     assert_eq!(found.stale, vec![old_a.chunk_id.clone()]);
     assert!(found.absent.is_empty() && found.doubled.is_empty());
     assert_eq!(
@@ -123,7 +124,8 @@ fn a_stale_chunk_is_found_and_deleted() {
         .contains(r#"freshet_pipeline_index_repairs_total{sink="tantivy",finding="stale"} 1"#));
 
     // A commit that holds its documents is left alone and counts nothing more.
-    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &payload(2)).expect("check");
+    let found =
+        check_and_repair(&mut w, &stall, &metrics, &expected, &payload(2), None).expect("check");
     assert!(found.is_empty());
     assert!(metrics
         .encode()
@@ -143,11 +145,98 @@ fn absent_chunks_are_written_and_a_deleted_documents_deleted() {
     let stall = crate::stall::for_tests(Duration::from_secs(5));
     let metrics = Metrics::new();
     let expected: Expected<'_> = BTreeMap::from([("d", vec![&a, &unchanged]), ("g", vec![])]);
-    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &payload(1)).expect("repair");
+    let found =
+        check_and_repair(&mut w, &stall, &metrics, &expected, &payload(1), None).expect("repair");
     assert_eq!(
         found.absent,
         vec![a.chunk_id.clone(), unchanged.chunk_id.clone()]
     );
     assert_eq!(found.stale, vec![gone.chunk_id.clone()]);
     assert_eq!(live_ids(&w), sorted(vec![a.chunk_id, unchanged.chunk_id]));
+}
+
+/// A repair's changes go to the publisher before the repair is committed, and the repair commit
+/// carries the position the publisher returned (a replica mirrors the repaired index, and a
+/// crash before the repair commit leaves them past the last commit's position).
+#[test]
+fn a_repair_is_published_before_it_is_committed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut w = open(&dir);
+    let (a, stale) = (chunk("d", "alpha"), chunk("d", "left over"));
+    w.apply(std::slice::from_ref(&stale), &[]).expect("apply");
+    let mut first = payload(1);
+    first.changelog_next = Some(10);
+    w.commit(&first).expect("commit");
+    let stall = crate::stall::for_tests(Duration::from_secs(5));
+    let metrics = Metrics::new();
+    let expected: Expected<'_> = BTreeMap::from([("d", vec![&a])]);
+    let mut published: Vec<(Vec<String>, Vec<String>, Option<i64>)> = Vec::new();
+    let mut publish = |upserts: &[Chunk], deletes: &[String]| {
+        // still the batch's commit when the changes go out
+        let held = w_payload(&dir);
+        published.push((
+            upserts.iter().map(|c| c.chunk_id.clone()).collect(),
+            deletes.to_vec(),
+            held,
+        ));
+        Ok(Some(14))
+    };
+    let found = check_and_repair(
+        &mut w,
+        &stall,
+        &metrics,
+        &expected,
+        &first,
+        Some(&mut publish),
+    )
+    .expect("repair");
+    assert_eq!(found.absent, vec![a.chunk_id.clone()]);
+    assert_eq!(
+        published,
+        vec![(
+            vec![a.chunk_id.clone()],
+            vec![stale.chunk_id.clone()],
+            Some(10)
+        )]
+    );
+    let last = w.last_payload().expect("payload").expect("a commit");
+    assert_eq!((last.epoch, last.changelog_next), (1, Some(14)));
+    assert_eq!(live_ids(&w), vec![a.chunk_id.clone()]);
+
+    // A commit that needs no repair publishes nothing.
+    let mut calls = 0;
+    let mut count = |_: &[Chunk], _: &[String]| {
+        calls += 1;
+        Ok(None)
+    };
+    let found = check_and_repair(&mut w, &stall, &metrics, &expected, &last, Some(&mut count))
+        .expect("check");
+    assert!(found.is_empty());
+    assert_eq!(calls, 0);
+
+    // A publish that fails stops the repair before its commit.
+    let (b, c) = (chunk("f", "beta"), chunk("f", "gamma"));
+    let expected: Expected<'_> = BTreeMap::from([("f", vec![&b, &c])]);
+    let mut failing =
+        |_: &[Chunk], _: &[String]| -> Result<Option<i64>> { Err(anyhow!("broker gone")) };
+    let e = check_and_repair(
+        &mut w,
+        &stall,
+        &metrics,
+        &expected,
+        &last,
+        Some(&mut failing),
+    )
+    .expect_err("a failed publish");
+    assert!(format!("{e:#}").contains("broker gone"), "{e:#}");
+    assert!(w.get(&b.chunk_id).expect("get").is_none());
+}
+
+/// The payload of the last commit in the index at `dir`, read by another reader.
+fn w_payload(dir: &tempfile::TempDir) -> Option<i64> {
+    freshet_tantivy::ChunkIndexReader::open(dir.path())
+        .expect("reader")
+        .last_payload()
+        .expect("payload")
+        .and_then(|p| p.changelog_next)
 }
