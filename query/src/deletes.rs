@@ -117,6 +117,11 @@ pub struct DeletesResponse {
     pub index: IndexInfo,
 }
 
+/// What a replica answers: its index is built from the changelog, which carries chunks, not
+/// receipts, so its own receipt log is empty and an empty answer would read as "never deleted".
+pub const NOT_ON_A_REPLICA: &str = "this node is a query replica: delete receipts are recorded \
+     by the pipeline's index only; ask a query node that reads it (docs/replicas.md)";
+
 /// `GET /v1/deletes`: admin keys only.
 pub async fn deletes(
     State(node): State<Arc<Node>>,
@@ -126,6 +131,13 @@ pub async fn deletes(
     let engine = &node.engine;
     let result = async {
         node.auth.admit_operator(&headers)?;
+        if engine.config.replica.enabled {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                NOT_ON_A_REPLICA,
+            ));
+        }
         let q = parse(query.as_deref())
             .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m))?;
         let unavailable =

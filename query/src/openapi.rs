@@ -455,6 +455,7 @@ fn deletes() -> Value {
             "400": err_resp("Invalid query string"),
             "401": err_resp("The admin key is missing or wrong"),
             "403": err_resp("The node has no query.admin_keys: the route is refused"),
+            "404": err_resp("The node is a query replica: receipts are served by a node that reads the pipeline's index"),
             "500": err_resp("The receipts log cannot be read (damaged)"),
             "503": err_resp("The index is not readable")
         }

@@ -61,6 +61,7 @@ fn start_replica(case: &Case, changelog: &str, path: &Path, port: u16) -> Result
             ("FRESHET_REPLICA_ENABLED", "true".into()),
             ("FRESHET_REPLICA_PATH", path.display().to_string()),
             ("FRESHET_QUERY_RELOAD_INTERVAL_MS", "20".into()),
+            ("FRESHET_QUERY_ADMIN_KEYS", r#"["admin-key"]"#.into()),
         ],
     )?;
     node.wait_ready(Duration::from_secs(60))?;
@@ -321,6 +322,17 @@ fn replicas_converge_to_the_pipeline_index_exactly() -> Result<()> {
     stop.store(true, Ordering::SeqCst);
     let answers = watcher.join().expect("watcher thread")?;
     ensure!(answers > 10, "the watcher saw {answers} answers");
+
+    // A replica holds no delete receipts (the changelog carries chunks): it says so rather
+    // than answer an empty list that would read as "never deleted".
+    let auth = [("Authorization", "Bearer admin-key")];
+    let r = request(&r3.node.addr, "GET", "/v1/deletes", &auth, b"")?;
+    ensure!(
+        r.status == 404 && r.body.contains("query replica") && r.body.contains("not_found"),
+        "/v1/deletes on a replica: {} {}",
+        r.status,
+        r.body
+    );
 
     // The replicas count what they did.
     let metrics = request(&r3.node.addr, "GET", "/metrics", &[], b"")?.body;
