@@ -19,21 +19,6 @@ use crate::language::Languages;
 /// `api-24` requires. freshet deploys 1.31.1.
 pub const MIN_ORT_MINOR: u32 = 24;
 
-/// Without ONNX Runtime's arena, a call's working memory goes back to the C allocator, which
-/// keeps much of it for re-use (measured: ~200 MB per session after calls of 16 × 256 tokens,
-/// docs/benchmarks.md "Pipeline memory"). After an embedding of at least this many padded
-/// tokens it is handed back to the system; a query's few tokens never pay for that.
-const TRIM_AFTER_PADDED_TOKENS: usize = 1024;
-
-/// Returns the C allocator's free memory to the system (glibc keeps freed heap for re-use).
-fn release_free_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim(3) takes no pointers and only returns free heap to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Files of an ONNX model directory that fastembed reads.
 pub(crate) const ONNX_MODEL_FILES: [&str; 5] = [
     "model.onnx",
@@ -226,6 +211,8 @@ impl FastEmbedder {
             .map(|r| r.len() * sorted_lengths[r.end - 1])
             .sum();
         let mut vectors = vec![Vec::new(); texts.len()];
+        // Without the arena, the free heap is handed back once the models fall idle (`heap`).
+        let _call = (!self.cpu_arena).then(|| crate::heap::call(padded));
         for range in plan {
             let ids = &order[range];
             let batch: Vec<&str> = ids.iter().map(|&i| inputs[i].as_str()).collect();
@@ -246,9 +233,6 @@ impl FastEmbedder {
                 l2_normalize(&mut v);
                 vectors[i] = v;
             }
-        }
-        if !self.cpu_arena && padded >= TRIM_AFTER_PADDED_TOKENS {
-            release_free_heap();
         }
         Ok(vectors)
     }

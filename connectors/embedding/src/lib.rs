@@ -37,6 +37,7 @@ mod cached;
 mod config;
 mod embedder;
 mod error;
+mod heap;
 pub mod language;
 mod model;
 mod remote;
