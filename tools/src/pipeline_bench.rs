@@ -289,9 +289,12 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let chunks = chunks_upserted(&metrics);
     let embedded_first = counter(&metrics, "embedded");
     let (rss_after_mb, rss_peak_mb) = memory_mb();
+    // And once the pipeline has been idle a moment (what it holds between bursts).
+    std::thread::sleep(Duration::from_secs(3));
+    let (rss_idle_mb, _) = memory_mb();
     eprintln!(
         "first ingest: {first_s:.1} s, {chunks} chunks, {embedded_first} embedded; RSS \
-         {rss_after_mb:.0} MB, peak {rss_peak_mb:.0} MB"
+         {rss_after_mb:.0} MB, {rss_idle_mb:.0} MB 3 s later, peak {rss_peak_mb:.0} MB"
     );
 
     // Re-send the unchanged corpus.
@@ -350,6 +353,7 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
         "batch_tokens": cfg.embedding.batch_tokens,
         "cpu_arena": cfg.embedding.cpu_arena,
         "rss_after_first_ingest_mb": rss_after_mb,
+        "rss_3s_after_first_ingest_mb": rss_idle_mb,
         "rss_peak_first_ingest_mb": rss_peak_mb,
         "cpu_first_ingest": cpu_first,
         "raw_fastembed_chunks_per_s": raw_cps,
