@@ -15,7 +15,10 @@ use crate::error::{Error, Result};
 pub const DEFAULT_MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2-int8";
 
 /// Default `[embedding] batch_tokens`: padded tokens per local model call.
-pub const DEFAULT_BATCH_TOKENS: usize = 4096;
+/// Small calls are faster on CPU as well as smaller: with all-MiniLM-L6-v2 int8 on 2 cores a
+/// SciFact ingest took 121.1 s at 512 against 191.6 s at 4,096 (docs/benchmarks.md, "Pipeline
+/// memory").
+pub const DEFAULT_BATCH_TOKENS: usize = 512;
 
 /// Where vectors come from: `local` (an ONNX model run in process) or `openai` (an
 /// OpenAI-compatible `/embeddings` server: TEI, vLLM, Ollama, LiteLLM, hosted APIs).
@@ -53,8 +56,9 @@ pub struct EmbeddingConfig {
     pub batch_tokens: usize,
     /// Local model: ONNX Runtime's CPU memory arena. On, the arena keeps the largest call's
     /// working memory for the life of the process (measured ~0.8 GB per model after a call of
-    /// 64 × 256 tokens); off (the default), each call's memory is freed after it, and after a
-    /// passage batch the C allocator's free memory is handed back to the system.
+    /// 64 × 256 tokens; 481 MB for the whole pipeline at `batch_tokens` 512, where it is no
+    /// faster than without); off (the default), each call's memory is freed after it, and once no model
+    /// call has run for half a second the C allocator's free memory is handed back to the system.
     pub cpu_arena: bool,
     /// Tokens per text, special tokens included (longer texts are truncated; capped by the
     /// tokenizer's `model_max_length`). Default: that `model_max_length` (256 for
