@@ -130,7 +130,8 @@ pub async fn deletes(
 ) -> Response {
     let engine = &node.engine;
     let result = async {
-        node.auth.admit_operator(&headers)?;
+        // Before the key check: a replica serves no receipts to anyone, and saying so names
+        // no document.
         if engine.config.replica.enabled {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -138,6 +139,7 @@ pub async fn deletes(
                 NOT_ON_A_REPLICA,
             ));
         }
+        node.auth.admit_operator(&headers)?;
         let q = parse(query.as_deref())
             .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m))?;
         let unavailable =
