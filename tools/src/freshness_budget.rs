@@ -49,6 +49,68 @@ fn mean_ms(before: &Scrape, after: &Scrape, name: &str, labels: &str) -> Option<
     (count > 0.0).then(|| sum / count * 1000.0)
 }
 
+/// A histogram's observations over the run, in milliseconds: the mean exactly, the quantiles
+/// interpolated linearly within their bucket as Prometheus' `histogram_quantile` does (so
+/// only as fine as the buckets: the project's latency buckets double from 0.25 ms).
+#[derive(Clone, Debug, Serialize)]
+pub struct HistogramDelta {
+    pub count: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+/// The histogram `name` (without `_bucket`) over the run; `None` when it is not exported.
+pub fn histogram(before: &Scrape, after: &Scrape, name: &str) -> Option<HistogramDelta> {
+    let prefix = format!("{name}_bucket{{le=\"");
+    let mut buckets: Vec<(f64, f64)> = after
+        .iter()
+        .filter_map(|(k, v)| {
+            let le = k.strip_prefix(&prefix)?.strip_suffix("\"}")?;
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((bound, v - before.get(k).copied().unwrap_or(0.0)))
+        })
+        .collect();
+    if buckets.is_empty() {
+        return None;
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let count = buckets.last().map(|b| b.1).unwrap_or(0.0);
+    let quantile = |q: f64| {
+        let rank = q * count;
+        let mut lower = (0.0, 0.0);
+        for &(bound, cumulative) in &buckets {
+            if cumulative >= rank {
+                if bound.is_infinite() {
+                    // Above the last finite bound: that bound, as Prometheus answers.
+                    return lower.0 * 1000.0;
+                }
+                let within = cumulative - lower.1;
+                let frac = if within > 0.0 {
+                    (rank - lower.1) / within
+                } else {
+                    1.0
+                };
+                return (lower.0 + (bound - lower.0) * frac) * 1000.0;
+            }
+            lower = (bound, cumulative);
+        }
+        lower.0 * 1000.0
+    };
+    Some(HistogramDelta {
+        count,
+        mean: mean_ms(before, after, name, "").unwrap_or(0.0),
+        p50: quantile(0.5),
+        p90: quantile(0.9),
+        p99: quantile(0.99),
+    })
+}
+
 /// How much a counter grew over the run.
 fn grew(before: &Scrape, after: &Scrape, series: &str) -> Option<f64> {
     Some(after.get(series)? - before.get(series).copied().unwrap_or(0.0))
@@ -153,5 +215,33 @@ mod tests {
         assert!(close(b.node_reload_delay_ms, 2.0), "{b:?}");
         assert_eq!(b.commits, Some(10.0));
         assert_eq!(b.produce_to_read_ms, None, "no observations: no mean");
+    }
+
+    #[test]
+    fn histogram_quantiles_interpolate_within_the_run_s_buckets() {
+        let before = parse(
+            "lag_seconds_bucket{le=\"0.01\"} 5\n\
+             lag_seconds_bucket{le=\"0.02\"} 5\n\
+             lag_seconds_bucket{le=\"0.04\"} 5\n\
+             lag_seconds_bucket{le=\"+Inf\"} 5\n\
+             lag_seconds_sum 0.025\n\
+             lag_seconds_count 5\n",
+        );
+        // The run: 10 observations, 4 in (0.01, 0.02], 6 in (0.02, 0.04].
+        let after = parse(
+            "lag_seconds_bucket{le=\"0.01\"} 5\n\
+             lag_seconds_bucket{le=\"0.02\"} 9\n\
+             lag_seconds_bucket{le=\"0.04\"} 15\n\
+             lag_seconds_bucket{le=\"+Inf\"} 15\n\
+             lag_seconds_sum 0.285\n\
+             lag_seconds_count 15\n",
+        );
+        let h = histogram(&before, &after, "lag_seconds").expect("exported");
+        let close = |x: f64, want: f64| (x - want).abs() < 1e-9;
+        assert!(close(h.count, 10.0) && close(h.mean, 26.0), "{h:?}");
+        // Rank 5 of 10: one past the 4 below 20 ms, a sixth into the (20, 40] bucket.
+        assert!(close(h.p50, 20.0 + 20.0 / 6.0), "{h:?}");
+        assert!(close(h.p99, 20.0 + 20.0 * 5.9 / 6.0), "{h:?}");
+        assert!(histogram(&before, &after, "other_seconds").is_none());
     }
 }

@@ -33,6 +33,7 @@ mod canary;
 mod config;
 mod cpu_time;
 mod eval;
+mod freshness_bench;
 mod freshness_budget;
 mod gate;
 mod index_bench;
@@ -101,7 +102,7 @@ enum Command {
     /// and to the first token when streaming.
     BenchAnswer(answer_bench::AnswerBenchArgs),
     /// Produce-to-visible time in both routes at a steady update rate (needs the pipeline).
-    BenchFreshness(query_bench::FreshnessArgs),
+    BenchFreshness(freshness_bench::FreshnessArgs),
     /// Hybrid query latency at a steady request rate while the pipeline ingests a corpus, against
     /// the same rate idle, and the ingest's throughput with and without the queries (in-process
     /// pipeline, spawned query node; needs the broker and Milvus).
