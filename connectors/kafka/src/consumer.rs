@@ -322,6 +322,30 @@ impl PartitionReader {
             .collect())
     }
 
+    /// The high watermark of `partition` as the newest fetch response gave it, without a
+    /// request to the broker (librdkafka keeps it per partition); `None` before any response.
+    /// It is at least the offset after every record this reader has returned, and may be behind
+    /// the broker's. [`Self::high_watermarks`] asks the broker, and waits behind a fetch in
+    /// flight on the same connection: a slow broker serving a large fetch can time it out.
+    pub fn fetched_high_watermark(&self, partition: i32) -> Option<i64> {
+        use rdkafka::bindings::{rd_kafka_get_watermark_offsets, rd_kafka_resp_err_t};
+        let topic = std::ffi::CString::new(self.topic.as_str()).ok()?;
+        let (mut low, mut high) = (-1i64, -1i64);
+        // SAFETY: the handle is the live consumer's (borrowed from `self` for the call), the
+        // topic a NUL-terminated string that outlives it, and both out-pointers locals. The
+        // call only reads librdkafka's cached partition state (rdkafka 0.39 does not wrap it).
+        let err = unsafe {
+            rd_kafka_get_watermark_offsets(
+                self.consumer.client().native_ptr(),
+                topic.as_ptr(),
+                partition,
+                &mut low,
+                &mut high,
+            )
+        };
+        (err == rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+    }
+
     /// The low (earliest offset still held) and high watermarks of every assigned partition.
     pub fn watermarks(&self) -> Result<BTreeMap<i32, (i64, i64)>> {
         let mut out = BTreeMap::new();

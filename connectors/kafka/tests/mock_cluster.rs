@@ -147,3 +147,29 @@ fn send_record_on_mock() {
         .send_record("documents", -1, None, None, &[])
         .is_err());
 }
+
+#[test]
+fn the_fetched_high_watermark_needs_no_request_and_covers_what_was_read() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("changelog", 1, 1).unwrap();
+    let cfg = config(&cluster);
+    let producer = DocumentProducer::new(&cfg).unwrap();
+    let mut reader = PartitionReader::new(&cfg, "changelog", &[0], &BTreeMap::new()).unwrap();
+    assert_eq!(
+        reader.fetched_high_watermark(0),
+        None,
+        "no fetch response yet"
+    );
+    let sent = (0..5).map(|i| (format!("k{i}").into_bytes(), Some(b"v".to_vec())));
+    assert_eq!(producer.send_many("changelog", sent).unwrap(), 5);
+    let got = read_n(&mut reader, 5);
+    assert_eq!(got.len(), 5);
+    let high = reader.fetched_high_watermark(0).expect("a fetch answered");
+    assert_eq!(high, 5, "the log end the fetch carried");
+    assert_eq!(reader.high_watermarks().unwrap()[&0], high);
+    assert_eq!(reader.fetched_high_watermark(1), None, "not assigned");
+    // Records written after the reader's last fetch show only once a fetch carries them.
+    producer.send("changelog", b"k5", Some(b"v")).unwrap();
+    assert_eq!(read_n(&mut reader, 1).len(), 1);
+    assert_eq!(reader.fetched_high_watermark(0), Some(6));
+}
