@@ -116,6 +116,10 @@ struct Follower {
     poll_wait: Duration,
     metrics: ReplicaMetrics,
     last_lag_check: Instant,
+    /// The replica's client settings, to open the reader again at an offset.
+    kafka: KafkaConfig,
+    /// The record last read again for its missing headers ([`Follower::read_again`]).
+    reread: Option<i64>,
 }
 
 /// Why an index must be built from the beginning, if it must.
@@ -224,7 +228,30 @@ impl Follower {
             poll_wait: Duration::from_millis(config.poll_wait_ms.max(1)),
             metrics,
             last_lag_check: Instant::now(),
+            kafka,
+            reread: None,
         })
+    }
+
+    /// Whether record `offset`, read without any header, is read again from its own offset
+    /// (once): tansu 0.6 looks the headers of a fetch's first record up at the fetch's offset,
+    /// so a fetch that starts at an offset compaction removed returns its first record without
+    /// them. Read from its own offset it comes whole; a record still without headers is
+    /// unreadable.
+    fn read_again(&mut self, offset: i64) -> Result<bool> {
+        if self.reread == Some(offset) {
+            return Ok(false);
+        }
+        tracing::debug!(offset, "changelog record without headers; reading it again");
+        self.reread = Some(offset);
+        self.reader = PartitionReader::new(
+            &self.kafka,
+            &self.topic,
+            &[PARTITION],
+            &BTreeMap::from([(PARTITION, offset)]),
+        )?;
+        self.position = offset;
+        Ok(true)
     }
 
     /// Reads until the index holds a commit at or past the log end seen at start (a topic
@@ -258,6 +285,18 @@ impl Follower {
             .unwrap_or(0))
     }
 
+    /// Whether `offset` was the last record of the changelog. The watermark of the fetch
+    /// response that carried it answers without a request; only when that is missing (or below
+    /// the record, which a broker should never answer) is the broker asked. A request would wait
+    /// behind the reader's next fetch in flight, which a slow broker serving a bootstrap's large
+    /// fetches can hold past the request timeout.
+    fn last_in_log(&self, offset: i64) -> Result<bool> {
+        match self.reader.fetched_high_watermark(PARTITION) {
+            Some(high) if high > offset => Ok(high == offset + 1),
+            _ => Ok(self.high_watermark()? == offset + 1),
+        }
+    }
+
     /// One read of the changelog: the complete batches in it applied and committed at the last
     /// of their markers.
     fn step(&mut self) -> Result<()> {
@@ -265,8 +304,13 @@ impl Follower {
         if records.is_empty() {
             if self.last_lag_check.elapsed() > Duration::from_secs(5) {
                 self.last_lag_check = Instant::now();
-                let high = self.high_watermark()?;
-                self.metrics.lag_records.set((high - self.position).max(0));
+                // A gauge: a broker that does not answer now is no reason to stop following.
+                match self.high_watermark() {
+                    Ok(high) => {
+                        self.metrics.lag_records.set((high - self.position).max(0));
+                    }
+                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "replica lag not read"),
+                };
             }
             return Ok(());
         }
@@ -274,22 +318,26 @@ impl Follower {
         let mut ops = (0u64, 0u64);
         for r in records {
             self.position = r.offset + 1;
-            let entry = changelog::decode(r.key.as_deref(), r.value.as_deref(), &r.headers)
-                .map_err(|e| {
-                    anyhow!(
-                        "changelog {} offset {}: {e}; the replica cannot apply it and stops \
+            let decoded = changelog::decode(r.key.as_deref(), r.value.as_deref(), &r.headers);
+            if decoded.is_err() && r.headers.is_empty() && self.read_again(r.offset)? {
+                // What was read before it stands; the next read starts at this record.
+                break;
+            }
+            let entry = decoded.map_err(|e| {
+                anyhow!(
+                    "changelog {} offset {}: {e}; the replica cannot apply it and stops \
                          (a pipeline of another version writes the topic?)",
-                        self.topic,
-                        r.offset
-                    )
-                })?;
+                    self.topic,
+                    r.offset
+                )
+            })?;
             let now = now_ms() as i64;
             let fresh = r
                 .timestamp_ms
                 .is_some_and(|ts| now - ts < self.min_lag_ms as i64);
             let last_in_log = matches!(entry, Entry::Marker(_))
                 && (!fresh || self.assembler.waits_for_the_end())
-                && self.high_watermark()? == r.offset + 1;
+                && self.last_in_log(r.offset)?;
             if let Some(ready) = self.assembler.push(entry, Read { fresh, last_in_log }) {
                 self.writer
                     .apply(&ready.upserts, &ready.deletes)
