@@ -267,6 +267,26 @@ start_daemon() {
     log "started $name: pid $DAEMON_PID, log $logfile"
 }
 
+# local_broker_fetch_settings: the consumer settings for the local tansu broker, exported as
+# FRESHET_KAFKA_CONSUMER_PROPERTIES unless the brokers are others or the variable is set.
+# The local tansu broker answers every fetch only after fetch.wait.max.ms (100 ms), with what it
+# read when the fetch arrived: with librdkafka's fetch.min.bytes=1 a record waited 1.5 fetch
+# waits on average (p50 157 ms produce -> consume). With a large fetch.min.bytes tansu reads
+# again at the end of the wait (p50 65 ms), at the same number of fetches. Apache Kafka answers
+# as soon as fetch.min.bytes are there, so this is set for the local broker only. The wait is
+# halved to 50 ms here: Kafka -> worker 72 -> 48 ms mean and freshness p99 at 20 updates/s
+# 488-521 -> 380-415 ms (int8 model, 60 s runs), for 8% more of a core in the idle broker.
+# Shorter waits cost the default (debug) broker more than they save: with two workers idle it
+# took 19-21% of a core at 50 ms, 44-51% at 10 ms and 57% at 5 ms, and on a busy 2-core machine
+# freshness got worse, not better (docs/benchmarks.md, "Freshness budget"). The pipeline's
+# workers and query replicas (which read the changelog) use it.
+local_broker_fetch_settings() {
+    local local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
+    if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRESHET_KAFKA_CONSUMER_PROPERTIES:-}" ]]; then
+        export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576", "fetch.wait.max.ms" = "50"}'
+    fi
+}
+
 # start_http_service NAME BINARY PREFIX DEFAULT_LISTEN DEFAULT_TIMEOUT_S WHAT ROUTES: start a
 # freshet HTTP service (the query node, the ingest service) in the background with a pid file
 # and a log under $FRESHET_RUN_DIR, and wait until it listens. The binary is $<PREFIX>_BIN, else
