@@ -3,9 +3,19 @@
 # and wait until it listens. The binary: $FRESHET_QUERY_BIN, else target/{debug,release}/
 # freshet-query; $FRESHET_QUERY_LISTEN (default 127.0.0.1:8080), $FRESHET_QUERY_START_TIMEOUT
 # (default 60 s). FRESHET_CONFIG and FRESHET_<SECTION>_<KEY> pass through.
+# Several nodes on one machine (query replicas, docs/replicas.md) each need a name of their own
+# for their pid file and log: $FRESHET_QUERY_NAME (default "query"; stop-query.sh takes the same).
+#   FRESHET_QUERY_NAME=replica1 FRESHET_QUERY_LISTEN=127.0.0.1:8081 FRESHET_REPLICA_ENABLED=true \
+#     FRESHET_REPLICA_PATH=~/.freshet/run/replica1 deploy/start-query.sh
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-start_http_service query freshet-query FRESHET_QUERY 127.0.0.1:8080 60 "query node" \
+name="${FRESHET_QUERY_NAME:-query}"
+[[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || die "FRESHET_QUERY_NAME must be letters, digits, - or _ (got '$name')"
+# A replica reads the changelog from the broker as the pipeline's workers read the documents.
+[[ "${FRESHET_REPLICA_ENABLED:-false}" == true ]] && local_broker_fetch_settings
+what="query node"
+[[ "$name" == query ]] || what="query node $name"
+start_http_service "$name" freshet-query FRESHET_QUERY 127.0.0.1:8080 60 "$what" \
     "API: POST /v1/retrieve, docs: /openapi.json"

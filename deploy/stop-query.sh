@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Stop the query node started by start-query.sh.
+# Stop the query node started by start-query.sh ($FRESHET_QUERY_NAME names one of several).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-stop_daemon query "$FRESHET_RUN_DIR/pids/query.pid" freshet-query "${FRESHET_QUERY_STOP_TIMEOUT:-30}"
+name="${FRESHET_QUERY_NAME:-query}"
+[[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || die "FRESHET_QUERY_NAME must be letters, digits, - or _ (got '$name')"
+stop_daemon "$name" "$FRESHET_RUN_DIR/pids/$name.pid" freshet-query "${FRESHET_QUERY_STOP_TIMEOUT:-30}"
