@@ -459,4 +459,41 @@ mod tests {
             Some("other_index")
         );
     }
+
+    #[test]
+    fn a_record_without_headers_is_read_again_once_and_then_stops_the_replica() {
+        let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
+        cluster.create_topic("changelog", 1, 1).unwrap();
+        let kafka = KafkaConfig::with_brokers(cluster.bootstrap_servers());
+        // A chunk change as a broker that dropped its headers would hand it over.
+        let producer = freshet_kafka::DocumentProducer::new(&kafka).unwrap();
+        producer.send("changelog", b"chunk-1", Some(b"{}")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let replication = ReplicationConfig {
+            changelog_topic: "changelog".into(),
+            ..Default::default()
+        };
+        let config = ReplicaConfig {
+            enabled: true,
+            path: dir.path().join("replica"),
+            poll_wait_ms: 100,
+            ..Default::default()
+        };
+        let metrics = ReplicaMetrics::register(&mut freshet_service::metrics::Registrar::new("t"));
+        let mut follower = Follower::open(&kafka, &replication, &config, metrics).unwrap();
+        let started = Instant::now();
+        let err = loop {
+            if let Err(e) = follower.step() {
+                break e;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "never stopped");
+        };
+        assert_eq!(follower.reread, Some(0), "read again from its own offset");
+        let message = format!("{err:#}");
+        assert!(
+            message.contains("offset 0") && message.contains("\"none\""),
+            "{message}"
+        );
+        assert_eq!(follower.position, 1);
+    }
 }
