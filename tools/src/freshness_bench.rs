@@ -214,26 +214,18 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
     let scrapes = |client: reqwest::Client| {
         let (p, n) = (args.pipeline_metrics.clone(), node_metrics.clone());
         async move {
-            let read = |url: String| {
-                let client = client.clone();
-                async move {
-                    scrape(&client, &url).await.unwrap_or_else(|e| {
-                        eprintln!("no stage means from {url}: {e:#}");
-                        Scrape::new()
-                    })
-                }
-            };
-            (read(p).await, read(n).await)
+            let stages = "no stage means from";
+            (
+                scrape_or_none(&client, &p, stages).await,
+                scrape_or_none(&client, &n, stages).await,
+            )
         }
     };
     let replica_metrics = |client: reqwest::Client| async move {
         let mut out = Vec::new();
         for r in &args.replicas {
             let url = format!("{}/metrics", r.trim_end_matches('/'));
-            out.push(scrape(&client, &url).await.unwrap_or_else(|e| {
-                eprintln!("no replica lag from {url}: {e:#}");
-                Scrape::new()
-            }));
+            out.push(scrape_or_none(&client, &url, "no replica lag from").await);
         }
         out
     };
@@ -253,6 +245,15 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
             histogram(before, after, "freshet_query_replica_lag_seconds").filter(|h| h.count > 0.0);
     }
     Ok(report)
+}
+
+/// A scrape of `url`, or none (said on stderr, after `what`) when it does not answer: the
+/// run's latencies stand without it.
+async fn scrape_or_none(client: &reqwest::Client, url: &str, what: &str) -> Scrape {
+    scrape(client, url).await.unwrap_or_else(|e| {
+        eprintln!("{what} {url}: {e:#}");
+        Scrape::new()
+    })
 }
 
 /// Sends `total` updates at `args.rate` per second, cycling through the documents, and notes
