@@ -287,6 +287,14 @@ local_broker_fetch_settings() {
     fi
 }
 
+# query_node_name: the name of the query node start-query.sh / stop-query.sh act on
+# ($FRESHET_QUERY_NAME, default "query"): its pid file and log are named after it.
+query_node_name() {
+    local name="${FRESHET_QUERY_NAME:-query}"
+    [[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || die "FRESHET_QUERY_NAME must be letters, digits, - or _ (got '$name')"
+    printf '%s' "$name"
+}
+
 # start_http_service NAME BINARY PREFIX DEFAULT_LISTEN DEFAULT_TIMEOUT_S WHAT ROUTES: start a
 # freshet HTTP service (the query node, the ingest service) in the background with a pid file
 # and a log under $FRESHET_RUN_DIR, and wait until it listens. The binary is $<PREFIX>_BIN, else

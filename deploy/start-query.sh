@@ -11,8 +11,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-name="${FRESHET_QUERY_NAME:-query}"
-[[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || die "FRESHET_QUERY_NAME must be letters, digits, - or _ (got '$name')"
+name=$(query_node_name)
 # A replica reads the changelog from the broker as the pipeline's workers read the documents.
 [[ "${FRESHET_REPLICA_ENABLED:-false}" == true ]] && local_broker_fetch_settings
 what="query node"

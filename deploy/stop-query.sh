@@ -3,6 +3,5 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-name="${FRESHET_QUERY_NAME:-query}"
-[[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || die "FRESHET_QUERY_NAME must be letters, digits, - or _ (got '$name')"
+name=$(query_node_name)
 stop_daemon "$name" "$FRESHET_RUN_DIR/pids/$name.pid" freshet-query "${FRESHET_QUERY_STOP_TIMEOUT:-30}"
