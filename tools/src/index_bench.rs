@@ -7,18 +7,20 @@
 //! released (so that the rows go to sealed segments, not to a query node's growing ones),
 //! filled, flushed, and waited for until Milvus has indexed it (`build_s`). Then each collection
 //! in turn, the others released, is loaded and searched: the same queries (rows plus Gaussian
-//! noise of norm `--noise`, re-normalised), top `--k`, one at a time, `Bounded` consistency as
-//! the query node reads (the rows are flushed before any search), for
-//! each `--ef` (HNSW) or `--nprobe` (IVF) given; recall@k is against the FLAT collection's
-//! answers. Milvus' resident memory is read from `/proc/<pid>/status` (`VmRSS`) of the Milvus
-//! binary that `deploy/start-milvus.sh` started (its process group in the run directory's
-//! `pids/milvus.pid`), before any collection is loaded and after each one is.
+//! noise of norm `--noise`, re-normalised, or the texts of `--queries-from` embedded by the
+//! configured model), top `--k`, one at a time, `Bounded` consistency as the query node reads
+//! (the rows are flushed before any search), for each `--ef` (HNSW) or `--nprobe` (IVF) given;
+//! recall@k is against the FLAT collection's answers. Milvus' resident memory is read from
+//! `/proc/<pid>/status` (`VmRSS`) of the Milvus binary that `deploy/start-milvus.sh` started (its
+//! process group in the run directory's `pids/milvus.pid`), before any collection is loaded and
+//! after each one is.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use freshet_embedding::EmbeddingModel;
 use freshet_milvus::{
     ChunkFilter, ConsistencyLevel, IndexType, MilvusConfig, MilvusSink, SearchTuning,
     DEFAULT_SEARCH_EF, DEFAULT_SEARCH_NPROBE,
@@ -56,6 +58,10 @@ pub struct IndexBenchArgs {
     /// Norm of the Gaussian noise added to the row each query is made from.
     #[arg(long, default_value_t = 0.3)]
     pub noise: f32,
+    /// Real queries instead: the texts of this BEIR `queries.jsonl`, embedded with the
+    /// configured model (as the query node embeds a query), taken in turn.
+    #[arg(long)]
+    pub queries_from: Option<PathBuf>,
     #[arg(long, default_value_t = 10)]
     pub k: usize,
     /// How long to wait for Milvus to index a collection.
@@ -114,7 +120,8 @@ pub struct IndexReport {
     pub dim: usize,
     pub queries: usize,
     pub k: usize,
-    pub noise: f32,
+    /// What the queries are: rows plus noise of this norm, or the texts of a file.
+    pub query_source: String,
     /// Milvus' VmRSS before the first collection was loaded, every one released (MiB).
     pub rss_before_mib: Option<f64>,
     pub results: Vec<IndexResult>,
@@ -153,12 +160,15 @@ fn run(config: &Config, args: &IndexBenchArgs) -> Result<()> {
         bail!("no rows to index");
     };
     eprintln!("{} rows of {dim} dimensions ({source})", rows.len());
-    let queries: Vec<Vec<f32>> = (0..args.queries + WARMUP)
-        .map(|q| {
-            let row = (q as u64).wrapping_mul(7919) % rows.len() as u64;
-            perturb(&rows[row as usize].1, args.noise, q as u64 ^ 0xABCD)
-        })
-        .collect();
+    let queries: Vec<Vec<f32>> = match &args.queries_from {
+        Some(path) => embedded_queries(config, path, args.queries + WARMUP, dim)?,
+        None => (0..args.queries + WARMUP)
+            .map(|q| {
+                let row = (q as u64).wrapping_mul(7919) % rows.len() as u64;
+                perturb(&rows[row as usize].1, args.noise, q as u64 ^ 0xABCD)
+            })
+            .collect(),
+    };
     let pid = std::process::id();
     let mut built = Vec::new();
     for t in &types {
@@ -180,12 +190,12 @@ fn run(config: &Config, args: &IndexBenchArgs) -> Result<()> {
     }
     let milvus_pid = match args.milvus_pid {
         Some(p) => Some(p),
-        None => milvus_pid().unwrap_or_else(|e| {
+        None => crate::procfs::milvus_pid().unwrap_or_else(|e| {
             eprintln!("not reporting Milvus' memory: {e:#}");
             None
         }),
     };
-    let rss = || milvus_pid.and_then(|p| vm_rss_mib(p).ok());
+    let rss = || milvus_pid.and_then(|p| crate::procfs::vm_rss_mib(p).ok());
     let rss_before_mib = rss();
     let mut truth: Vec<Vec<String>> = Vec::new();
     let mut results = Vec::new();
@@ -251,7 +261,10 @@ fn run(config: &Config, args: &IndexBenchArgs) -> Result<()> {
         dim,
         queries: args.queries,
         k: args.k,
-        noise: args.noise,
+        query_source: match &args.queries_from {
+            Some(p) => format!("texts of {}", p.display()),
+            None => format!("rows plus noise {}", args.noise),
+        },
         rss_before_mib,
         results,
     };
@@ -267,6 +280,24 @@ fn run(config: &Config, args: &IndexBenchArgs) -> Result<()> {
 const WARMUP: usize = 20;
 
 /// Every row of collection `name` (at most `limit`), by chunk id.
+/// `n` query vectors: the texts of `path` in turn, embedded by the configured model.
+fn embedded_queries(
+    config: &Config,
+    path: &PathBuf,
+    n: usize,
+    dim: usize,
+) -> Result<Vec<Vec<f32>>> {
+    let texts = crate::query_bench::read_queries(path)?;
+    let mut model = EmbeddingModel::load(&config.embedding)?;
+    let distinct: Vec<&str> = texts.iter().take(n).map(String::as_str).collect();
+    let vectors = model.embed_queries(&distinct)?;
+    if vectors.first().map(Vec::len) != Some(dim) {
+        bail!("the configured model's vectors do not have the rows' {dim} dimensions");
+    }
+    eprintln!("{} queries embedded from {}", vectors.len(), path.display());
+    Ok((0..n).map(|q| vectors[q % vectors.len()].clone()).collect())
+}
+
 async fn copy_rows(config: &Config, name: &str, limit: Option<usize>) -> Result<Rows> {
     let cfg = MilvusConfig {
         collection: name.to_owned(),
@@ -460,71 +491,15 @@ fn build_params(cfg: &MilvusConfig) -> String {
     }
 }
 
-/// The Milvus binary's pid: in the process group of the run directory's `pids/milvus.pid`
-/// (`PID STARTTIME`, written by `deploy/lib.sh`), the member running `milvus run standalone`.
-fn milvus_pid() -> Result<Option<u32>> {
-    let file = freshet_config::run_dir().join("pids").join("milvus.pid");
-    let text =
-        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    let Some(group) = text
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse::<u32>().ok())
-    else {
-        bail!("{} holds no pid", file.display());
-    };
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp ...`: comm may hold spaces, so split after its `)`.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let pgrp = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
-            .and_then(|g| g.parse::<u32>().ok());
-        if pgrp != Some(group) {
-            continue;
-        }
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains("milvus run standalone") {
-            return Ok(Some(pid));
-        }
-    }
-    bail!(
-        "no `milvus run standalone` process in group {group} ({})",
-        file.display()
-    )
-}
-
-/// `VmRSS` of `pid` in MiB.
-fn vm_rss_mib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .context("no VmRSS")?;
-    Ok(kb / 1024.0)
-}
-
 fn print_table(r: &IndexReport) {
     println!(
-        "{} rows of {} dimensions ({}); {} queries, top {}, noise {}; Milvus RSS before \
-         loading: {}",
+        "{} rows of {} dimensions ({}); {} queries ({}), top {}; Milvus RSS before loading: {}",
         r.rows,
         r.dim,
         r.source,
         r.queries,
+        r.query_source,
         r.k,
-        r.noise,
         mib(r.rss_before_mib)
     );
     println!(
@@ -587,11 +562,5 @@ mod tests {
         }
         assert_eq!(index_type("ivf_sq8"), Ok(IndexType::IvfSq8));
         assert!(index_type("IVF_SQ8").is_err());
-    }
-
-    #[test]
-    fn vm_rss_of_this_process() {
-        let mib = vm_rss_mib(std::process::id()).unwrap();
-        assert!(mib > 1.0, "{mib}");
     }
 }

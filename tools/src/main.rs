@@ -43,6 +43,7 @@ mod llm_standin;
 mod load_bench;
 mod parse_bench;
 mod pipeline_bench;
+mod procfs;
 mod query_bench;
 mod replicate;
 mod seal_bench;

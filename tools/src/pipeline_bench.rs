@@ -166,15 +166,8 @@ pub(crate) fn fresh_config(config: &Config) -> Result<(Config, PathBuf)> {
 /// `/proc/self/status` cannot be read. The pipeline runs in this process, so after an ingest
 /// this is the pipeline's memory (with the little the benchmark itself holds).
 pub(crate) fn memory_mb() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0)
+    let kib = |key| crate::procfs::status_kib(None, key).unwrap_or(0.0);
+    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
 
 /// Raw fastembed on exactly the texts the pipeline embedded (all cores, the same batch size):

@@ -68,10 +68,10 @@ fn run(config: &Config, args: &WatchBenchArgs) -> Result<WatchBenchReport> {
     let (mut first, first_scan) = start_watch(&args.dir, &state)?;
     let first_scan_records = records()? - before;
     let pid = first.id();
-    let cpu0 = cpu_ticks(pid)?;
+    let cpu0 = crate::procfs::cpu_ticks(pid)?;
     std::thread::sleep(Duration::from_secs(args.idle_secs));
-    let cpu1 = cpu_ticks(pid)?;
-    let idle_rss_mib = rss_kib(pid)? / 1024.0;
+    let cpu1 = crate::procfs::cpu_ticks(pid)?;
+    let idle_rss_mib = crate::procfs::vm_rss_mib(pid)?;
     // Ticks are 1/100 s on Linux.
     let idle_cpu_percent = (cpu1 - cpu0) as f64 / args.idle_secs as f64;
     first.kill()?;
@@ -143,31 +143,4 @@ fn start_watch(dir: &Path, state: &Path) -> Result<(Child, Duration)> {
             bail!("freshet watch did not finish its scan")
         }
     }
-}
-
-/// User + system CPU ticks of `pid` (/proc/<pid>/stat fields 14 and 15).
-fn cpu_ticks(pid: u32) -> Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow!("unexpected /proc stat"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> Result<u64> {
-        fields
-            .get(i)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("unexpected /proc stat"))
-    };
-    Ok(field(11)? + field(12)?)
-}
-
-fn rss_kib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| anyhow!("no VmRSS"))
 }
