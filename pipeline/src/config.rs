@@ -45,6 +45,11 @@ pub struct Config {
 pub struct PipelineConfig {
     /// Timely worker threads in this process.
     pub workers: usize,
+    /// Copies of a local embedding model the process holds (1 to `workers`); the workers take
+    /// turns on them, each copy running on cores ÷ copies threads unless `[embedding] threads`
+    /// says otherwise. Every copy holds the model's weights and working memory of its own
+    /// (docs/benchmarks.md, "Pipeline memory"). A remote model is one client per worker.
+    pub model_copies: usize,
     /// Multi-process cluster: this process's index and the `host:port` of every process
     /// (empty = single process). Every process runs `workers` threads.
     pub process_index: usize,
@@ -92,6 +97,7 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
             workers: 2,
+            model_copies: 1,
             process_index: 0,
             cluster_addresses: Vec::new(),
             batch_max_records: 512,
@@ -204,6 +210,14 @@ impl Config {
         let p = &self.pipeline;
         if p.workers == 0 {
             bail!("pipeline.workers must be at least 1");
+        }
+        if p.model_copies == 0 || p.model_copies > p.workers {
+            bail!(
+                "pipeline.model_copies must be between 1 and pipeline.workers ({}), got {}: \
+                 a copy no worker uses only takes memory",
+                p.workers,
+                p.model_copies
+            );
         }
         if p.max_epochs_in_flight == 0 {
             bail!("pipeline.max_epochs_in_flight must be at least 1");
@@ -378,6 +392,15 @@ mod tests {
             format!("{e:#}").contains("workers") || format!("{e:#}").contains("invalid"),
             "{e:#}"
         );
+        // a model copy no worker uses
+        for bad in ["0", "3"] {
+            let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_MODEL_COPIES", bad)]))
+                .unwrap_err();
+            assert!(format!("{e:#}").contains("model_copies"), "{e:#}");
+        }
+        let c =
+            Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_MODEL_COPIES", "2")])).unwrap();
+        assert_eq!(c.pipeline.model_copies, 2);
         // one crash can blame an innocent record beside the one at fault
         let e = Config::load_with_env(None, &env(&[("FRESHET_PIPELINE_CRASH_LOOP_LIMIT", "1")]))
             .unwrap_err();

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{anyhow, bail, Result};
 
 use crate::config::Config;
+use crate::embedder::Models;
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::preflight::{preflight, StartFlags};
@@ -65,6 +66,7 @@ pub fn run(
         partitions: start.partitions,
         start_offsets,
         cache: start.cache,
+        models: Models::new(start.model, &config.embedding, &config.pipeline),
         processing,
         quarantine,
         metrics,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use freshet_embedding::{CachedEmbedder, EmbeddingConfig, EmbeddingModel};
+use freshet_embedding::{CachedEmbedder, EmbeddingConfig};
 use freshet_kafka::{KafkaConfig, PartitionReader};
 use freshet_operators::dataflow::{chunk_deltas, embed_deltas, DocUpdate, Time, BOOTSTRAP_TIME};
 use freshet_operators::embed::Embedder;
@@ -20,7 +20,7 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
 use crate::config::PipelineConfig;
-use crate::embedder::{SharedCache, WorkerEmbedder};
+use crate::embedder::{Models, SharedCache, WorkerEmbedder};
 use crate::endpoint::Readiness;
 use crate::metrics::Metrics;
 use crate::preflight::IndexedState;
@@ -42,6 +42,8 @@ pub struct Shared {
     /// from the group's offsets).
     pub start_offsets: Offsets,
     pub cache: SharedCache,
+    /// The embedding models the workers take turns on.
+    pub models: Models,
     pub processing: Arc<Processing>,
     /// The records quarantined, and the workers' slots for the record each prepares.
     pub quarantine: crate::quarantine::Started,
@@ -196,31 +198,27 @@ fn open_sources(shared: &Shared, index: usize, peers: usize) -> Option<Sources> 
     (!sources.is_empty()).then_some(sources)
 }
 
-/// This worker's model behind the process's cache; the cores are shared among the workers
-/// unless `[embedding] threads` says otherwise.
+/// This worker's model ([`Models`]) behind the process's cache.
 fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
-    let mut cfg = shared.embedding.clone();
-    if cfg.threads.is_none() {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        cfg.threads = Some((cores / shared.pipeline.workers.max(1)).max(1));
-    }
-    let model =
-        match EmbeddingModel::load_with_metrics(&cfg, Some(&shared.metrics.remote_embedding)) {
-            Ok(m) => {
-                shared.metrics.board.model_loaded(m.model_id());
-                Some(CachedEmbedder::new(m, shared.cache.clone(), cfg.batch_size))
-            }
-            Err(e) => {
-                shared.metrics.board.model_failed(format!("{e:#}"));
-                shared.fail(
-                    index,
-                    format!("worker {index}: loading the embedding model: {e}"),
-                );
-                None
-            }
-        };
+    let local = index % shared.pipeline.workers.max(1);
+    let model = match shared.models.for_worker(local, &shared.metrics) {
+        Ok(m) => {
+            shared.metrics.board.model_loaded(m.model_id());
+            Some(CachedEmbedder::new(
+                m,
+                shared.cache.clone(),
+                shared.embedding.batch_size,
+            ))
+        }
+        Err(e) => {
+            shared.metrics.board.model_failed(e.clone());
+            shared.fail(
+                index,
+                format!("worker {index}: loading the embedding model: {e}"),
+            );
+            None
+        }
+    };
     let stall = crate::stall::Stall::new(
         Duration::from_secs(shared.pipeline.stall_limit_s),
         shared.stop.clone(),

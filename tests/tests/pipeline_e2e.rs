@@ -464,6 +464,9 @@ fn sigkill_mid_stream_then_restart_converges_without_duplicates() -> Result<()> 
     let mut case = Case::new("sigkill", 4)?;
     case.extra_env
         .push(("FRESHET_PIPELINE_BATCH_MAX_RECORDS".into(), "3".into()));
+    // A model copy per worker (the others run the default, one copy the workers share).
+    case.extra_env
+        .push(("FRESHET_PIPELINE_MODEL_COPIES".into(), "2".into()));
     let mut log = Vec::new();
     for i in 0..40 {
         let id = format!("k-{i}");

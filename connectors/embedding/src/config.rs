@@ -70,7 +70,8 @@ pub struct EmbeddingConfig {
     /// Prepended to queries before embedding (`"query: "` for e5 models). Default: the
     /// `query_prefix` in the model's `freshet-model.json`, else none.
     pub query_prefix: Option<String>,
-    /// ONNX Runtime intra-op threads. Default: all cores.
+    /// ONNX Runtime intra-op threads. Default: all cores (the pipeline's shared among its
+    /// `[pipeline] model_copies`).
     pub threads: Option<usize>,
     /// The languages the model's vectors mean something for (ISO 639-1 or 639-3 codes), for
     /// a model whose `freshet-model.json` does not declare them or declares them wrongly.

@@ -43,6 +43,8 @@ pub struct StartState {
     /// Each topic's partitions, in the order of `topics`.
     pub partitions: Vec<Vec<i32>>,
     pub cache: SharedCache,
+    /// The embedding model, loaded as the workers' first copy ([`crate::embedder::Models`]).
+    pub model: EmbeddingModel,
     /// Process 0 only (it owns the sinks).
     pub recovered: Option<Recovered>,
 }
@@ -68,10 +70,12 @@ pub fn preflight(
     stop: &Arc<AtomicBool>,
 ) -> Result<StartState> {
     ready.step("loading the tokenizer and the embedding model");
-    // The model is loaded here once to fail fast and to learn its id and dimension.
-    let mut model =
-        EmbeddingModel::load_with_metrics(&config.embedding, Some(&metrics.remote_embedding))
-            .context("loading the embedding model")?;
+    // Loaded here to fail fast and to learn its id and dimension; the workers embed with it.
+    let mut model = EmbeddingModel::load_with_metrics(
+        &crate::embedder::copy_config(&config.embedding, &config.pipeline),
+        Some(&metrics.remote_embedding),
+    )
+    .context("loading the embedding model")?;
     tracing::info!(model_id = %model.model_id(), dim = model.dim(), "embedding model loaded");
     // Chunk budgets hold a leaf's whole embedded input, within the model's window.
     let tokens = model.token_counter().context("loading the tokenizer")?;
@@ -122,6 +126,7 @@ pub fn preflight(
         topics,
         partitions,
         cache,
+        model,
         recovered,
     })
 }
