@@ -35,8 +35,8 @@ use crate::replicate::perturb;
 /// `freshet-tools bench-index`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct IndexBenchArgs {
-    /// Copy the vectors of this collection (e.g. one `bench-replicate` wrote); without it,
-    /// seeded vectors of `[milvus] dim` dimensions.
+    /// Copy the vectors of this collection (e.g. one `bench-replicate` wrote; it is released
+    /// once read); without it, seeded vectors of `[milvus] dim` dimensions.
     #[arg(long)]
     pub from_collection: Option<String>,
     /// Rows: seeded rows made, or the most rows copied (default: every row of
@@ -327,6 +327,11 @@ async fn copy_rows(config: &Config, name: &str, limit: Option<usize>) -> Result<
             eprintln!("read {} rows of {name}", rows.len());
         }
     }
+    // Released again, so that Milvus' memory before and with each collection is that
+    // collection's, not the source's beside it.
+    sink.release()
+        .await
+        .with_context(|| format!("releasing collection {name}"))?;
     Ok(rows)
 }
 
