@@ -19,6 +19,7 @@
 //! request delayed by earlier slow ones (in the client or the node) counts its wait: no
 //! coordinated omission.
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -93,6 +94,9 @@ pub struct PhaseReport {
     pub latency_ms: Percentiles,
     /// The node's own `timings_ms.total`.
     pub server_total_ms: Percentiles,
+    /// The node's own stage timings ([`qb::STAGES`] that the answers carried), to tell which stage
+    /// a tail comes from.
+    pub server_stages_ms: BTreeMap<&'static str, Percentiles>,
     /// Scheduled time → sent: more than a few milliseconds means the client itself was short of
     /// CPU (the latencies include it).
     pub send_lag_ms: Percentiles,
@@ -144,6 +148,8 @@ struct Sample {
     lag_ms: f64,
     latency_ms: Option<f64>,
     server_ms: Option<f64>,
+    /// `timings_ms` of each of [`qb::STAGES`], where the answer had it.
+    stages_ms: qb::StageMs,
     degraded: bool,
 }
 
@@ -333,7 +339,12 @@ impl Run {
         );
         self.producer
             .send_many(&self.cfg.kafka.topic, docs.iter().map(pb::envelope))?;
-        pb::wait_caught_up(&self.cfg, &mut self.handle, Duration::from_secs(3600))?;
+        pb::wait_caught_up(
+            &self.cfg,
+            &mut self.handle,
+            &self.metrics,
+            Duration::from_secs(3600),
+        )?;
         let seconds = t.elapsed().as_secs_f64();
         let chunks = pb::chunks_upserted(&self.metrics) - chunks0;
         Ok(IngestReport {

@@ -43,6 +43,34 @@ impl Percentiles {
     }
 }
 
+/// The node's retrieval stages reported apart (`timings_ms` keys of an answer), to tell which
+/// stage a latency or a tail comes from.
+pub const STAGES: [&str; 5] = ["embed", "vector", "bm25", "fusion", "fetch"];
+
+/// One answer's `timings_ms` of each of [`STAGES`] (`None` where the answer had none).
+pub type StageMs = [Option<f64>; STAGES.len()];
+
+pub fn stage_ms(answer: &Value) -> StageMs {
+    STAGES.map(|k| answer["timings_ms"][k].as_f64())
+}
+
+/// Percentiles per stage over answers, for the stages that any answer had.
+pub fn stage_percentiles<'a>(
+    answers: impl Iterator<Item = &'a StageMs> + Clone,
+) -> std::collections::BTreeMap<&'static str, Percentiles> {
+    STAGES
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            (
+                *k,
+                Percentiles::of(answers.clone().filter_map(|s| s[i]).collect()),
+            )
+        })
+        .filter(|(_, p)| p.count > 0)
+        .collect()
+}
+
 pub(crate) fn client(concurrency: usize) -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency.max(1) * 2)
@@ -114,6 +142,8 @@ pub struct LatencyReport {
     pub latency_ms: Percentiles,
     /// The node's own `timings_ms.total` (server side, without HTTP and JSON).
     pub server_total_ms: Percentiles,
+    /// The node's own stage timings ([`STAGES`]).
+    pub server_stages_ms: std::collections::BTreeMap<&'static str, Percentiles>,
     /// Query vectors the node took from its query cache during the run (from its `/metrics`;
     /// `None` if unreadable). Queries repeat round robin, so for the cost of embedding every
     /// query run the node with `query_cache_entries = 0`.
@@ -208,6 +238,7 @@ async fn latency(args: &LatencyArgs, body: Value) -> Result<LatencyReport> {
         tasks.spawn(async move {
             let mut lat = Vec::new();
             let mut server = Vec::new();
+            let mut stages = Vec::new();
             let mut errors = 0usize;
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -221,6 +252,7 @@ async fn latency(args: &LatencyArgs, body: Value) -> Result<LatencyReport> {
                         if let Some(s) = v["timings_ms"]["total"].as_f64() {
                             server.push(s);
                         }
+                        stages.push(stage_ms(&v));
                     }
                     Err(e) => {
                         errors += 1;
@@ -230,16 +262,17 @@ async fn latency(args: &LatencyArgs, body: Value) -> Result<LatencyReport> {
                     }
                 }
             }
-            (slot, lat, server, errors)
+            (slot, lat, server, stages, errors)
         });
     }
-    let (mut lat, mut server, mut errors) = (Vec::new(), Vec::new(), 0);
+    let (mut lat, mut server, mut stages, mut errors) = (Vec::new(), Vec::new(), Vec::new(), 0);
     let mut per_url = vec![0; urls.len()];
     while let Some(r) = tasks.join_next().await {
-        let (u, l, s, e) = r?;
+        let (u, l, s, st, e) = r?;
         per_url[u] += l.len();
         lat.extend(l);
         server.extend(s);
+        stages.extend(st);
         errors += e;
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -253,6 +286,7 @@ async fn latency(args: &LatencyArgs, body: Value) -> Result<LatencyReport> {
         requests_per_second: lat.len() as f64 / seconds,
         latency_ms: Percentiles::of(lat),
         server_total_ms: Percentiles::of(server),
+        server_stages_ms: stage_percentiles(stages.iter()),
         node_query_cache_hits: hits_before.zip(hits_after).map(|(b, a)| a - b),
         urls: args.urls.clone(),
         requests_per_url: per_url,
@@ -278,5 +312,15 @@ mod tests {
         );
         assert_eq!(Percentiles::of(vec![]).count, 0);
         assert_eq!(Percentiles::of(vec![7.0]).p99, 7.0);
+    }
+
+    #[test]
+    fn stages_are_reported_where_answers_had_them() {
+        let a = stage_ms(&json!({"timings_ms": {"embed": 3.0, "bm25": 1.0, "total": 5.0}}));
+        let b = stage_ms(&json!({"timings_ms": {"embed": 5.0}}));
+        let p = stage_percentiles([a, b].iter());
+        assert_eq!((p["embed"].count, p["embed"].max), (2, 5.0));
+        assert_eq!(p["bm25"].count, 1);
+        assert!(!p.contains_key("vector") && !p.contains_key("total"));
     }
 }

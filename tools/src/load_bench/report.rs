@@ -18,6 +18,7 @@ pub(super) fn sample((phase, due, lag_ms, answer): Done, errors: &mut usize) -> 
             lag_ms,
             latency_ms: Some(ms),
             server_ms: v["timings_ms"]["total"].as_f64(),
+            stages_ms: qb::stage_ms(&v),
             degraded: v["degraded"].as_array().is_some_and(|d| !d.is_empty()),
         },
         Err(e) => {
@@ -31,6 +32,7 @@ pub(super) fn sample((phase, due, lag_ms, answer): Done, errors: &mut usize) -> 
                 lag_ms,
                 latency_ms: None,
                 server_ms: None,
+                stages_ms: [None; qb::STAGES.len()],
                 degraded: false,
             }
         }
@@ -53,6 +55,7 @@ pub(super) fn phase_report(
         degraded: kept.iter().filter(|s| s.degraded).count(),
         latency_ms: Percentiles::of(kept.iter().filter_map(|s| s.latency_ms).collect()),
         server_total_ms: Percentiles::of(kept.iter().filter_map(|s| s.server_ms).collect()),
+        server_stages_ms: qb::stage_percentiles(kept.iter().map(|s| &s.stages_ms)),
         send_lag_ms: Percentiles::of(kept.iter().map(|s| s.lag_ms).collect()),
         machine_busy,
     }
@@ -143,6 +146,21 @@ pub(super) fn print_report(r: &LoadReport) {
             pct(p.machine_busy)
         );
     }
+    println!(
+        "\n| phase | server stage p50 / p99 / max ms: {} |",
+        qb::STAGES.join(" · ")
+    );
+    println!("|---|---|");
+    for p in &r.phases {
+        let cells: Vec<String> = qb::STAGES
+            .iter()
+            .map(|k| match p.server_stages_ms.get(k) {
+                Some(s) => format!("{k} {:.1} / {:.1} / {:.1}", s.p50, s.p99, s.max),
+                None => format!("{k} -"),
+            })
+            .collect();
+        println!("| {} | {} |", p.phase, cells.join(" · "));
+    }
     println!("\n| ingest | documents | chunks | seconds | docs/s | chunks/s | machine busy |");
     println!("|---|---|---|---|---|---|---|");
     for i in [&r.without_queries, &r.with_queries] {
@@ -181,6 +199,7 @@ mod tests {
             lag_ms: 1.0,
             latency_ms: ms,
             server_ms: ms.map(|m| m / 2.0),
+            stages_ms: [ms.map(|m| m / 4.0), None, None, None, None],
             degraded,
         };
         let samples = [
@@ -200,6 +219,8 @@ mod tests {
         assert_eq!((r.requests, r.errors, r.degraded), (3, 1, 1));
         assert_eq!((r.latency_ms.count, r.latency_ms.max), (2, 30.0));
         assert_eq!(r.server_total_ms.max, 15.0);
+        assert_eq!(r.server_stages_ms["embed"].max, 7.5);
+        assert!(!r.server_stages_ms.contains_key("vector"));
         assert_eq!(busy(Some((10, 100)), Some((40, 200))), Some(0.3));
         assert_eq!(busy(Some((10, 100)), Some((10, 100))), None);
     }
