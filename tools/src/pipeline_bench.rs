@@ -228,15 +228,19 @@ pub(crate) fn chunks_upserted(m: &Metrics) -> u64 {
         .get()
 }
 
-/// Waits until the tantivy commit covers every record on the topic; if the pipeline stops,
-/// says why.
+/// Waits until the tantivy commit covers every record on the topic, and until the pipeline has
+/// counted that commit in `metrics` (it does so just after the commit, so the counters read
+/// next include its batch; a commit of an earlier process, whose epochs this one does not
+/// count, is waited for 5 s at most); if the pipeline stops, says why.
 pub(crate) fn wait_caught_up(
     cfg: &Config,
     running: &mut Option<Pipeline>,
+    metrics: &Metrics,
     timeout: Duration,
 ) -> Result<()> {
     let high = inspect::high_watermarks(&cfg.kafka, "bench-probe")?;
     let deadline = Instant::now() + timeout;
+    let mut covered_since = None;
     loop {
         if running.as_ref().is_none_or(|r| r.is_finished()) {
             let why = match running.take().map(|r| r.join()) {
@@ -247,11 +251,19 @@ pub(crate) fn wait_caught_up(
             };
             bail!("the pipeline stopped during the benchmark: {why}");
         }
-        if inspect::covers(
-            &inspect::durable_offsets(&cfg.tantivy.path, &cfg.kafka.topic),
-            &high,
-        ) {
-            return Ok(());
+        let payload = ChunkIndexReader::open(&cfg.tantivy.path)
+            .ok()
+            .and_then(|r| r.last_payload().ok().flatten());
+        if let Some(p) = payload {
+            let offsets = p.offsets.get(&cfg.kafka.topic).cloned().unwrap_or_default();
+            if inspect::covers(&offsets, &high) {
+                let since = *covered_since.get_or_insert_with(Instant::now);
+                if metrics.durable_epoch.get() >= p.epoch as i64
+                    || since.elapsed() > Duration::from_secs(5)
+                {
+                    return Ok(());
+                }
+            }
         }
         if Instant::now() > deadline {
             bail!("pipeline not caught up within {timeout:?}");
@@ -276,7 +288,7 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let start = Instant::now();
     let mut handle = Some(spawn_pipeline(&cfg, &stop, &metrics, Default::default()));
     let limit = Duration::from_secs(3600);
-    wait_caught_up(&cfg, &mut handle, limit)?;
+    wait_caught_up(&cfg, &mut handle, &metrics, limit)?;
     let first_s = start.elapsed().as_secs_f64();
     let cpu_first = cpu_before.until(&cpu_time::Snapshot::take());
     let chunks = chunks_upserted(&metrics);
@@ -294,7 +306,7 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let (e0, w0) = (counter(&metrics, "embedded"), writes(&metrics));
     let t = Instant::now();
     producer.send_many(&cfg.kafka.topic, docs.iter().map(envelope))?;
-    wait_caught_up(&cfg, &mut handle, limit)?;
+    wait_caught_up(&cfg, &mut handle, &metrics, limit)?;
     let resend_s = t.elapsed().as_secs_f64();
     let (resend_embedded, resend_writes) =
         (counter(&metrics, "embedded") - e0, writes(&metrics) - w0);
@@ -314,7 +326,7 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let by_sink_before = writes_by_sink(&metrics);
     let t = Instant::now();
     producer.send_many(&cfg.kafka.topic, edited.iter().map(envelope))?;
-    wait_caught_up(&cfg, &mut handle, limit)?;
+    wait_caught_up(&cfg, &mut handle, &metrics, limit)?;
     let edit_s = t.elapsed().as_secs_f64();
     let (edit_embedded, edit_writes) = (counter(&metrics, "embedded") - e1, writes(&metrics) - w1);
     let edit_by_sink = writes_since(&by_sink_before, &metrics);
