@@ -331,6 +331,12 @@ fn a_new_shell_sees_the_index_the_scripts_keep() -> Result<()> {
             .and_then(|n| n.parse().ok())
             .context("no chunk count")?;
         ensure!(chunks >= 3 && text.contains("caught up"), "{text}");
+        // The collection's vector index (the default type) and its build progress.
+        ensure!(
+            text.lines()
+                .any(|l| l.starts_with("milvus ") && l.contains("; HNSW index: ")),
+            "{text}"
+        );
         Ok(())
     })();
     let stopped = stop()?;

@@ -58,6 +58,9 @@ pub struct Status {
 pub struct Side {
     pub chunks: u64,
     pub index_id: Option<String>,
+    /// Milvus: the vector index and how far its build has come (rows in sealed segments
+    /// indexed, pending); `None` for tantivy, or a collection without one.
+    pub vector_index: Option<String>,
 }
 
 /// One topic's durable offsets (the newest tantivy commit) against its high watermarks.
@@ -128,6 +131,7 @@ pub fn status(config: &Config) -> Result<Status> {
                 Ok(Side {
                     chunks: r.count(),
                     index_id,
+                    vector_index: None,
                 })
             })
             .map_err(|e| e.to_string())
@@ -150,9 +154,24 @@ pub fn status(config: &Config) -> Result<Status> {
             let Some(index_id) = m.bound_index().await? else {
                 return Ok(Err("no such collection".to_string()));
             };
+            let vector_index = m.describe_vector_index().await?.map(|i| {
+                format!(
+                    "{} index: {} of {} sealed rows indexed, {} pending{}",
+                    i.milvus_type,
+                    i.indexed_rows,
+                    i.total_rows,
+                    i.pending_rows,
+                    if i.failure.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", last build failed: {}", i.failure)
+                    }
+                )
+            });
             Ok::<_, freshet_milvus::Error>(Ok(Side {
                 chunks: m.count().await?,
                 index_id,
+                vector_index,
             }))
         })
         .unwrap_or_else(|e| Err(e.to_string()));
@@ -181,14 +200,20 @@ impl Status {
 
 fn side(s: &std::result::Result<Side, String>, unit: &str) -> String {
     match s {
-        Ok(s) => format!(
-            "{} {unit}{}",
-            s.chunks,
-            s.index_id
+        Ok(s) => {
+            format!(
+                "{} {unit}{}",
+                s.chunks,
+                s.index_id
+                    .as_deref()
+                    .map(|id| format!(" (index {id})"))
+                    .unwrap_or_default()
+            ) + &s
+                .vector_index
                 .as_deref()
-                .map(|id| format!(" (index {id})"))
+                .map(|v| format!("; {v}"))
                 .unwrap_or_default()
-        ),
+        }
         Err(e) => e.clone(),
     }
 }
