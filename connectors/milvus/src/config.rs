@@ -31,8 +31,11 @@ pub struct MilvusConfig {
     /// The sink flushes (seals) the collection once this many rows were written (inserted or
     /// deleted) since its last flush; `0`: never by rows ([`crate::Sealer`]).
     pub flush_rows: u64,
-    /// The sink flushes the collection once its oldest unflushed row is this old; `0`: never
-    /// by age.
+    /// The sink flushes the collection once its oldest unflushed row is this old; `0` (the
+    /// default): never by age. Off by default because a flush every few seconds makes many small
+    /// segments that Milvus indexes and compacts while the ingest goes on, which multiplied the
+    /// query tail during an ingest (docs/benchmarks.md, "Query load during ingest"); rows alone
+    /// keep the brute-force-searched tail under `flush_rows`.
     #[serde(with = "duration_ms")]
     pub flush_interval: Duration,
     /// The vector index of a collection the sink creates ([`IndexType`]); an existing
@@ -150,7 +153,7 @@ impl Default for MilvusConfig {
             max_batch_bytes: 8 * 1024 * 1024,
             page_size: 4096,
             flush_rows: 4096,
-            flush_interval: Duration::from_secs(10),
+            flush_interval: Duration::ZERO,
             index_type: IndexType::Hnsw,
             hnsw_m: 16,
             hnsw_ef_construction: 200,

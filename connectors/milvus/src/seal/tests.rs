@@ -128,12 +128,24 @@ fn off_when_both_thresholds_are_zero() {
     let mut s = SealState::new(policy(0, None));
     s.wrote(1_000_000, t0);
     assert_eq!(s.decide(t0 + Duration::from_secs(86_400)), Decision::Idle);
-    let d = MilvusConfig::default();
+    // The default: by rows only.
     assert_eq!(
-        Sealer::policy(&d),
+        Sealer::policy(&MilvusConfig::default()),
         Some(FlushPolicy {
-            rows: d.flush_rows,
-            interval: Some(d.flush_interval)
+            rows: 4096,
+            interval: None
+        })
+    );
+    let by_age = MilvusConfig {
+        flush_rows: 0,
+        flush_interval: Duration::from_secs(10),
+        ..Default::default()
+    };
+    assert_eq!(
+        Sealer::policy(&by_age),
+        Some(FlushPolicy {
+            rows: 0,
+            interval: Some(Duration::from_secs(10))
         })
     );
 }
