@@ -279,7 +279,6 @@ fn run(config: &Config, args: &IndexBenchArgs) -> Result<()> {
 /// Queries run first and not counted.
 const WARMUP: usize = 20;
 
-/// Every row of collection `name` (at most `limit`), by chunk id.
 /// `n` query vectors: the texts of `path` in turn, embedded by the configured model.
 fn embedded_queries(
     config: &Config,
@@ -298,6 +297,7 @@ fn embedded_queries(
     Ok((0..n).map(|q| vectors[q % vectors.len()].clone()).collect())
 }
 
+/// Every row of collection `name` (at most `limit`), by chunk id.
 async fn copy_rows(config: &Config, name: &str, limit: Option<usize>) -> Result<Rows> {
     let cfg = MilvusConfig {
         collection: name.to_owned(),

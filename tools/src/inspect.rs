@@ -105,11 +105,16 @@ pub fn covers(durable: &BTreeMap<i32, i64>, high: &BTreeMap<i32, i64>) -> bool {
 /// The next offset per partition of `topic` that the newest tantivy commit covers (empty when
 /// there is no index or no commit yet).
 pub fn durable_offsets(index: &std::path::Path, topic: &str) -> BTreeMap<i32, i64> {
+    last_payload(index)
+        .and_then(|p| p.offsets.get(topic).cloned())
+        .unwrap_or_default()
+}
+
+/// The payload of the newest tantivy commit (`None` when there is no index or no commit yet).
+pub fn last_payload(index: &std::path::Path) -> Option<freshet_tantivy::CommitPayload> {
     ChunkIndexReader::open(index)
         .ok()
         .and_then(|r| r.last_payload().ok().flatten())
-        .and_then(|p| p.offsets.get(topic).cloned())
-        .unwrap_or_default()
 }
 
 /// The status of every topic the configuration names (`[[sources]]`, or `kafka.topic`).

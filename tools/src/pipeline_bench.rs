@@ -251,10 +251,7 @@ pub(crate) fn wait_caught_up(
             };
             bail!("the pipeline stopped during the benchmark: {why}");
         }
-        let payload = ChunkIndexReader::open(&cfg.tantivy.path)
-            .ok()
-            .and_then(|r| r.last_payload().ok().flatten());
-        if let Some(p) = payload {
+        if let Some(p) = inspect::last_payload(&cfg.tantivy.path) {
             let offsets = p.offsets.get(&cfg.kafka.topic).cloned().unwrap_or_default();
             if inspect::covers(&offsets, &high) {
                 let since = *covered_since.get_or_insert_with(Instant::now);
