@@ -354,6 +354,7 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
         "batch_size": cfg.embedding.batch_size,
         "batch_tokens": cfg.embedding.batch_tokens,
         "cpu_arena": cfg.embedding.cpu_arena,
+        "spinning": cfg.embedding.spinning,
         "rss_after_first_ingest_mb": rss_after_mb,
         "rss_3s_after_first_ingest_mb": rss_idle_mb,
         "rss_peak_first_ingest_mb": rss_peak_mb,

@@ -73,6 +73,14 @@ pub struct EmbeddingConfig {
     /// ONNX Runtime intra-op threads. Default: all cores (the pipeline's shared among its
     /// `[pipeline] model_copies`).
     pub threads: Option<usize>,
+    /// Local model with more than one thread: whether ONNX Runtime's threads spin waiting for
+    /// the next piece of work instead of sleeping (`session.intra_op.allow_spinning`, on in
+    /// ONNX Runtime). Off (the default), a waiting thread gives its core to the index writes,
+    /// the query node and the services on the same machine: with one model copy on two cores
+    /// updates were visible 10-15 ms sooner at p50 and the node embedded queries faster during
+    /// an ingest, for a bulk ingest 1-7% slower (docs/benchmarks.md, "Freshness budget" and
+    /// "Query load during ingest").
+    pub spinning: bool,
     /// The languages the model's vectors mean something for (ISO 639-1 or 639-3 codes), for
     /// a model whose `freshet-model.json` does not declare them or declares them wrongly.
     /// Default: the `languages` of `freshet-model.json`. The query node leaves the vector
@@ -137,6 +145,7 @@ impl Default for EmbeddingConfig {
             passage_prefix: None,
             query_prefix: None,
             threads: None,
+            spinning: false,
             languages: None,
             base_url: String::new(),
             model: String::new(),

@@ -120,6 +120,9 @@ impl FastEmbedder {
         if let Some(t) = config.threads {
             options = options.with_intra_threads(t);
         }
+        if !config.spinning {
+            options = options.with_session_config("session.intra_op.allow_spinning", "0");
+        }
         let load_err = |reason: String| Error::Load {
             dir: dir.clone(),
             reason,
