@@ -277,8 +277,8 @@ start_daemon() {
 # halved to 50 ms here: Kafka -> worker 72 -> 48 ms mean and freshness p99 at 20 updates/s
 # 488-521 -> 380-415 ms (int8 model, 60 s runs), for 8% more of a core in the idle broker.
 # Shorter waits cost the default (debug) broker more than they save: with two workers idle it
-# took 19-21% of a core at 50 ms, 44-51% at 10 ms and 57% at 5 ms, and on a busy 2-core machine
-# freshness got worse, not better (docs/benchmarks.md, "Freshness budget"). The pipeline's
+# took 19-21% of a core at 50 ms, 44-51% at 10 ms and 57% at 5 ms, and on two cores, busy or
+# quiet, freshness got worse at 10 ms, not better (docs/benchmarks.md, "Freshness budget"). The pipeline's
 # workers and query replicas (which read the changelog) use it.
 local_broker_fetch_settings() {
     local local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
