@@ -278,8 +278,8 @@ start_daemon() {
 # 488-521 -> 380-415 ms (int8 model, 60 s runs), for 8% more of a core in the idle broker.
 # Shorter waits cost the default (debug) broker more than they save: with two workers idle it
 # took 19-21% of a core at 50 ms, 44-51% at 10 ms and 57% at 5 ms, and on two cores, busy or
-# quiet, freshness got worse at 10 ms, not better (docs/benchmarks.md, "Freshness budget"). The pipeline's
-# workers and query replicas (which read the changelog) use it.
+# quiet, freshness got worse at 10 ms, not better (docs/benchmarks.md, "Freshness budget").
+# The pipeline's workers and query replicas (which read the changelog) use it.
 local_broker_fetch_settings() {
     local local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
     if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRESHET_KAFKA_CONSUMER_PROPERTIES:-}" ]]; then
