@@ -291,28 +291,41 @@ async fn produce_updates(
                 .context("saving an update")?;
             continue;
         }
-        let (producer, topic) = (producer.clone(), topic.to_owned());
-        tokio::task::spawn_blocking(move || producer.send(&topic, id.as_bytes(), Some(&bytes)))
-            .await?
-            .map_err(|e| anyhow!("producing: {e}"))?;
+        send(producer, topic, id, bytes).await?;
     }
     Ok(())
 }
 
+/// Produces one record keyed by its document id, off the async threads, and waits for its
+/// acknowledgement.
+async fn send(
+    producer: &Arc<DocumentProducer>,
+    topic: &str,
+    id: String,
+    bytes: Vec<u8>,
+) -> Result<()> {
+    let (producer, topic, key) = (producer.clone(), topic.to_owned(), id.clone());
+    tokio::task::spawn_blocking(move || producer.send(&topic, key.as_bytes(), Some(&bytes)))
+        .await?
+        .map_err(|e| anyhow!("producing {id}: {e}"))?;
+    Ok(())
+}
+
 /// Sends one record before the timed updates, so that none of them waits for the producer's
-/// first connection and metadata (about a second with the default broker, which was the
-/// maximum of every run before). Always the same record, outside every run's filter: the
+/// first connection and metadata (0.6-1.2 s with the default broker, which was the maximum of
+/// the runs before). Always the same record, outside every run's filter: the
 /// pipeline finds its content unchanged after the first run and embeds nothing.
 async fn warm_up(producer: &Arc<DocumentProducer>, topic: &str) -> Result<()> {
     let value = json!({"op": "upsert", "id": "freshness-warm-up", "title": "Freshness warm-up",
         "text": "Warms the benchmark's producer up.", "content_type": "text/plain",
         "source": "bench://freshness"});
-    let bytes = serde_json::to_vec(&value)?;
-    let (producer, topic) = (producer.clone(), topic.to_owned());
-    tokio::task::spawn_blocking(move || producer.send(&topic, b"freshness-warm-up", Some(&bytes)))
-        .await?
-        .map_err(|e| anyhow!("producing the warm-up record: {e}"))?;
-    Ok(())
+    send(
+        producer,
+        topic,
+        "freshness-warm-up".to_owned(),
+        serde_json::to_vec(&value)?,
+    )
+    .await
 }
 
 /// The id (and path below the watched directory) of benchmark document `doc` of run `run`.
