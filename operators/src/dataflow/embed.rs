@@ -10,9 +10,12 @@
 //! [`EmbedError::may_be_about_texts`], e.g. a cache it cannot write) stops the pipeline
 //! ([`SinkRecord::Failed`]).
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 use super::{ChunkDelta, Time};
@@ -50,7 +53,14 @@ pub enum SinkRecord {
     },
 }
 
-/// Embeds the leaf upserts of each message with `embedder`.
+/// Embeds the leaf upserts of each message with `embedder`, one time at a time: an activation
+/// takes in every message that has arrived but embeds only those of the earliest time, then
+/// returns (asking to run again while messages wait). Embedding is the slow step; a worker
+/// that read many epochs ahead (a backlog) would otherwise embed them all in one activation,
+/// and no epoch of them could become durable before the last was embedded. After embedding
+/// one time, the next activation only asks to run again: the operators downstream (the sink)
+/// run after this one in a worker's step, and so see the frontier pass that time before the
+/// next time's embedding, not after it. The sink's commits then follow one epoch at a time.
 pub fn embed_deltas<'s, E>(
     deltas: Stream<'s, Time, Vec<ChunkDelta>>,
     mut embedder: E,
@@ -58,13 +68,44 @@ pub fn embed_deltas<'s, E>(
 where
     E: BatchEmbed + 'static,
 {
-    deltas.unary(Pipeline, "Embed", move |_cap, _info| {
+    let scope = deltas.scope();
+    deltas.unary(Pipeline, "Embed", move |_cap, info| {
+        let activator = scope.activator_for(info.address);
+        // Messages taken in and not embedded yet, with the capabilities that hold their times.
+        let mut waiting: VecDeque<(Capability<Time>, Vec<ChunkDelta>)> = VecDeque::new();
+        // Whether the last activation embedded (the next one then leaves the step to the rest).
+        let mut embedded = false;
         move |input, output| {
             input.for_each(|cap, data| {
-                let deltas: Vec<ChunkDelta> = std::mem::take(data);
+                let deltas = std::mem::take(data);
+                match cap.retain_least(0) {
+                    Some(held) => waiting.push_back((held, deltas)),
+                    // A message without a time to hold: embedded now, as it came.
+                    None => {
+                        let records = embed_batch(deltas, &mut embedder);
+                        output.session(&cap).give_iterator(records.into_iter());
+                    }
+                }
+            });
+            let Some(earliest) = waiting.iter().map(|(c, _)| *c.time()).min() else {
+                embedded = false;
+                return;
+            };
+            if std::mem::take(&mut embedded) {
+                activator.activate();
+                return;
+            }
+            let (now, later): (VecDeque<_>, VecDeque<_>) =
+                waiting.drain(..).partition(|(c, _)| *c.time() == earliest);
+            waiting = later;
+            for (cap, deltas) in now {
                 let records = embed_batch(deltas, &mut embedder);
                 output.session(&cap).give_iterator(records.into_iter());
-            });
+            }
+            embedded = true;
+            if !waiting.is_empty() {
+                activator.activate();
+            }
         }
     })
 }
@@ -229,6 +270,73 @@ mod tests {
             self.probes += 1;
             !self.dead
         }
+    }
+
+    /// Notes, at each model call, whether the operator downstream has seen the frontier pass
+    /// time 0.
+    struct Noting {
+        downstream_past_0: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        calls: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+    }
+
+    impl BatchEmbed for Noting {
+        fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let past = self
+                .downstream_past_0
+                .load(std::sync::atomic::Ordering::SeqCst);
+            self.calls.lock().unwrap().push(past);
+            Ok(texts.iter().map(|t| vec![t.len() as f32]).collect())
+        }
+        fn model_works(&mut self) -> bool {
+            true
+        }
+    }
+
+    /// Two times' messages wait together (a worker that read ahead): the earlier is embedded,
+    /// and the operator downstream sees the frontier pass it before the later one is embedded,
+    /// so that the earlier can become durable first. Both come out, each at its own time.
+    #[test]
+    fn each_time_is_embedded_in_an_activation_of_its_own() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        use timely::container::CapacityContainerBuilder;
+        use timely::dataflow::operators::Probe;
+        use timely::dataflow::{InputHandle, ProbeHandle};
+
+        let past_0 = Arc::new(AtomicBool::new(false));
+        let calls: Arc<Mutex<Vec<bool>>> = Arc::default();
+        let seen: Arc<Mutex<Vec<(Time, usize)>>> = Arc::default();
+        let model = Noting {
+            downstream_past_0: past_0.clone(),
+            calls: calls.clone(),
+        };
+        let out = seen.clone();
+        timely::execute_directly(move |worker| {
+            let mut input = InputHandle::<Time, CapacityContainerBuilder<Vec<ChunkDelta>>>::new();
+            let probe = ProbeHandle::new();
+            worker.dataflow::<Time, _, _>(|scope| {
+                embed_deltas(input.to_stream(scope), model)
+                    .probe_with(&probe)
+                    .sink(Pipeline, "Collect", move |(input, frontier)| {
+                        input.for_each(|cap, records| {
+                            let t = *cap.least().expect("a message has a time");
+                            out.lock().unwrap().push((t, records.len()));
+                        });
+                        if !frontier.less_equal(&0) {
+                            past_0.store(true, Ordering::SeqCst);
+                        }
+                    });
+            });
+            input.send(leaf("a"));
+            input.advance_to(1);
+            input.send(leaf("b"));
+            input.advance_to(2);
+            while probe.less_than(&2) {
+                worker.step();
+            }
+        });
+        assert_eq!(*calls.lock().unwrap(), [false, true]);
+        assert_eq!(*seen.lock().unwrap(), [(0, 1), (1, 1)]);
     }
 
     #[test]
