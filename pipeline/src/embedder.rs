@@ -2,6 +2,8 @@
 //! [`BatchEmbed`] the embedding operator asks for vectors.
 
 use std::sync::{Arc, Mutex, OnceLock};
+
+use prometheus_client::metrics::histogram::Histogram;
 use std::time::Instant;
 
 use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingConfig, EmbeddingModel, Provider};
@@ -50,6 +52,8 @@ pub fn copy_config(embedding: &EmbeddingConfig, pipeline: &PipelineConfig) -> Em
 #[derive(Clone)]
 pub struct SharedModel {
     model: Arc<Mutex<EmbeddingModel>>,
+    /// Where each model call's wait for its turn is observed (`embedding_model_wait_seconds`).
+    wait: Option<Histogram>,
     model_id: String,
     cache_id: String,
     dim: usize,
@@ -64,6 +68,7 @@ impl SharedModel {
             dim: model.dim(),
             provider: model.provider(),
             model: Arc::new(Mutex::new(model)),
+            wait: None,
         }
     }
 }
@@ -79,10 +84,15 @@ impl Embedder for SharedModel {
         self.dim
     }
     fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.model
+        let asked = Instant::now();
+        let mut model = self
+            .model
             .lock()
-            .map_err(|_| EmbedError::environment("embedding model lock poisoned"))?
-            .embed_passages(texts)
+            .map_err(|_| EmbedError::environment("embedding model lock poisoned"))?;
+        if let Some(h) = &self.wait {
+            h.observe(asked.elapsed().as_secs_f64());
+        }
+        model.embed_passages(texts)
     }
 }
 
@@ -113,7 +123,7 @@ impl Models {
     /// The model worker `local` (its index within this process) embeds with.
     pub fn for_worker(&self, local: usize, metrics: &Metrics) -> Result<SharedModel, String> {
         let slot = &self.copies[local % self.copies.len()];
-        let model = slot
+        let mut model = slot
             .get_or_init(|| {
                 EmbeddingModel::load_with_metrics(&self.config, Some(&metrics.remote_embedding))
                     .map(SharedModel::new)
@@ -121,6 +131,7 @@ impl Models {
             })
             .clone()?;
         if model.provider != Provider::Openai {
+            model.wait = Some(metrics.model_wait.clone());
             return Ok(model);
         }
         let client = model

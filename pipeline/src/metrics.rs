@@ -102,6 +102,7 @@ pub struct Metrics {
     pub source_to_read: Histogram,
     pub source_to_sink: Histogram,
     pub embed_batch: Histogram,
+    pub model_wait: Histogram,
     pub sink_write: HistogramFamily<SinkLabel>,
     pub tantivy_read_back: Histogram,
     pub stall_retries: Family<StallAt, Counter>,
@@ -202,6 +203,12 @@ impl Metrics {
             "Duration of embedding one batch of chunk texts (cache lookups included)",
             PIPELINE_AGE,
         );
+        let model_wait = r.histogram(
+            "embedding_model_wait_seconds",
+            "Time a worker waited for its turn on a local model copy it shares with other \
+             workers ([pipeline] model_copies below workers), per model call",
+            PIPELINE_AGE,
+        );
         let sink_write = r.histograms(
             "sink_write_seconds",
             "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + \
@@ -292,6 +299,7 @@ impl Metrics {
             source_to_read,
             source_to_sink,
             embed_batch,
+            model_wait,
             tantivy_read_back,
             sink_write,
             stall_retries,

@@ -197,6 +197,64 @@ fn raw_fastembed(cfg: &Config) -> Result<(usize, f64)> {
 pub(crate) type Pipeline = std::thread::JoinHandle<Result<()>>;
 
 /// Starts the real pipeline on `cfg` in a thread of this process.
+/// The commits of a phase, watched from another thread: how many, when the first came and the
+/// longest time without one (the phase's end counts as a commit's time).
+struct CommitWatch {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Commits>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Commits {
+    count: u64,
+    first_s: Option<f64>,
+    longest_gap_s: f64,
+}
+
+impl CommitWatch {
+    fn start(metrics: &Metrics) -> CommitWatch {
+        let (done, counter) = (Arc::new(AtomicBool::new(false)), metrics.commits.clone());
+        let stop = done.clone();
+        let thread = std::thread::spawn(move || {
+            let (start, base) = (Instant::now(), counter.get());
+            let (mut last, mut seen, mut out) = (0.0, base, Commits::default());
+            loop {
+                let finished = stop.load(Ordering::SeqCst);
+                let (now, n) = (start.elapsed().as_secs_f64(), counter.get());
+                if n > seen || finished {
+                    out.longest_gap_s = out.longest_gap_s.max(now - last);
+                    last = now;
+                }
+                if n > seen && out.first_s.is_none() {
+                    out.first_s = Some(now);
+                }
+                seen = n;
+                if finished {
+                    out.count = n - base;
+                    return out;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        CommitWatch { done, thread }
+    }
+
+    fn finish(self) -> Commits {
+        self.done.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// A histogram of `metrics` since the process started, in milliseconds (`None` without one).
+fn histogram_ms(metrics: &Metrics, name: &str) -> Option<crate::freshness_budget::HistogramDelta> {
+    let now = crate::freshness_budget::parse(&freshet_metrics::encode(&metrics.registry));
+    let full = now
+        .keys()
+        .find_map(|k| k.strip_suffix("_count").filter(|n| n.ends_with(name)))?
+        .to_string();
+    crate::freshness_budget::histogram(&Default::default(), &now, &full).filter(|h| h.count > 0.0)
+}
+
 pub(crate) fn spawn_pipeline(
     cfg: &Config,
     stop: &Arc<AtomicBool>,
@@ -285,8 +343,11 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
     let start = Instant::now();
     let mut handle = Some(spawn_pipeline(&cfg, &stop, &metrics, Default::default()));
     let limit = Duration::from_secs(3600);
+    let commits = CommitWatch::start(&metrics);
     wait_caught_up(&cfg, &mut handle, &metrics, limit)?;
     let first_s = start.elapsed().as_secs_f64();
+    let commits = commits.finish();
+    let model_wait = histogram_ms(&metrics, "embedding_model_wait_seconds");
     let cpu_first = cpu_before.until(&cpu_time::Snapshot::take());
     let chunks = chunks_upserted(&metrics);
     let embedded_first = counter(&metrics, "embedded");
@@ -355,6 +416,11 @@ fn bench(config: &Config, args: &IngestBenchArgs) -> Result<()> {
         "batch_tokens": cfg.embedding.batch_tokens,
         "cpu_arena": cfg.embedding.cpu_arena,
         "spinning": cfg.embedding.spinning,
+        "commits_first_ingest": commits.count,
+        "first_commit_after_s": commits.first_s,
+        "longest_without_commit_s": commits.longest_gap_s,
+        "model_copies": cfg.pipeline.model_copies,
+        "model_wait_ms": model_wait,
         "rss_after_first_ingest_mb": rss_after_mb,
         "rss_3s_after_first_ingest_mb": rss_idle_mb,
         "rss_peak_first_ingest_mb": rss_peak_mb,
