@@ -16,7 +16,9 @@
 # passage, and one question of 40 moves a figure by 0.025).
 # Each runs on a topic, Milvus collection and tantivy index of its own, with a pipeline and query
 # node of its own (started and stopped here). Needs the broker and Milvus up (deploy/test.sh starts
-# them and calls this).
+# them and calls this). Each dataset leaves its report and one TREC run file per configuration (the
+# rankings, for trec_eval or ranx, or to compare two runs) in $FRESHET_RUN_DIR/eval/<dataset>/
+# (report.json, runs/<configuration>.run).
 #   deploy/eval-gate.sh [DATASET...]            run the gate (all datasets when none is named)
 #   deploy/eval-gate.sh --update [DATASET...]   run and rewrite the baselines (commit them with the
 #                                               change that legitimately moved them)
@@ -96,7 +98,7 @@ run_dataset() {
     "$FRESHET_DEPLOY_DIR/start-pipeline.sh"
     "$FRESHET_DEPLOY_DIR/start-query.sh"
     local args=(eval --dataset "$dataset" --url "http://$FRESHET_QUERY_LISTEN" --configs "bm25,vector,hybrid,hybrid-weighted"
-        --json "$run/report.json" --wait-secs "${FRESHET_EVAL_WAIT_SECS:-3000}")
+        --json "$run/report.json" --runs "$run/runs" --wait-secs "${FRESHET_EVAL_WAIT_SECS:-3000}")
     if ((update)); then
         "$bin" "${args[@]}" || die "$name: the evaluation failed (report: $run/report.json)"
         cp "$run/report.json" "$baseline"

@@ -182,6 +182,7 @@ impl GateArgs {
             wait: Duration::from_secs(self.wait_s),
             concurrency: 4,
             json_out: None,
+            runs_out: None,
             baseline: None,
             gate: Vec::new(),
             tolerance: self.tolerance,

@@ -163,6 +163,7 @@ fn remove_docs(
         wait: Duration::from_secs(args.wait_secs),
         concurrency: 1,
         json_out: None,
+        runs_out: None,
         baseline: None,
         gate: Vec::new(),
         tolerance: 0.0,

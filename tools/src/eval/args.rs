@@ -39,6 +39,10 @@ pub struct EvalArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write each configuration's ranking as a TREC run file here (`<name>.run`: qid Q0 doc
+    /// rank score name), for trec_eval, pytrec_eval or ranx, or to compare two runs.
+    #[arg(long)]
+    runs: Option<PathBuf>,
     /// Committed baseline report: fail if a --gate configuration's nDCG@10 is more than
     /// --tolerance below it. A configuration may carry a tolerance of its own
     /// (`--gate bm25,vector:0.03`).
@@ -72,6 +76,7 @@ impl EvalArgs {
             wait: Duration::from_secs(self.wait_secs),
             concurrency: self.concurrency,
             json_out: self.json,
+            runs_out: self.runs,
             baseline: self.baseline,
             gate: baseline::parse(&self.gate)?,
             tolerance: self.tolerance,

@@ -10,6 +10,7 @@ mod args;
 mod baseline;
 pub mod beir;
 pub mod metrics;
+mod trec;
 
 pub use args::EvalArgs;
 
@@ -26,6 +27,7 @@ use serde_json::{json, Value};
 use crate::config::Config as StackConfig;
 use beir::Dataset;
 use metrics::{doc_ranking, Scores};
+use trec::{doc_scores, trec_run, QueryRuns};
 
 /// Options of one evaluation run (from [`EvalArgs`]).
 pub struct Options {
@@ -39,6 +41,8 @@ pub struct Options {
     pub wait: Duration,
     pub concurrency: usize,
     pub json_out: Option<PathBuf>,
+    /// A folder for each configuration's TREC run file (`<name>.run`).
+    pub runs_out: Option<PathBuf>,
     pub baseline: Option<PathBuf>,
     pub gate: Vec<baseline::Gated>,
     pub tolerance: f64,
@@ -365,7 +369,13 @@ pub fn run(args: Options) -> Result<(Report, bool)> {
     };
     for (name, fields) in &configs {
         eprintln!("config {name}: {fields}");
-        let r = runtime.block_on(run_config(&client, &args, &dataset, fields))?;
+        let (r, run) = runtime.block_on(run_config(&client, &args, &dataset, fields))?;
+        if let Some(dir) = &args.runs_out {
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join(format!("{name}.run"));
+            std::fs::write(&path, trec_run(name, &run))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
         report.configs.insert(name.clone(), r);
     }
     print_table(&report);
@@ -385,7 +395,7 @@ async fn run_config(
     args: &Options,
     dataset: &Dataset,
     fields: &Value,
-) -> Result<ConfigReport> {
+) -> Result<(ConfigReport, QueryRuns)> {
     let queries = dataset.judged_queries();
     let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
@@ -410,6 +420,7 @@ async fn run_config(
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await?;
             let mut rankings = Vec::new();
+            let mut scored = Vec::new();
             let mut ms = 0.0;
             for body in bodies {
                 let started = Instant::now();
@@ -427,26 +438,32 @@ async fn run_config(
                     ms = started.elapsed().as_secs_f64() * 1000.0;
                 }
                 let v: Value = serde_json::from_str(&text)?;
-                let ids: Vec<&str> = v["results"]
+                let hits = v["results"]
                     .as_array()
-                    .ok_or_else(|| anyhow!("query {qid}: no results array"))?
+                    .ok_or_else(|| anyhow!("query {qid}: no results array"))?;
+                let ids: Vec<&str> = hits
                     .iter()
                     .map(|h| h["doc_id"].as_str().unwrap_or_default())
                     .collect();
+                if rankings.is_empty() {
+                    scored = doc_scores(hits);
+                }
                 rankings.push(doc_ranking(ids));
             }
             let deep = rankings.pop().unwrap_or_default();
             let shallow = rankings.pop().unwrap_or_default();
-            Ok::<_, anyhow::Error>((i, shallow, deep, ms))
+            Ok::<_, anyhow::Error>((i, shallow, deep, ms, scored))
         });
     }
     let mut bar = Progress::new("queries", queries.len() as u64);
     let mut done = 0u64;
     let mut per_query: Vec<Option<Scores>> = vec![None; queries.len()];
+    let mut run = vec![Vec::new(); queries.len()];
     let mut latencies = Vec::with_capacity(queries.len());
     while let Some(res) = tasks.join_next().await {
-        let (i, shallow, deep, ms) = res??;
+        let (i, shallow, deep, ms, scored) = res??;
         per_query[i] = Some(Scores::of(&shallow, &deep, &dataset.qrels[&queries[i].0]));
+        run[i] = scored;
         latencies.push(ms);
         done += 1;
         bar.set(done);
@@ -460,13 +477,15 @@ async fn run_config(
         }
         latencies[((latencies.len() as f64 - 1.0) * p).round() as usize]
     };
-    Ok(ConfigReport {
+    let report = ConfigReport {
         request: fields.clone(),
         scores: Scores::mean(&all),
         queries: all.len(),
         latency_ms_p50: pct(0.5),
         latency_ms_p99: pct(0.99),
-    })
+    };
+    let qids = queries.iter().map(|(q, _)| q.clone());
+    Ok((report, qids.zip(run).collect()))
 }
 
 fn print_table(r: &Report) {
