@@ -54,7 +54,8 @@ pub struct PipelineConfig {
     /// (empty = single process). Every process runs `workers` threads.
     pub process_index: usize,
     pub cluster_addresses: Vec<String>,
-    /// Records a worker takes from Kafka per epoch.
+    /// Records a worker takes from Kafka per epoch. A backlog becomes durable, and searchable,
+    /// an epoch at a time: fewer records per epoch commit sooner, at some throughput.
     pub batch_max_records: usize,
     /// How long an idle worker waits for a record before it moves time on. A worker hands
     /// records on as soon as it reads them; this bounds how long an idle worker can hold back
@@ -100,7 +101,7 @@ impl Default for PipelineConfig {
             model_copies: 1,
             process_index: 0,
             cluster_addresses: Vec::new(),
-            batch_max_records: 512,
+            batch_max_records: 256,
             batch_max_wait_ms: 5,
             embedding_cache_path: freshet_config::freshet_home()
                 .join("cache")
