@@ -57,10 +57,11 @@ pub enum SinkRecord {
 /// takes in every message that has arrived but embeds only those of the earliest time, then
 /// returns (asking to run again while messages wait). Embedding is the slow step; a worker
 /// that read many epochs ahead (a backlog) would otherwise embed them all in one activation,
-/// and no epoch of them could become durable before the last was embedded. After embedding
-/// one time, the next activation only asks to run again: the operators downstream (the sink)
-/// run after this one in a worker's step, and so see the frontier pass that time before the
-/// next time's embedding, not after it. The sink's commits then follow one epoch at a time.
+/// and no epoch of them could become durable before the last was embedded. When a time was
+/// embedded with more waiting, the next activation only asks to run again: the operators
+/// downstream (the sink) run after this one in a worker's step, and so see the frontier pass
+/// that time before the next time's embedding, not after it. The sink's commits then follow
+/// one epoch at a time. A message that finds nothing waiting is embedded at once.
 pub fn embed_deltas<'s, E>(
     deltas: Stream<'s, Time, Vec<ChunkDelta>>,
     mut embedder: E,
@@ -73,8 +74,9 @@ where
         let activator = scope.activator_for(info.address);
         // Messages taken in and not embedded yet, with the capabilities that hold their times.
         let mut waiting: VecDeque<(Capability<Time>, Vec<ChunkDelta>)> = VecDeque::new();
-        // Whether the last activation embedded (the next one then leaves the step to the rest).
-        let mut embedded = false;
+        // Whether the last activation embedded and left messages waiting: the next one then
+        // leaves the step to the operators downstream.
+        let mut rest = false;
         move |input, output| {
             input.for_each(|cap, data| {
                 let deltas = std::mem::take(data);
@@ -88,10 +90,9 @@ where
                 }
             });
             let Some(earliest) = waiting.iter().map(|(c, _)| *c.time()).min() else {
-                embedded = false;
                 return;
             };
-            if std::mem::take(&mut embedded) {
+            if std::mem::take(&mut rest) {
                 activator.activate();
                 return;
             }
@@ -102,8 +103,8 @@ where
                 let records = embed_batch(deltas, &mut embedder);
                 output.session(&cap).give_iterator(records.into_iter());
             }
-            embedded = true;
             if !waiting.is_empty() {
+                rest = true;
                 activator.activate();
             }
         }
@@ -337,6 +338,41 @@ mod tests {
         });
         assert_eq!(*calls.lock().unwrap(), [false, true]);
         assert_eq!(*seen.lock().unwrap(), [(0, 1), (1, 1)]);
+    }
+
+    /// With nothing waiting (updates arriving one at a time), a message is embedded in the
+    /// step it arrives in, also right after another was embedded.
+    #[test]
+    fn a_message_alone_is_embedded_at_once() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        use timely::container::CapacityContainerBuilder;
+        use timely::dataflow::operators::Probe;
+        use timely::dataflow::{InputHandle, ProbeHandle};
+
+        let calls: Arc<Mutex<Vec<bool>>> = Arc::default();
+        let model = Noting {
+            downstream_past_0: Arc::new(AtomicBool::new(false)),
+            calls: calls.clone(),
+        };
+        let counted = calls.clone();
+        timely::execute_directly(move |worker| {
+            let mut input = InputHandle::<Time, CapacityContainerBuilder<Vec<ChunkDelta>>>::new();
+            let probe = ProbeHandle::new();
+            worker.dataflow::<Time, _, _>(|scope| {
+                embed_deltas(input.to_stream(scope), model).probe_with(&probe);
+            });
+            for t in 0..3 {
+                input.send(leaf("a"));
+                input.advance_to(t + 1);
+                worker.step();
+                assert_eq!(counted.lock().unwrap().len(), t as usize + 1);
+                while probe.less_than(&(t + 1)) {
+                    worker.step();
+                }
+            }
+        });
+        assert_eq!(calls.lock().unwrap().len(), 3);
     }
 
     #[test]
