@@ -250,6 +250,12 @@ pub(crate) fn bm25_hits(
     Ok(searcher.search(&*q, &TopDocs::with_limit(k).order_by_score())?)
 }
 
+/// The BM25 top `k` with their chunks, best first; equal scores in chunk-id order. tantivy
+/// orders a tie by where the index holds the chunks, and that differs between two indexes of
+/// the same chunks (segments cut by other commits, merged at other times: a replica, the next
+/// run), so the same query would rank them differently. A tie across the `k`-th place is
+/// looked at whole when it ends within [`TIE_WIDENING`] × `k` + 16 hits; a longer one (one
+/// common word over a large corpus) keeps tantivy's order, as does everything when it does.
 pub(crate) fn search_bm25(
     searcher: &Searcher,
     s: &ChunkSchema,
@@ -259,11 +265,43 @@ pub(crate) fn search_bm25(
     params: Bm25Params,
     scorer: Bm25Scorer,
 ) -> Result<Vec<(f32, Chunk)>> {
-    bm25_hits(searcher, s, query, k, filter, params, scorer)?
-        .into_iter()
-        .map(|(score, addr)| Ok((score, s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?)))
-        .collect()
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let search = |limit| bm25_hits(searcher, s, query, limit, filter, params, scorer);
+    let load = |hits: Vec<(f32, DocAddress)>| {
+        hits.into_iter()
+            .map(|(score, addr)| Ok((score, s.to_chunk(&searcher.doc::<TantivyDocument>(addr)?)?)))
+            .collect::<Result<Vec<_>>>()
+    };
+    // Whether the hits past `held` score as the k-th (a tie not held whole).
+    let open = |hits: &[(f32, DocAddress)], held: usize| {
+        hits.len() > held && hits[held].0 == hits[k - 1].0
+    };
+    let mut hits = search(k + 1)?;
+    if open(&hits, k) {
+        let cap = k.saturating_mul(TIE_WIDENING).saturating_add(16);
+        let wide = search(cap + 1)?;
+        if open(&wide, cap) {
+            hits.truncate(k);
+            return load(hits);
+        }
+        hits = wide;
+    }
+    let kth = hits.get(k - 1).map(|h| h.0);
+    hits.retain(|(score, _)| kth.is_none_or(|l| *score >= l));
+    let mut out = load(hits)?;
+    out.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| a.1.chunk_id.cmp(&b.1.chunk_id))
+    });
+    out.truncate(k);
+    Ok(out)
 }
+
+/// How far [`search_bm25`] looks for the end of a tie across the `k`-th place: this many
+/// times `k` hits (and 16).
+const TIE_WIDENING: usize = 4;
 
 pub(crate) fn last_payload(index: &Index) -> Result<Option<CommitPayload>> {
     match index.load_metas()?.payload {
