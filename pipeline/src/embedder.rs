@@ -2,12 +2,11 @@
 //! [`BatchEmbed`] the embedding operator asks for vectors.
 
 use std::sync::{Arc, Mutex, OnceLock};
-
-use prometheus_client::metrics::histogram::Histogram;
 use std::time::Instant;
 
 use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingConfig, EmbeddingModel, Provider};
 use freshet_operators::embed::{BatchEmbed, EmbedError, Embedder, VectorCache};
+use prometheus_client::metrics::histogram::Histogram;
 
 use crate::config::PipelineConfig;
 use crate::metrics::Metrics;

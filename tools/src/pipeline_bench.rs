@@ -196,7 +196,6 @@ fn raw_fastembed(cfg: &Config) -> Result<(usize, f64)> {
 /// The pipeline, run in a thread of this process.
 pub(crate) type Pipeline = std::thread::JoinHandle<Result<()>>;
 
-/// Starts the real pipeline on `cfg` in a thread of this process.
 /// The commits of a phase, watched from another thread: how many, when the first came and the
 /// longest time without one (the phase's end counts as a commit's time).
 struct CommitWatch {
@@ -255,6 +254,7 @@ fn histogram_ms(metrics: &Metrics, name: &str) -> Option<crate::freshness_budget
     crate::freshness_budget::histogram(&Default::default(), &now, &full).filter(|h| h.count > 0.0)
 }
 
+/// Starts the real pipeline on `cfg` in a thread of this process.
 pub(crate) fn spawn_pipeline(
     cfg: &Config,
     stop: &Arc<AtomicBool>,
