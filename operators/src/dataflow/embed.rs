@@ -10,8 +10,6 @@
 //! [`EmbedError::may_be_about_texts`], e.g. a cache it cannot write) stops the pipeline
 //! ([`SinkRecord::Failed`]).
 
-use std::collections::VecDeque;
-
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -73,7 +71,7 @@ where
     deltas.unary(Pipeline, "Embed", move |_cap, info| {
         let activator = scope.activator_for(info.address);
         // Messages taken in and not embedded yet, with the capabilities that hold their times.
-        let mut waiting: VecDeque<(Capability<Time>, Vec<ChunkDelta>)> = VecDeque::new();
+        let mut waiting: Vec<(Capability<Time>, Vec<ChunkDelta>)> = Vec::new();
         // Whether the last activation embedded and left messages waiting: the next one then
         // leaves the step to the operators downstream.
         let mut rest = false;
@@ -81,7 +79,7 @@ where
             input.for_each(|cap, data| {
                 let deltas = std::mem::take(data);
                 match cap.retain_least(0) {
-                    Some(held) => waiting.push_back((held, deltas)),
+                    Some(held) => waiting.push((held, deltas)),
                     // A message without a time to hold: embedded now, as it came.
                     None => {
                         let records = embed_batch(deltas, &mut embedder);
@@ -96,7 +94,7 @@ where
                 activator.activate();
                 return;
             }
-            let (now, later): (VecDeque<_>, VecDeque<_>) =
+            let (now, later): (Vec<_>, Vec<_>) =
                 waiting.drain(..).partition(|(c, _)| *c.time() == earliest);
             waiting = later;
             for (cap, deltas) in now {
