@@ -441,14 +441,16 @@ async fn run_config(
                 let hits = v["results"]
                     .as_array()
                     .ok_or_else(|| anyhow!("query {qid}: no results array"))?;
-                let ids: Vec<&str> = hits
-                    .iter()
-                    .map(|h| h["doc_id"].as_str().unwrap_or_default())
-                    .collect();
                 if rankings.is_empty() {
+                    // The k = 20 ranking, with the scores its run file keeps.
                     scored = doc_scores(hits);
+                    rankings.push(scored.iter().map(|(d, _)| d.clone()).collect());
+                } else {
+                    let ids = hits
+                        .iter()
+                        .map(|h| h["doc_id"].as_str().unwrap_or_default());
+                    rankings.push(doc_ranking(ids));
                 }
-                rankings.push(doc_ranking(ids));
             }
             let deep = rankings.pop().unwrap_or_default();
             let shallow = rankings.pop().unwrap_or_default();

@@ -6,11 +6,15 @@ use serde_json::Value;
 /// Per query (its id): the documents of its k = 20 ranking with their scores.
 pub type QueryRuns = Vec<(String, Vec<(String, f64)>)>;
 
-/// The documents of one response's hits, best first, each with its best hit's score.
+/// The documents of one response's hits, best first, each with its best hit's score (the
+/// ranking [`super::metrics::doc_ranking`] makes of the same hits).
 pub fn doc_scores(hits: &[Value]) -> Vec<(String, f64)> {
     let mut seen = std::collections::HashSet::new();
     hits.iter()
-        .filter_map(|h| Some((h["doc_id"].as_str()?, h["score"].as_f64().unwrap_or(0.0))))
+        .map(|h| {
+            let doc = h["doc_id"].as_str().unwrap_or_default();
+            (doc, h["score"].as_f64().unwrap_or(0.0))
+        })
         .filter(|(d, _)| seen.insert(*d))
         .map(|(d, s)| (d.to_owned(), s))
         .collect()
