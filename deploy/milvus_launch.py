@@ -25,6 +25,18 @@ private).
 3. The health/metrics port (FRESHET_MILVUS_HEALTH_PORT, default 9091, or the
    next free one) never lands on a port listed in FRESHET_MILVUS_AVOID_PORTS
    (comma separated; start-milvus.sh puts the Kafka ports there).
+
+Search threads at Milvus' own priority: knowhere, Milvus' vector library, starts
+every thread of its pools at nice 19, its search threads included, so that inside
+Milvus a vector search waits behind all of Milvus' other work (inserts, time
+ticks, flushes, compaction) and, where Milvus shares a scheduling group with
+other programs, behind those too. While Milvus runs, this process sets each
+`Knowhere_Search` thread to FRESHET_MILVUS_SEARCH_NICE (default: the nice value
+Milvus was started at) as it appears; index builds (`Knowhere_Build*`) keep 19.
+Raising a thread's priority needs CAP_SYS_NICE (root outside a user namespace)
+or an RLIMIT_NICE that allows it (`ulimit -e`); without either, a warning says
+so once and the threads stay at 19 (docs/benchmarks.md, "Query load during
+ingest"). FRESHET_MILVUS_SEARCH_NICE=19 leaves them as knowhere sets them.
 """
 
 import ctypes
@@ -36,6 +48,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 import milvus
 
@@ -102,6 +115,89 @@ def _patch():
             server = getattr(milvus, name, None)
             if server is not None:
                 server.webservice_port = int(health)
+
+
+SEARCH_THREADS = "Knowhere_Search"
+
+
+def _search_nice():
+    """FRESHET_MILVUS_SEARCH_NICE, else this process's own nice value."""
+    value = os.environ.get("FRESHET_MILVUS_SEARCH_NICE", "").strip()
+    if not value:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        nice = int(value)
+    except ValueError:
+        nice = None
+    if nice is None or not -20 <= nice <= 19:
+        _fail(f"FRESHET_MILVUS_SEARCH_NICE={value!r} is not a nice value (-20 to 19)")
+    return nice
+
+
+def _descendants(root):
+    """The pids of every process below `root`."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _search_threads(pids):
+    """The thread ids of `pids` whose name starts with SEARCH_THREADS."""
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read()
+            except OSError:
+                continue
+            if name.startswith(SEARCH_THREADS):
+                yield int(tid)
+
+
+def _keep_search_priority(nice):
+    """Once a second, sets every knowhere search thread below this process to `nice` (they
+    appear as Milvus first searches, and knowhere lowers each to 19 when it starts it); stops
+    with a warning where raising a thread's priority is not permitted."""
+    pids, rounds = [], 0
+    while True:
+        # Milvus' processes are looked up again every 10 s (or until there are any).
+        if not pids or rounds % 10 == 0:
+            pids = _descendants(os.getpid())
+        rounds += 1
+        for tid in _search_threads(pids):
+            try:
+                if os.getpriority(os.PRIO_PROCESS, tid) != nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, nice)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                print(
+                    f"milvus_launch: WARNING: cannot raise Milvus' search threads from nice 19 "
+                    f"(knowhere's) to {nice}: not permitted (needs CAP_SYS_NICE, or "
+                    f"`ulimit -e` of at least {20 - nice}); vector searches wait behind "
+                    "Milvus' other work while it ingests",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return
+        time.sleep(1)
 
 
 CLONE_NEWUSER = 0x10000000
@@ -270,4 +366,7 @@ if __name__ == "__main__":
     if os.environ.get("FRESHET_MILVUS_LISTEN_ALL", "") != "1":
         _isolate()
     _patch()
+    search_nice = _search_nice()
+    if search_nice != 19:
+        threading.Thread(target=_keep_search_priority, args=(search_nice,), daemon=True).start()
     sys.exit(milvus.main())

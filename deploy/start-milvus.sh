@@ -8,6 +8,9 @@
 #       health port from 127.0.0.1 into it. FRESHET_MILVUS_LISTEN_ALL=1 runs it in the host's
 #       namespace instead, on every interface (only behind a firewall that keeps its ports
 #       private); without it, a host that allows no network namespace refuses to start it.
+#       knowhere starts Milvus' search threads at nice 19, below all of Milvus' other work;
+#       milvus_launch.py sets them to FRESHET_MILVUS_SEARCH_NICE (default: the nice value Milvus
+#       starts at; 19 leaves them), which needs CAP_SYS_NICE, else it warns in the log.
 #   FRESHET_MILVUS_IMPL=lite: milvus-lite 3.2.2 gRPC server (venv-lite, see install.sh --lite),
 #       data in $FRESHET_RUN_DIR/milvus-lite, listening on 127.0.0.1 only (--host)
 set -euo pipefail

@@ -4,40 +4,10 @@
 //! interface is the loopback.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, ensure, Context, Result};
-use freshet_tests::env;
-
-/// The processes of the group whose leader's pid is in `pidfile` (as `start_daemon` records it).
-fn group(pidfile: &Path) -> Result<Vec<u32>> {
-    let text = std::fs::read_to_string(pidfile)
-        .with_context(|| format!("reading {} (is Milvus running?)", pidfile.display()))?;
-    let leader: u32 = text
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .with_context(|| format!("no pid in {}", pidfile.display()))?;
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pgrp is the third field after the command name
-        let pgrp = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
-            .and_then(|g| g.parse::<u32>().ok());
-        if pgrp == Some(leader) {
-            out.push(pid);
-        }
-    }
-    ensure!(!out.is_empty(), "no process of group {leader} is alive");
-    Ok(out)
-}
+use freshet_tests::{env, process_group};
 
 /// A listening socket: its local address (hex, as in `/proc/net/tcp`) and port.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -101,7 +71,7 @@ fn interfaces(pid: u32) -> Result<Vec<String>> {
 }
 
 fn check(name: &str, run_dir: PathBuf, proxy_port: u16) -> Result<()> {
-    let pids = group(&run_dir.join("pids/milvus.pid"))?;
+    let pids = process_group(&run_dir.join("pids/milvus.pid"))?;
     let mut all = Vec::new();
     for pid in &pids {
         all.extend(listeners(*pid)?);
