@@ -73,11 +73,25 @@ pub struct LoadBenchArgs {
     /// The query node binary (default: `freshet-query` next to this binary).
     #[arg(long)]
     pub query_bin: Option<PathBuf>,
+    /// Where the spawned query node runs. `own`: in a session of its own (`setsid`), as the
+    /// `deploy/` scripts start every service, so that the kernel's autogroup scheduling gives it
+    /// a share of the CPU of its own. `shared`: in this tool's session, beside the pipeline, so
+    /// that only the threads' nice values rank the two.
+    #[arg(long, value_enum, default_value_t = NodeSession::Own)]
+    pub node_session: NodeSession,
     #[arg(long, env = "FRESHET_EVAL_API_KEY")]
     pub api_key: Option<String>,
     /// Also write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// The session the query node is started in (`--node-session`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeSession {
+    Own,
+    Shared,
 }
 
 /// Requests of one phase.
@@ -130,6 +144,7 @@ pub struct LoadReport {
     /// Time waited for the machine to quiet down before the idle phase, and whether it did.
     pub settle_s: f64,
     pub settled_quiet: bool,
+    pub node_session: NodeSession,
     pub machine: String,
 }
 
@@ -206,7 +221,7 @@ fn run(config: &Config, config_path: Option<&Path>, args: &LoadBenchArgs) -> Res
     // 2. The ingest with queries, 3. the idle phase, on a second fresh set.
     let (cfg, dir) = pb::fresh_config(config)?;
     let mut run = Run::start(&cfg)?;
-    let node = Node::spawn(&query_bin, &cfg, config_path, &dir, &rt)?;
+    let node = Node::spawn(&query_bin, &cfg, config_path, &dir, &rt, args.node_session)?;
     let phase = Arc::new(AtomicU8::new(WARMUP));
     let client = qb::client(64)?;
     let generator = rt.spawn(generate(
@@ -278,6 +293,7 @@ fn run(config: &Config, config_path: Option<&Path>, args: &LoadBenchArgs) -> Res
         throughput_ratio_with_to_without,
         settle_s,
         settled_quiet,
+        node_session: args.node_session,
         machine: format!(
             "{} cores",
             std::thread::available_parallelism()
@@ -372,13 +388,14 @@ struct Node {
 impl Node {
     /// Starts `bin` on `cfg`'s index and collection (query-vector cache off unless
     /// `FRESHET_QUERY_QUERY_CACHE_ENTRIES` says otherwise: the queries repeat round robin) on a
-    /// free local port, and waits until `/readyz` answers 200.
+    /// free local port, in `session`, and waits until `/readyz` answers 200.
     fn spawn(
         bin: &Path,
         cfg: &Config,
         config_path: Option<&Path>,
         dir: &Path,
         rt: &tokio::runtime::Runtime,
+        session: NodeSession,
     ) -> Result<Node> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log_path = dir.join("query.log");
@@ -397,6 +414,20 @@ impl Node {
         }
         if let Some(p) = config_path {
             cmd.env("FRESHET_CONFIG", p);
+        }
+        #[cfg(unix)]
+        if session == NodeSession::Own {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setsid(2) is async-signal-safe and touches no memory of the parent. The
+            // child is not a process group leader (it is in this tool's group), so it succeeds.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = cmd
             .spawn()

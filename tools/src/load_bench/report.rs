@@ -177,11 +177,15 @@ pub(super) fn print_report(r: &LoadReport) {
     }
     println!(
         "\np99 ingest / idle: {:.2}; throughput with / without queries: {:.3}; settled {:.0} s \
-         (quiet: {}); {}",
+         (quiet: {}); query node in a session {}; {}",
         r.p99_ratio_ingest_to_idle,
         r.throughput_ratio_with_to_without,
         r.settle_s,
         r.settled_quiet,
+        match r.node_session {
+            NodeSession::Own => "of its own",
+            NodeSession::Shared => "shared with the pipeline",
+        },
         r.machine
     );
 }
