@@ -15,6 +15,27 @@ FRESHET_HOME="${FRESHET_HOME:-$HOME/.freshet}"
 . "$FRESHET_HOME/env.sh"
 
 export FRESHET_RUN_DIR="${FRESHET_TEST_RUN_DIR:-$FRESHET_HOME/test-run}"
+# One run per run dir: a second one would stop and restart the first one's services under its
+# tests. The lock is a file holding the pid of the run that owns it (not an flock: the services
+# started below would inherit its descriptor and hold it after the run); a dead owner's is taken.
+LOCK="${FRESHET_RUN_DIR%/}.lock"
+take_lock() {
+    local owner
+    while ! (set -o noclobber && echo "$$" >"$LOCK") 2>/dev/null; do
+        owner=$(cat "$LOCK" 2>/dev/null || true)
+        if [[ "$owner" =~ ^[0-9]+$ ]] && [[ -r "/proc/$owner/cmdline" ]] &&
+            tr '\0' ' ' <"/proc/$owner/cmdline" | grep -q 'test\.sh'; then
+            echo "deploy/test.sh: another run (pid $owner) is using $FRESHET_RUN_DIR and its services;" \
+                "wait for it to finish, or give this one FRESHET_TEST_RUN_DIR and other ports" \
+                "(FRESHET_KAFKA_PORT, FRESHET_MILVUS_PORT, ...)" >&2
+            exit 1
+        fi
+        rm -f "$LOCK"
+    done
+}
+release_lock() { [[ "$(cat "$LOCK" 2>/dev/null)" == "$$" ]] && rm -f "$LOCK"; return 0; }
+take_lock
+trap release_lock EXIT
 export FRESHET_KAFKA_PORT="${FRESHET_KAFKA_PORT:-9092}"
 export FRESHET_MILVUS_PORT="${FRESHET_MILVUS_PORT:-19530}"
 # milvus-lite (Milvus 3.x API) next to the standalone 2.3.5, for tests/tests/milvus_lite_e2e.rs.
@@ -45,7 +66,7 @@ stop_lite >/dev/null 2>&1
 "$here/stop-all.sh" >/dev/null 2>&1 || true
 rm -rf "$FRESHET_RUN_DIR"
 mkdir -p "$FRESHET_RUN_DIR"
-trap stop_all EXIT
+trap 'stop_all; release_lock' EXIT
 "$here/start-all.sh"
 FRESHET_RUN_DIR="$LITE_RUN_DIR" FRESHET_MILVUS_IMPL=lite FRESHET_MILVUS_PORT="$FRESHET_MILVUS_LITE_PORT" \
     "$here/start-milvus.sh"
