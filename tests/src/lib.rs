@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, ensure, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use freshet_kafka::{admin, DocumentProducer, KafkaConfig, PartitionReader, Record};
 use freshet_operators::chunk::{Chunk, ChunkerConfig, HfTokenCounter};
 use freshet_operators::intake::intake;
@@ -21,9 +21,11 @@ pub mod http;
 pub mod ingest;
 pub mod llm;
 mod milvus;
+mod process;
 pub mod prometheus;
 pub mod proxy;
 pub mod query;
+pub use process::{pidfile_pid, process_group};
 pub mod reindex;
 pub mod spawned;
 pub mod watch;
@@ -60,36 +62,6 @@ pub fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: run the integration tests with deploy/test.sh")
     })
-}
-
-/// The processes of the group whose leader's pid is in `pidfile` (as `start_daemon` records it).
-pub fn process_group(pidfile: &Path) -> Result<Vec<u32>> {
-    let text = std::fs::read_to_string(pidfile)
-        .with_context(|| format!("reading {} (is the service running?)", pidfile.display()))?;
-    let leader: u32 = text
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .with_context(|| format!("no pid in {}", pidfile.display()))?;
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pgrp is the third field after the command name
-        let pgrp = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
-            .and_then(|g| g.parse::<u32>().ok());
-        if pgrp == Some(leader) {
-            out.push(pid);
-        }
-    }
-    ensure!(!out.is_empty(), "no process of group {leader} is alive");
-    Ok(out)
 }
 
 pub fn workspace_root() -> PathBuf {

@@ -142,13 +142,7 @@ impl Services {
             .run_dir
             .join("pids")
             .join(format!("{}.pid", what.name()));
-        let text = std::fs::read_to_string(&pidfile)
-            .with_context(|| format!("reading {}", pidfile.display()))?;
-        let pid: i32 = text
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse().ok())
-            .with_context(|| format!("no pid in {}: {text:?}", pidfile.display()))?;
+        let pid = crate::pidfile_pid(&pidfile)?;
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         if !String::from_utf8_lossy(&cmdline).contains(what.name()) {
             bail!(
