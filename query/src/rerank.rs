@@ -24,17 +24,19 @@ pub enum Reranker {
 }
 
 impl Reranker {
-    /// The reranker of the configuration, or `None` when `rerank_backend = "none"`.
+    /// The reranker of the configuration, or `None` when `rerank_backend = "none"`. A local one
+    /// runs on `embedding`'s ONNX Runtime library and spins as its `spinning` says.
     pub fn from_config(
         cfg: &QueryConfig,
-        ort_dylib_path: Option<std::path::PathBuf>,
+        embedding: &freshet_embedding::EmbeddingConfig,
     ) -> Result<Option<Reranker>> {
         match cfg.rerank_backend {
             RerankBackend::None => Ok(None),
             RerankBackend::Local => {
                 let mut rc = RerankerConfig::for_model_dir(&cfg.rerank_model_dir);
-                rc.ort_dylib_path = ort_dylib_path;
+                rc.ort_dylib_path = embedding.ort_dylib_path.clone();
                 rc.threads = Some(cfg.embedder_threads);
+                rc.spinning = embedding.spinning;
                 let model = FastReranker::load(&rc).context("loading the local reranker")?;
                 Ok(Some(Reranker::Local(Arc::new(Mutex::new(model)))))
             }

@@ -61,7 +61,7 @@ pub fn engine(mut config: Config) -> Result<Arc<Engine>> {
     ));
     let counter = HfTokenCounter::from_file(config.embedding.tokenizer_path())
         .context("loading the model tokenizer (for context packing)")?;
-    let reranker = Reranker::from_config(&config.query, config.embedding.ort_dylib_path.clone())?;
+    let reranker = Reranker::from_config(&config.query, &config.embedding)?;
     // A replica serves the index it keeps from the changelog, once that index is current.
     let replica = if config.replica.enabled {
         let r = crate::replica::start(

@@ -79,7 +79,7 @@ pub struct EmbeddingConfig {
     /// the query node and the services on the same machine: with one model copy on two cores
     /// updates were visible 10-15 ms sooner at p50 and the node embedded queries faster during
     /// an ingest, for a bulk ingest 1-7% slower (docs/benchmarks.md, "Freshness budget" and
-    /// "Query load during ingest").
+    /// "Query load during ingest"). The query node's local reranker follows the same setting.
     pub spinning: bool,
     /// The languages the model's vectors mean something for (ISO 639-1 or 639-3 codes), for
     /// a model whose `freshet-model.json` does not declare them or declares them wrongly.

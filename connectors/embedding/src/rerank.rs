@@ -32,6 +32,10 @@ pub struct RerankerConfig {
     pub batch_size: usize,
     /// ONNX Runtime intra-op threads (default: all cores).
     pub threads: Option<usize>,
+    /// Whether ONNX Runtime's threads spin between pieces of work instead of sleeping, as
+    /// [`crate::EmbeddingConfig::spinning`] (off by default: an idle reranker gives its cores
+    /// back).
+    pub spinning: bool,
 }
 
 impl RerankerConfig {
@@ -42,6 +46,7 @@ impl RerankerConfig {
             max_length: 512,
             batch_size: 32,
             threads: None,
+            spinning: false,
         }
     }
 }
@@ -79,6 +84,9 @@ impl FastReranker {
         let mut options = RerankInitOptionsUserDefined::new().with_max_length(max_length);
         if let Some(t) = config.threads {
             options = options.with_intra_threads(t);
+        }
+        if !config.spinning {
+            options = options.with_session_config("session.intra_op.allow_spinning", "0");
         }
         let model = load_guarded(dir, || {
             TextRerank::try_new_from_user_defined(
