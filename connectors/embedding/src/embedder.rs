@@ -28,6 +28,10 @@ pub(crate) const ONNX_MODEL_FILES: [&str; 5] = [
     "tokenizer_config.json",
 ];
 
+/// ONNX Runtime's session setting that lets its threads spin between pieces of work
+/// (`[embedding] spinning = false` sets it to "0", for embedders and rerankers alike).
+pub(crate) const ORT_ALLOW_SPINNING: &str = "session.intra_op.allow_spinning";
+
 /// A local sentence-embedding model (fastembed + ONNX Runtime).
 ///
 /// Vectors are mean- or CLS-pooled as `freshet-model.json` says and always L2-normalised.
@@ -121,7 +125,7 @@ impl FastEmbedder {
             options = options.with_intra_threads(t);
         }
         if !config.spinning {
-            options = options.with_session_config("session.intra_op.allow_spinning", "0");
+            options = options.with_session_config(ORT_ALLOW_SPINNING, "0");
         }
         let load_err = |reason: String| Error::Load {
             dir: dir.clone(),

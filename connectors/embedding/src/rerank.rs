@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::find_ort_library;
 use crate::embedder::{
     check_ort_library, init_ort, load_guarded, read_model_dir, tokenizer_max_length,
+    ORT_ALLOW_SPINNING,
 };
 use crate::error::{panic_message, Error, Result};
 
@@ -86,7 +87,7 @@ impl FastReranker {
             options = options.with_intra_threads(t);
         }
         if !config.spinning {
-            options = options.with_session_config("session.intra_op.allow_spinning", "0");
+            options = options.with_session_config(ORT_ALLOW_SPINNING, "0");
         }
         let model = load_guarded(dir, || {
             TextRerank::try_new_from_user_defined(
