@@ -25,7 +25,7 @@ mod process;
 pub mod prometheus;
 pub mod proxy;
 pub mod query;
-pub use process::{pidfile_pid, process_group};
+pub use process::{cpu_seconds, pidfile_pid, process_group, stat_field};
 pub mod reindex;
 pub mod spawned;
 pub mod watch;
@@ -400,6 +400,11 @@ impl Case {
             }
         }
         Ok(())
+    }
+
+    /// The pipeline's pid (process 0 of a cluster) while it runs.
+    pub fn pipeline_pid(&self) -> Option<u32> {
+        self.pipeline.as_ref().map(Child::id)
     }
 
     /// Waits until the tantivy commit reflects every record produced so far.

@@ -1,4 +1,5 @@
-//! The processes of a service a `deploy/` script started (its pid file, its process group).
+//! The processes of a service a `deploy/` script started (its pid file, its process group), and
+//! the fields of a process's or thread's `stat` file.
 
 use std::path::Path;
 
@@ -23,18 +24,48 @@ pub fn process_group(pidfile: &Path) -> Result<Vec<u32>> {
         let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pgrp is the third field after the command name
-        let pgrp = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
-            .and_then(|g| g.parse::<u32>().ok());
-        if pgrp == Some(leader) {
+        if stat_field::<u32>(&format!("/proc/{pid}/stat"), 5) == Some(leader) {
             out.push(pid);
         }
     }
     ensure!(!out.is_empty(), "no process of group {leader} is alive");
     Ok(out)
+}
+
+/// Field `n` (3 or later, numbered as proc(5) numbers them: 5 is the process group, 19 the nice
+/// value) of a `stat` file such as `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat`; `None`
+/// when the file is gone or the field does not parse. The command name (field 2) may hold
+/// spaces and parentheses, so the fields after it are counted from its last `") "`.
+pub fn stat_field<T: std::str::FromStr>(path: &str, n: usize) -> Option<T> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(n.checked_sub(3)?)?
+        .parse()
+        .ok()
+}
+
+/// The CPU time process `pid` has used so far, user and system (fields 14 and 15 of its `stat`,
+/// in clock ticks of 1/100 s on Linux).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let field = |n| stat_field::<f64>(&path, n).with_context(|| format!("no field {n} in {path}"));
+    Ok((field(14)? + field(15)?) / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stat_field;
+
+    #[test]
+    fn stat_fields_are_numbered_as_proc_numbers_them() {
+        let ppid = std::os::unix::process::parent_id();
+        assert_eq!(stat_field::<u32>("/proc/self/stat", 4), Some(ppid));
+        let state = stat_field::<char>("/proc/self/stat", 3);
+        assert!(matches!(state, Some('R' | 'S' | 'D')), "{state:?}");
+        assert_eq!(stat_field::<u32>("/proc/self/stat", 2), None);
+        assert_eq!(stat_field::<u32>("/proc/self/stat", 999), None);
+        assert_eq!(stat_field::<u32>("/proc/0/stat", 5), None);
+    }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use freshet_milvus::{ChunkFilter, MilvusConfig, MilvusSink};
 use freshet_operators::testing::{chunk, unit_vector};
-use freshet_tests::{env, process_group};
+use freshet_tests::{env, process_group, stat_field};
 
 const DIM: usize = 16;
 /// Above the 1,024 rows Milvus indexes a sealed segment from, so that flushing them builds an
@@ -22,13 +22,7 @@ const ROWS: u64 = 1500;
 
 /// The nice value of thread `tid` (field 19 of its `stat`).
 fn nice(pid: u32, tid: &str) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    stat.rsplit_once(") ")?
-        .1
-        .split_whitespace()
-        .nth(16)?
-        .parse()
-        .ok()
+    stat_field(&format!("/proc/{pid}/task/{tid}/stat"), 19)
 }
 
 /// (thread name, nice) of every thread of `pids` whose name starts with `prefix`.

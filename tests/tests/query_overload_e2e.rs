@@ -7,24 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Result};
 use freshet_tests::query::QueryNode;
-use freshet_tests::{Case, RIVER_WORDS};
+use freshet_tests::{cpu_seconds, Case, RIVER_WORDS};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(180);
-
-/// CPU seconds the process has used (user + system, from `/proc/<pid>/stat`).
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // fields after the command name (which may hold spaces) start at ") "
-    let rest = stat
-        .rsplit_once(") ")
-        .ok_or_else(|| anyhow!("odd /proc/{pid}/stat: {stat}"))?
-        .1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    // clock ticks per second: 100 on Linux
-    Ok(ticks / 100.0)
-}
 
 fn metric(node: &QueryNode, line_start: &str) -> Result<f64> {
     let text = node.get("/metrics")?.body;
@@ -75,9 +61,12 @@ fn a_timed_out_request_stops_its_work_and_excess_load_is_refused_at_once() -> Re
     let slow = json!({"query": "river gauge sediment flow", "mode": "bm25", "k": 60,
                       "bm25_top_k": 150, "rerank": {"candidates": 150}});
 
-    // How long the slow request takes when it may finish.
+    // How long the slow request takes when it may finish (however slow the machine: no
+    // request timeout of the node's cuts it short).
     let full = {
-        let node = case.start_query(&reranker)?;
+        let mut untimed = reranker.to_vec();
+        untimed.push(("FRESHET_QUERY_REQUEST_TIMEOUT_MS", "600000".to_string()));
+        let node = case.start_query(&untimed)?;
         node.wait_ready(Duration::from_secs(60))?;
         node.wait_for(&cheap, WAIT, |ids| !ids.is_empty())?;
         let warm = node.post(
