@@ -113,6 +113,18 @@ impl PartitionReader {
         &self.partitions
     }
 
+    /// Calls `wake` (from librdkafka's own thread) whenever the reader's queue goes from empty
+    /// to holding something: fetched records, or an event such as an error, so a caller that
+    /// polls with no wait ([`PartitionReader::poll_batch`] with `Duration::ZERO`) and then
+    /// parks can be woken to poll again. `wake` must be cheap and must not call back into the
+    /// reader (an unpark, a flag, a channel send). Replaces any earlier `wake`.
+    pub fn wake_on_records<F>(&mut self, wake: F)
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.consumer.set_nonempty_callback(wake);
+    }
+
     /// Reads up to `max_records` records. Waits up to `max_wait` for the first record; once
     /// one has arrived, takes whatever else is already fetched (up to `max_records`) and
     /// returns without waiting for more, so a record is handed on as soon as it is read.
