@@ -106,6 +106,16 @@ impl Sources {
         self.sources.is_empty()
     }
 
+    /// Unparks `thread` whenever one of the readers has records (or an event) waiting, so a
+    /// worker that polls with no wait can park between polls and still read a record as soon
+    /// as it is fetched.
+    pub fn wake_on_records(&mut self, thread: std::thread::Thread) {
+        for source in &mut self.sources {
+            let thread = thread.clone();
+            source.reader.wake_on_records(move || thread.unpark());
+        }
+    }
+
     /// Polls every topic for up to `max_records` records each, waiting at most `max_wait` in
     /// all (shared among the topics until one has records, then not at all). A record that
     /// cannot be indexed is returned among [`SourceBatch::refused`] and, when it names a

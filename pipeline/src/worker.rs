@@ -230,7 +230,10 @@ fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
 
 /// Reads one epoch per poll until stopped: sends the updates and the read progress, holds back
 /// while `max_epochs_in_flight` of this worker's epochs are not durable, and commits the group
-/// offsets of the durable ones.
+/// offsets of the durable ones. Between polls the worker parks, not inside Kafka's poll: it
+/// wakes when a record is fetched, when another worker sends it data or progress, when the sink's
+/// writer reports a batch durable, or when time has to move on (`batch_max_wait_ms`), so that an
+/// update passes each step of the dataflow as soon as the step before it is done.
 fn feed(
     worker: &mut Worker,
     shared: &Shared,
@@ -243,12 +246,16 @@ fn feed(
     let p = &shared.pipeline;
     let max_wait = Duration::from_millis(p.batch_max_wait_ms);
     let mut in_flight: VecDeque<Time> = VecDeque::new();
+    if let Some(src) = source.as_deref_mut() {
+        src.wake_on_records(std::thread::current());
+    }
+    let mut advanced = Instant::now();
     // The lag is measured at once, then every 5 s.
     let mut last_lag: Option<Instant> = None;
     while !shared.stop.load(Ordering::SeqCst) && !shared.is_fatal() {
         let mut read_any = false;
-        match source.as_deref_mut() {
-            Some(src) => match src.poll(p.batch_max_records, max_wait) {
+        if let Some(src) = source.as_deref_mut() {
+            match src.poll(p.batch_max_records, Duration::ZERO) {
                 Ok(batch) => {
                     read_any = batch.records_read > 0;
                     Metrics::observe_ages(&shared.metrics.source_to_read, &batch.timestamps_ms);
@@ -271,16 +278,21 @@ fn feed(
                     shared.fail(index, format!("worker {index}: {e:#}"));
                     break;
                 }
-            },
-            None => std::thread::sleep(max_wait),
+            }
         }
-        // Only epochs that carry records count against `max_epochs_in_flight`: an idle worker
-        // advances time every `batch_max_wait_ms` and its empty epochs cost nothing.
-        if read_any {
-            in_flight.push_back(inputs.epoch);
+        // Time moves on after every poll that read something, and every `batch_max_wait_ms`
+        // otherwise (an idle worker must not hold back the others' epochs). Only epochs that
+        // carry records count against `max_epochs_in_flight`: empty ones cost nothing.
+        if read_any || advanced.elapsed() >= max_wait {
+            if read_any {
+                in_flight.push_back(inputs.epoch);
+            }
+            inputs.advance();
+            advanced = Instant::now();
+            worker.step();
+        } else {
+            worker.step_or_park(Some(max_wait.saturating_sub(advanced.elapsed())));
         }
-        inputs.advance();
-        worker.step();
         // Back-pressure: park (not spin) while too many of this worker's epochs are not
         // durable yet, so the cores stay with the embedding model and the sink.
         loop {
