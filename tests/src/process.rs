@@ -34,23 +34,30 @@ pub fn process_group(pidfile: &Path) -> Result<Vec<u32>> {
 
 /// Field `n` (3 or later, numbered as proc(5) numbers them: 5 is the process group, 19 the nice
 /// value) of a `stat` file such as `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat`; `None`
-/// when the file is gone or the field does not parse. The command name (field 2) may hold
-/// spaces and parentheses, so the fields after it are counted from its last `") "`.
+/// when the file is gone or the field does not parse.
 pub fn stat_field<T: std::str::FromStr>(path: &str, n: usize) -> Option<T> {
+    stat_fields(path)?.get(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// The fields of a `stat` file from field 3 on. The command name (field 2) may hold spaces and
+/// parentheses, so they are counted from its last `") "`.
+fn stat_fields(path: &str) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(path).ok()?;
-    stat.rsplit_once(") ")?
-        .1
-        .split_whitespace()
-        .nth(n.checked_sub(3)?)?
-        .parse()
-        .ok()
+    let rest = stat.rsplit_once(") ")?.1;
+    Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
 /// The CPU time process `pid` has used so far, user and system (fields 14 and 15 of its `stat`,
-/// in clock ticks of 1/100 s on Linux).
+/// in clock ticks of 1/100 s on Linux), from one read of the file.
 pub fn cpu_seconds(pid: u32) -> Result<f64> {
     let path = format!("/proc/{pid}/stat");
-    let field = |n| stat_field::<f64>(&path, n).with_context(|| format!("no field {n} in {path}"));
+    let fields = stat_fields(&path).with_context(|| format!("reading {path}"))?;
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .with_context(|| format!("no field {n} in {path}"))
+    };
     Ok((field(14)? + field(15)?) / 100.0)
 }
 
