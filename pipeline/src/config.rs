@@ -57,9 +57,11 @@ pub struct PipelineConfig {
     /// Records a worker takes from Kafka per epoch. A backlog becomes durable, and searchable,
     /// an epoch at a time: fewer records per epoch commit sooner, at some throughput.
     pub batch_max_records: usize,
-    /// How long an idle worker waits for a record before it moves time on. A worker hands
-    /// records on as soon as it reads them; this bounds how long an idle worker can hold back
-    /// the epochs of the others (and costs a wake-up per interval).
+    /// How long an idle worker of a cluster waits for a record before it moves time on. A
+    /// worker hands records on as soon as it reads them, and an idle worker moves past them as
+    /// soon as another worker of its process has read; this bounds how long it can hold back
+    /// the epochs of workers in other processes (and costs a wake-up per interval). In a single
+    /// process an idle worker moves on every `max(this, 100 ms)` ([`crate::epochs`]).
     pub batch_max_wait_ms: u64,
     /// Where the embedding cache lives. Default `$FRESHET_HOME/cache/embeddings.log`.
     pub embedding_cache_path: PathBuf,

@@ -7,6 +7,7 @@ pub mod config;
 pub mod dlq;
 pub mod embedder;
 pub mod endpoint;
+pub mod epochs;
 pub mod faults;
 pub mod limits;
 pub mod metrics;

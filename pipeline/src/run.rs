@@ -75,6 +75,7 @@ pub fn run(
         sinks: Mutex::new(sinks),
         bootstrap: Mutex::new(bootstrap),
         ready: ready.clone(),
+        read_epochs: Default::default(),
     });
     ready.workers_starting(config.pipeline.workers);
     match crate::priority::lower_session(config.pipeline.nice) {

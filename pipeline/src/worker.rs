@@ -22,6 +22,7 @@ use timely::worker::Worker;
 use crate::config::PipelineConfig;
 use crate::embedder::{Models, SharedCache, WorkerEmbedder};
 use crate::endpoint::Readiness;
+use crate::epochs::{self, next_epoch, Poll, ReadEpochs};
 use crate::metrics::Metrics;
 use crate::preflight::IndexedState;
 use crate::sink::plan::{Offsets, TopicPartition};
@@ -55,6 +56,8 @@ pub struct Shared {
     /// The indexed state, replayed by worker 0.
     pub bootstrap: Mutex<Option<IndexedState>>,
     pub ready: Readiness,
+    /// The newest epoch at which a worker of the process read records.
+    pub read_epochs: ReadEpochs,
 }
 
 impl Shared {
@@ -80,7 +83,11 @@ struct Inputs {
 
 impl Inputs {
     fn advance(&mut self) {
-        self.epoch = next_epoch(self.epoch);
+        self.advance_to(next_epoch(self.epoch, freshet_operators::clock::now_ms()));
+    }
+
+    fn advance_to(&mut self, epoch: Time) {
+        self.epoch = epoch;
         self.docs.advance_to(self.epoch);
         self.progress.advance_to(self.epoch);
     }
@@ -232,7 +239,7 @@ fn load_embedder(shared: &Shared, index: usize) -> WorkerEmbedder {
 /// while `max_epochs_in_flight` of this worker's epochs are not durable, and commits the group
 /// offsets of the durable ones. Between polls the worker parks, not inside Kafka's poll: it
 /// wakes when a record is fetched, when another worker sends it data or progress, when the sink's
-/// writer reports a batch durable, or when time has to move on (`batch_max_wait_ms`), so that an
+/// writer reports a batch durable, or when time has to move on ([`epochs::advance`]), so that an
 /// update passes each step of the dataflow as soon as the step before it is done.
 fn feed(
     worker: &mut Worker,
@@ -244,7 +251,7 @@ fn feed(
 ) {
     let index = worker.index();
     let p = &shared.pipeline;
-    let max_wait = Duration::from_millis(p.batch_max_wait_ms);
+    let tick = epochs::idle_tick(p);
     let mut in_flight: VecDeque<Time> = VecDeque::new();
     if let Some(src) = source.as_deref_mut() {
         src.wake_on_records(std::thread::current());
@@ -280,18 +287,30 @@ fn feed(
                 }
             }
         }
-        // Time moves on after every poll that read something, and every `batch_max_wait_ms`
-        // otherwise (an idle worker must not hold back the others' epochs). Only epochs that
-        // carry records count against `max_epochs_in_flight`: empty ones cost nothing.
-        if read_any || advanced.elapsed() >= max_wait {
+        // Time moves on after every poll that read something, at once when another worker of
+        // the process read (an idle worker must not hold back the others' epochs), and every
+        // tick otherwise. Only epochs that carry records count against `max_epochs_in_flight`:
+        // empty ones cost nothing.
+        if read_any {
+            shared.read_epochs.read_at(inputs.epoch);
+        }
+        let poll = Poll {
+            epoch: inputs.epoch,
+            read: read_any,
+            newest_read: shared.read_epochs.newest(),
+            held: advanced.elapsed(),
+            tick,
+            now_ms: freshet_operators::clock::now_ms(),
+        };
+        if let Some(next) = epochs::advance(poll) {
             if read_any {
                 in_flight.push_back(inputs.epoch);
             }
-            inputs.advance();
+            inputs.advance_to(next);
             advanced = Instant::now();
             worker.step();
         } else {
-            worker.step_or_park(Some(max_wait.saturating_sub(advanced.elapsed())));
+            worker.step_or_park(Some(tick.saturating_sub(advanced.elapsed())));
         }
         // Back-pressure: park (not spin) while too many of this worker's epochs are not
         // durable yet, so the cores stay with the embedding model and the sink.
@@ -349,14 +368,6 @@ fn drain(
             worker.drop_dataflow(id);
         }
     }
-}
-
-/// The epoch after `prev`: the wall clock in milliseconds (at least `prev + 1`). Every worker
-/// stamps its batches with the same clock, so an epoch becomes complete as soon as every worker
-/// has read past that instant: a worker slowed down (worker 0 runs the sink) does not hold back
-/// the records another worker read at the same time behind a backlog of numbered epochs.
-fn next_epoch(prev: Time) -> Time {
-    (prev + 1).max(freshet_operators::clock::now_ms())
 }
 
 /// Commits the Kafka offsets of every epoch the probe reports durable: in the background while

@@ -1,7 +1,8 @@
 //! An idle pipeline sleeps. Its workers park between polls (until a record is fetched, another
 //! worker sends them data or progress, the sink's writer finishes, or time has to move on) and
 //! nothing spins: with nothing to read, the whole process uses a small share of one core. A
-//! record published after a quiet spell still wakes the worker that reads it.
+//! record published after a quiet spell still wakes the worker that reads it, and the idle
+//! worker beside it moves time past the record at once, not at its next tick.
 
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,13 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(180);
 /// A spinning worker takes a whole core. The idle pipeline (two workers moving time on every
-/// 5 ms and passing the progress between them, librdkafka's fetches, the metrics server) took
-/// 39% of one in a debug build and 6–7% in a release build (docs/benchmarks.md, "Freshness
-/// budget").
+/// 100 ms, librdkafka's fetches, the metrics server) takes a small share of one
+/// (docs/benchmarks.md, "Freshness budget").
 const MAX_IDLE_SHARE: f64 = 0.75;
+/// An idle worker's tick in the last phase: far longer than a record takes to be indexed, so a
+/// record that waited for the tick of the worker that did not read it would miss [`PROMPT`].
+const LONG_TICK_MS: u64 = 120_000;
+const PROMPT: Duration = Duration::from_secs(30);
 
 fn doc(id: &str, text: &str) -> serde_json::Value {
     json!({"op": "upsert", "id": id, "title": "Idle", "text": text, "acl": "public"})
@@ -49,5 +53,31 @@ fn an_idle_pipeline_sleeps_and_wakes_for_a_record() -> Result<()> {
 
     case.send_json("second", &doc("second", "A sluice lets the water through."))?;
     case.wait_indexed(WAIT)?;
+
+    // Idle workers that move time on only every two minutes: records read by either worker
+    // (each reads one of the two partitions) are still indexed promptly, because the other
+    // moves past them as soon as it hears of the read.
+    case.stop_pipeline()?;
+    case.extra_env.push((
+        "FRESHET_PIPELINE_BATCH_MAX_WAIT_MS".into(),
+        LONG_TICK_MS.to_string(),
+    ));
+    case.start_pipeline()?;
+    case.wait_indexed(WAIT)?;
+    for (i, text) in [
+        "A leat feeds the mill.",
+        "A flume carries it over the road.",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let key = format!("late-{i}");
+        let sent = Instant::now();
+        case.send_json(&key, &doc(&key, text))?;
+        case.wait_indexed(PROMPT).with_context(|| {
+            format!("{key}: not indexed within {PROMPT:?} (the idle worker waited for its tick?)")
+        })?;
+        eprintln!("{key}: indexed {:?} after it was sent", sent.elapsed());
+    }
     Ok(())
 }
