@@ -25,7 +25,7 @@ mod process;
 pub mod prometheus;
 pub mod proxy;
 pub mod query;
-pub use process::{cpu_seconds, pidfile_pid, process_group, stat_field};
+pub use process::{cpu_seconds, may_raise_priority, nice, pidfile_pid, process_group, threads};
 pub mod reindex;
 pub mod spawned;
 pub mod watch;

@@ -1,9 +1,10 @@
 //! The processes of a service a `deploy/` script started (its pid file, its process group), and
-//! the fields of a process's or thread's `stat` file.
+//! what the tests read of a process or thread from `/proc` (through the `procfs` crate).
 
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use procfs::process::{all_processes, Process};
 
 /// The pid a `deploy/` script recorded in `pidfile` (its first word, as `start_daemon` writes it:
 /// the leader of the service's process group).
@@ -18,61 +19,74 @@ pub fn pidfile_pid(pidfile: &Path) -> Result<u32> {
 
 /// The processes of the group whose leader's pid is in `pidfile`.
 pub fn process_group(pidfile: &Path) -> Result<Vec<u32>> {
-    let leader = pidfile_pid(pidfile)?;
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if stat_field::<u32>(&format!("/proc/{pid}/stat"), 5) == Some(leader) {
-            out.push(pid);
-        }
-    }
+    let leader = i32::try_from(pidfile_pid(pidfile)?)?;
+    let out: Vec<u32> = all_processes()?
+        .flatten()
+        .filter(|p| p.stat().is_ok_and(|s| s.pgrp == leader))
+        .filter_map(|p| u32::try_from(p.pid).ok())
+        .collect();
     ensure!(!out.is_empty(), "no process of group {leader} is alive");
     Ok(out)
 }
 
-/// Field `n` (3 or later, numbered as proc(5) numbers them: 5 is the process group, 19 the nice
-/// value) of a `stat` file such as `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat`; `None`
-/// when the file is gone or the field does not parse.
-pub fn stat_field<T: std::str::FromStr>(path: &str, n: usize) -> Option<T> {
-    stat_fields(path)?.get(n.checked_sub(3)?)?.parse().ok()
+fn process(pid: u32) -> Result<Process> {
+    Process::new(i32::try_from(pid)?).with_context(|| format!("no process {pid}"))
 }
 
-/// The fields of a `stat` file from field 3 on. The command name (field 2) may hold spaces and
-/// parentheses, so they are counted from its last `") "`.
-fn stat_fields(path: &str) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    let rest = stat.rsplit_once(") ")?.1;
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-/// The CPU time process `pid` has used so far, user and system (fields 14 and 15 of its `stat`,
-/// in clock ticks of 1/100 s on Linux), from one read of the file.
+/// The CPU time process `pid` has used so far, user and system.
 pub fn cpu_seconds(pid: u32) -> Result<f64> {
-    let path = format!("/proc/{pid}/stat");
-    let fields = stat_fields(&path).with_context(|| format!("reading {path}"))?;
-    let field = |n: usize| {
-        fields
-            .get(n - 3)
-            .and_then(|v| v.parse::<f64>().ok())
-            .with_context(|| format!("no field {n} in {path}"))
+    let stat = process(pid)?
+        .stat()
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    Ok((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
+}
+
+/// The threads of process `pid`, each with its name and nice value; empty when it is gone.
+pub fn threads(pid: u32) -> Vec<(String, i64)> {
+    let Ok(tasks) = process(pid).and_then(|p| Ok(p.tasks()?)) else {
+        return Vec::new();
     };
-    Ok((field(14)? + field(15)?) / 100.0)
+    tasks
+        .flatten()
+        .filter_map(|t| t.stat().ok())
+        .map(|s| (s.comm, s.nice))
+        .collect()
+}
+
+/// The nice value of process `pid` (of its main thread).
+pub fn nice(pid: u32) -> Result<i64> {
+    Ok(process(pid)?.stat()?.nice)
+}
+
+/// Whether this process may raise a thread's priority: CAP_SYS_NICE (bit 23) in its effective
+/// set.
+pub fn may_raise_priority() -> Result<bool> {
+    Ok(Process::myself()?.status()?.capeff & (1 << 23) != 0)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::stat_field;
+    use super::*;
 
     #[test]
-    fn stat_fields_are_numbered_as_proc_numbers_them() {
-        let ppid = std::os::unix::process::parent_id();
-        assert_eq!(stat_field::<u32>("/proc/self/stat", 4), Some(ppid));
-        let state = stat_field::<char>("/proc/self/stat", 3);
-        assert!(matches!(state, Some('R' | 'S' | 'D')), "{state:?}");
-        assert_eq!(stat_field::<u32>("/proc/self/stat", 2), None);
-        assert_eq!(stat_field::<u32>("/proc/self/stat", 999), None);
-        assert_eq!(stat_field::<u32>("/proc/0/stat", 5), None);
+    fn this_process_is_read_and_a_missing_one_is_an_error() {
+        let me = std::process::id();
+        // Spin until the kernel has counted a tick of CPU time (or give up after 10 s).
+        let spin = std::time::Instant::now();
+        let mut used = 0.0;
+        while used == 0.0 && spin.elapsed() < std::time::Duration::from_secs(10) {
+            std::hint::black_box(spin.elapsed());
+            used = cpu_seconds(me).unwrap();
+        }
+        assert!(used > 0.0 && used < 1e6, "{used}");
+        let mine = threads(me);
+        assert!(!mine.is_empty());
+        assert!(
+            mine.iter().all(|(_, n)| *n == nice(me).unwrap()),
+            "{mine:?}"
+        );
+        assert!(cpu_seconds(u32::MAX).is_err());
+        assert!(nice(u32::MAX).is_err());
+        assert!(threads(u32::MAX).is_empty());
     }
 }

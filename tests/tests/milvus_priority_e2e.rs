@@ -13,47 +13,19 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use freshet_milvus::{ChunkFilter, MilvusConfig, MilvusSink};
 use freshet_operators::testing::{chunk, unit_vector};
-use freshet_tests::{env, process_group, stat_field};
+use freshet_tests::{env, may_raise_priority, nice, process_group, threads};
 
 const DIM: usize = 16;
 /// Above the 1,024 rows Milvus indexes a sealed segment from, so that flushing them builds an
 /// index (and starts knowhere's build threads).
 const ROWS: u64 = 1500;
 
-/// The nice value of thread `tid` (field 19 of its `stat`).
-fn nice(pid: u32, tid: &str) -> Option<i32> {
-    stat_field(&format!("/proc/{pid}/task/{tid}/stat"), 19)
-}
-
 /// (thread name, nice) of every thread of `pids` whose name starts with `prefix`.
-fn threads(pids: &[u32], prefix: &str) -> Vec<(String, i32)> {
-    let mut out = Vec::new();
-    for pid in pids {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let tid = task.file_name().to_string_lossy().into_owned();
-            let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else {
-                continue;
-            };
-            if let (true, Some(n)) = (name.starts_with(prefix), nice(*pid, &tid)) {
-                out.push((name.trim().to_owned(), n));
-            }
-        }
-    }
-    out
-}
-
-/// Whether this process may raise a thread's priority: CAP_SYS_NICE (bit 23) in its effective
-/// set. The launcher runs as the same user from the same `deploy/test.sh`.
-fn may_raise_priority() -> Result<bool> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let caps = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .context("no CapEff in /proc/self/status")?;
-    Ok(u64::from_str_radix(caps.trim(), 16)? & (1 << 23) != 0)
+fn threads_named(pids: &[u32], prefix: &str) -> Vec<(String, i64)> {
+    pids.iter()
+        .flat_map(|p| threads(*p))
+        .filter(|(name, _)| name.starts_with(prefix))
+        .collect()
 }
 
 #[tokio::test]
@@ -85,7 +57,7 @@ async fn milvus_searches_at_its_own_priority_and_builds_indexes_below_it() -> Re
     let pids = process_group(&run_dir.join("pids/milvus.pid"))?;
     let milvus_nice = pids
         .iter()
-        .filter_map(|p| nice(*p, &p.to_string()))
+        .filter_map(|p| nice(*p).ok())
         .min()
         .context("no nice value for Milvus' processes")?;
     let raise = may_raise_priority()?;
@@ -95,8 +67,8 @@ async fn milvus_searches_at_its_own_priority_and_builds_indexes_below_it() -> Re
             sink.search(&unit_vector(i, DIM), 5, &ChunkFilter::none())
                 .await?;
         }
-        let search = threads(&pids, "Knowhere_Search");
-        let build = threads(&pids, "Knowhere_Build");
+        let search = threads_named(&pids, "Knowhere_Search");
+        let build = threads_named(&pids, "Knowhere_Build");
         let settled = search.iter().all(|(_, n)| *n == milvus_nice);
         if (!search.is_empty() && !build.is_empty() && (settled || !raise))
             || Instant::now() > deadline

@@ -166,8 +166,7 @@ pub(crate) fn fresh_config(config: &Config) -> Result<(Config, PathBuf)> {
 /// `/proc/self/status` cannot be read. The pipeline runs in this process, so after an ingest
 /// this is the pipeline's memory (with the little the benchmark itself holds).
 pub(crate) fn memory_mb() -> (f64, f64) {
-    let kib = |key| crate::procfs::status_kib(None, key).unwrap_or(0.0);
-    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+    crate::procfs::own_memory_mib().unwrap_or((0.0, 0.0))
 }
 
 /// Raw fastembed on exactly the texts the pipeline embedded (all cores, the same batch size):

@@ -1,50 +1,38 @@
-//! What the benchmarks read of a process from `/proc`: resident memory, CPU ticks, and the Milvus
-//! process that `deploy/start-milvus.sh` started.
+//! What the benchmarks read of a process from `/proc` (through the `procfs` crate): resident
+//! memory, CPU ticks, and the Milvus process that `deploy/start-milvus.sh` started.
 
-use anyhow::{anyhow, bail, Context, Result};
+use ::procfs::process::{all_processes, Process, Status};
+use anyhow::{bail, Context, Result};
 
-/// A `kB` line of `/proc/<pid>/status` (`/proc/self/status` for `None`), e.g. `VmRSS:`, in KiB.
-pub fn status_kib(pid: Option<u32>, key: &str) -> Result<f64> {
-    let path = match pid {
-        Some(p) => format!("/proc/{p}/status"),
-        None => "/proc/self/status".to_string(),
-    };
-    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .with_context(|| format!("no {key} in {path}"))
+fn process(pid: Option<u32>) -> Result<Process> {
+    Ok(match pid {
+        Some(p) => Process::new(i32::try_from(p)?).with_context(|| format!("no process {p}"))?,
+        None => Process::myself()?,
+    })
+}
+
+/// `/proc/<pid>/status` (`/proc/self/status` for `None`).
+fn status(pid: Option<u32>) -> Result<Status> {
+    Ok(process(pid)?.status()?)
 }
 
 /// `VmRSS` of `pid` in MiB.
 pub fn vm_rss_mib(pid: u32) -> Result<f64> {
-    Ok(status_kib(Some(pid), "VmRSS:")? / 1024.0)
+    let kib = status(Some(pid))?.vmrss.context("no VmRSS")?;
+    Ok(kib as f64 / 1024.0)
 }
 
-/// The fields of `/proc/<pid>/stat` after the command name (field 3, the state, first): the
-/// name may hold spaces, so they are split after its closing parenthesis.
-fn stat_fields(pid: u32) -> Result<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat"))?;
-    Ok(rest.split_whitespace().map(str::to_string).collect())
+/// This process's resident memory now and its peak so far (`VmRSS`, `VmHWM`), in MiB.
+pub fn own_memory_mib() -> Result<(f64, f64)> {
+    let s = status(None)?;
+    let mib = |kib: Option<u64>| kib.map_or(0.0, |k| k as f64 / 1024.0);
+    Ok((mib(s.vmrss), mib(s.vmhwm)))
 }
 
-fn stat_field(fields: &[String], field: usize) -> Result<u64> {
-    // `field` counts from 1 as proc(5) does; the list starts at field 3.
-    fields
-        .get(field - 3)
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow!("unexpected /proc stat"))
-}
-
-/// User + system CPU ticks of `pid` (fields 14 and 15).
+/// User + system CPU ticks of `pid`.
 pub fn cpu_ticks(pid: u32) -> Result<u64> {
-    let fields = stat_fields(pid)?;
-    Ok(stat_field(&fields, 14)? + stat_field(&fields, 15)?)
+    let stat = process(Some(pid))?.stat()?;
+    Ok(stat.utime + stat.stime)
 }
 
 /// The Milvus binary's pid: in the process group of the run directory's `pids/milvus.pid`
@@ -56,28 +44,17 @@ pub fn milvus_pid() -> Result<Option<u32>> {
     let Some(group) = text
         .split_whitespace()
         .next()
-        .and_then(|p| p.parse::<u64>().ok())
+        .and_then(|p| p.parse::<i32>().ok())
     else {
         bail!("{} holds no pid", file.display());
     };
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let in_group = stat_fields(pid)
-            .and_then(|f| stat_field(&f, 5))
-            .is_ok_and(|g| g == group);
-        if !in_group {
+    for p in all_processes()?.flatten() {
+        if !p.stat().is_ok_and(|s| s.pgrp == group) {
             continue;
         }
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let cmdline = p.cmdline().unwrap_or_default().join(" ");
         if cmdline.contains("milvus run standalone") {
-            return Ok(Some(pid));
+            return Ok(u32::try_from(p.pid).ok());
         }
     }
     bail!(
@@ -95,7 +72,8 @@ mod tests {
         let me = std::process::id();
         let mib = vm_rss_mib(me).unwrap();
         assert!(mib > 1.0 && mib < 100_000.0, "{mib}");
-        assert!(status_kib(None, "VmRSS:").is_ok());
+        let (rss, peak) = own_memory_mib().unwrap();
+        assert!(rss > 1.0 && peak >= rss, "{rss} {peak}");
         let spin = std::time::Instant::now();
         while spin.elapsed() < std::time::Duration::from_millis(50) {
             std::hint::black_box(spin.elapsed());
@@ -104,8 +82,7 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_key_or_process_is_an_error() {
-        assert!(status_kib(None, "NoSuchKey:").is_err());
+    fn a_missing_process_is_an_error() {
         assert!(vm_rss_mib(u32::MAX).is_err());
         assert!(cpu_ticks(u32::MAX).is_err());
     }
