@@ -7,11 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use freshet_kafka::{admin, DocumentProducer, KafkaConfig, PartitionReader, Record};
-use freshet_operators::chunk::{Chunk, ChunkerConfig, HfTokenCounter};
-use freshet_operators::intake::intake;
-use freshet_operators::limits::RecordLimits;
+use freshet_operators::chunk::Chunk;
 use freshet_tantivy::ChunkIndexReader;
 
 pub mod cdc;
@@ -26,6 +24,8 @@ pub mod prometheus;
 pub mod proxy;
 pub mod query;
 pub use process::{cpu_seconds, may_raise_priority, nice, pidfile_pid, process_group, threads};
+pub mod reference;
+pub use reference::{expected_chunks, expected_chunks_with, ids};
 pub mod reindex;
 pub mod spawned;
 pub mod watch;
@@ -553,50 +553,4 @@ impl Drop for Case {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The sequential reference: the chunks a clean index must hold after `records` (in order),
-/// computed with the same operators and the default chunking configuration and limits.
-pub fn expected_chunks(records: &[(String, Option<Vec<u8>>)]) -> Result<BTreeMap<String, Chunk>> {
-    expected_chunks_with(records, &RecordLimits::default())
-}
-
-/// [`expected_chunks`] under other record limits. A record that cannot be indexed removes the
-/// document it names, as in the pipeline (`freshet_operators::intake`).
-pub fn expected_chunks_with(
-    records: &[(String, Option<Vec<u8>>)],
-    limits: &RecordLimits,
-) -> Result<BTreeMap<String, Chunk>> {
-    let tokens =
-        HfTokenCounter::from_file(Path::new(&env("FRESHET_MODEL_DIR")).join("tokenizer.json"))
-            .map_err(|e| anyhow!("{e}"))?;
-    let cfg = ChunkerConfig::default();
-    let mut docs: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
-    for (key, value) in records {
-        let taken = intake(
-            Some(key.as_bytes()),
-            value.as_deref(),
-            limits,
-            &cfg,
-            &tokens,
-        );
-        match taken.update() {
-            Some((id, Some(chunks))) => {
-                docs.insert(id, chunks);
-            }
-            Some((id, None)) => {
-                docs.remove(&id);
-            }
-            None => {}
-        }
-    }
-    Ok(docs
-        .into_values()
-        .flatten()
-        .map(|c| (c.chunk_id.clone(), c))
-        .collect())
-}
-
-pub fn ids<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> BTreeSet<String> {
-    chunks.into_iter().map(|c| c.chunk_id.clone()).collect()
 }
