@@ -189,7 +189,7 @@ impl Metrics {
         );
         let source_to_read = r.histogram(
             "source_to_read_seconds",
-            "Kafka record timestamp to read by a worker (broker, fetch and batching wait)",
+            "Kafka record timestamp to read by a worker (the broker and the consumer's fetch wait)",
             PIPELINE_AGE,
         );
         let source_to_sink = r.histogram(
