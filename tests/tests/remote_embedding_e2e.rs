@@ -321,12 +321,19 @@ fn another_model_on_an_existing_collection_is_refused() -> Result<()> {
     );
 
     // A query node with the other model does not search the collection: /readyz and the
-    // vector route say why.
+    // vector route say why. The vector route needs the tantivy commit loaded too (it reads the
+    // hits' stored chunks), so wait for that before asking it.
     let node = start_query(&case, &remote(&server, "standin-dim-256"))?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = node.get("/readyz")?;
-        if r.status == 503 && r.body.contains("holds vectors of model") {
+        let body: Value = serde_json::from_str(&r.body).unwrap_or_default();
+        if r.status == 503
+            && body["tantivy"] == "ok"
+            && body["milvus"]
+                .as_str()
+                .is_some_and(|m| m.contains("holds vectors of model"))
+        {
             break;
         }
         ensure!(
