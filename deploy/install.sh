@@ -35,7 +35,10 @@ usage: deploy/install.sh [--no-model] [--no-tansu] [--no-milvus] [--no-ja-dict] 
 
 Environment:
   FRESHET_HOME              install root (default $HOME/.freshet)
-  FRESHET_TANSU_RELEASE=1   build tansu in release mode (default: debug, faster to build)
+  FRESHET_TANSU_BUILD       how tansu is compiled: optimised (default: release profile at
+                            opt-level 1, no LTO; about 9 min on 2 cores), debug (about 5 min; its
+                            broker takes twice the CPU per fetch) or release (full optimisation,
+                            25-45 min). A broker built otherwise is rebuilt once
   FRESHET_BOOTSTRAP_PYTHON  python used to create the venvs (default: python3.11)
 EOF
 }
@@ -227,24 +230,42 @@ install_tansu() {
         done
         if [[ -x "$bin" ]]; then did "tansu: waited $((SECONDS - t0))s for the already-running build"; fi
     fi
+    local build
+    build=$(tansu_build_wanted)
     if [[ -x "$bin" ]]; then
-        local v
+        local v had
         v=$("$bin" --version 2>/dev/null || true)
-        if [[ "$v" == *"$TANSU_VERSION"* ]]; then
-            log "tansu present: $bin ($v)"
+        had=$(tansu_build_of "$bin")
+        if [[ "$v" == *"$TANSU_VERSION"* && "$had" == "$build" ]]; then
+            log "tansu present: $bin ($v, $build build)"
             return 0
         fi
-        warn "tansu at $bin reports '$v', expected $TANSU_VERSION; reinstalling"
+        if [[ "$v" != *"$TANSU_VERSION"* ]]; then
+            warn "tansu at $bin reports '$v', expected $TANSU_VERSION; reinstalling"
+        else
+            log "tansu at $bin is a $had build, $build wanted (FRESHET_TANSU_BUILD); rebuilding"
+        fi
     fi
     command -v cargo >/dev/null 2>&1 ||
         die "cargo not found: install Rust with rustup (https://rustup.rs) and re-run, or use --no-tansu"
     local args=(install tansu --version "$TANSU_VERSION" --locked --features "libsql,dynostore" --root "$FRESHET_HOME/tools" --force)
-    [[ "${FRESHET_TANSU_RELEASE:-0}" == 1 ]] || args+=(--debug)
-    log "building tansu $TANSU_VERSION: cargo ${args[*]} (log: $buildlog; takes 10-30 min)"
+    # The optimised build: the release profile at opt-level 1, in many codegen units and without
+    # LTO, which compiles in about twice a debug build's time and answers a fetch with half its
+    # CPU (docs/benchmarks.md, "Freshness budget").
+    local vars=(CARGO_INCREMENTAL=0)
+    case "$build" in
+    debug) args+=(--debug) ;;
+    optimised) vars+=(CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256
+        CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_DEBUG=false) ;;
+    release) ;;
+    esac
+    log "building tansu $TANSU_VERSION ($build): ${vars[*]} cargo ${args[*]} (log: $buildlog; 5-45 min by build)"
     local t0=$SECONDS
-    cargo "${args[@]}" >"$buildlog" 2>&1 || die_with_log "$buildlog" "cargo install tansu failed"
+    rm -f "$(tansu_build_file "$bin")"
+    env "${vars[@]}" cargo "${args[@]}" >"$buildlog" 2>&1 || die_with_log "$buildlog" "cargo install tansu failed"
     [[ -x "$bin" ]] || die_with_log "$buildlog" "cargo install tansu finished but $bin does not exist"
-    did "tansu: built and installed $bin in $((SECONDS - t0))s"
+    echo "$build" >"$(tansu_build_file "$bin")"
+    did "tansu: built ($build) and installed $bin in $((SECONDS - t0))s"
 }
 if ((DO_TANSU)); then install_tansu; else log "skipping tansu (--no-tansu)"; fi
 

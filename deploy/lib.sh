@@ -267,23 +267,48 @@ start_daemon() {
     log "started $name: pid $DAEMON_PID, log $logfile"
 }
 
+# tansu_build_file BIN: where install.sh records how the tansu at BIN was compiled
+# (tools/bin/tansu -> tools/tansu.build).
+tansu_build_file() { printf '%s/tansu.build' "$(dirname "$(dirname "$1")")"; }
+
+# tansu_build_of BIN: debug, optimised or release as install.sh recorded it; "debug" where
+# nothing is recorded (a broker built before the record, or by hand).
+tansu_build_of() {
+    local f b
+    f=$(tansu_build_file "$1")
+    b=$(cat "$f" 2>/dev/null || true)
+    case "$b" in debug | optimised | release) printf '%s' "$b" ;; *) printf debug ;; esac
+}
+
+# tansu_build_wanted: FRESHET_TANSU_BUILD (debug, optimised or release; default optimised).
+tansu_build_wanted() {
+    local b="${FRESHET_TANSU_BUILD:-optimised}"
+    case "$b" in
+    debug | optimised | release) printf '%s' "$b" ;;
+    *) die "FRESHET_TANSU_BUILD must be debug, optimised or release (got '$b')" ;;
+    esac
+}
+
 # local_broker_fetch_settings: the consumer settings for the local tansu broker, exported as
 # FRESHET_KAFKA_CONSUMER_PROPERTIES unless the brokers are others or the variable is set.
-# The local tansu broker answers every fetch only after fetch.wait.max.ms (100 ms), with what it
-# read when the fetch arrived: with librdkafka's fetch.min.bytes=1 a record waited 1.5 fetch
-# waits on average (p50 157 ms produce -> consume). With a large fetch.min.bytes tansu reads
-# again at the end of the wait (p50 65 ms), at the same number of fetches. Apache Kafka answers
-# as soon as fetch.min.bytes are there, so this is set for the local broker only. The wait is
-# halved to 50 ms here: Kafka -> worker 72 -> 48 ms mean and freshness p99 at 20 updates/s
-# 488-521 -> 380-415 ms (int8 model, 60 s runs), for 8% more of a core in the idle broker.
-# Shorter waits cost the default (debug) broker more than they save: with two workers idle it
-# took 19-21% of a core at 50 ms, 44-51% at 10 ms and 57% at 5 ms, and on two cores, busy or
-# quiet, freshness got worse at 10 ms, not better (docs/benchmarks.md, "Freshness budget").
-# The pipeline's workers and query replicas (which read the changelog) use it.
+# tansu 0.6 holds every fetch for fetch.wait.max.ms: it reads the log when the fetch arrives,
+# sleeps the rest of the wait and answers (tansu-storage's service/fetch.rs). With librdkafka's
+# fetch.min.bytes=1 it answers with what it read when the fetch arrived, so a record waited 1.5
+# fetch waits on average; with a large fetch.min.bytes it reads again at the end of the wait and
+# answers with that, so a record waits half a wait on average, at the same number of fetches.
+# Apache Kafka answers as soon as fetch.min.bytes are there, so this is set for the local broker
+# only. The wait is the trade between a record's wait and the broker's CPU, which grows with the
+# fetch rate and with an unoptimised build: the debug build, idle with the pipeline's two
+# workers fetching, took 14% of a core at 50 ms and 32% at 20 ms; the optimised build 8% at
+# 50 ms, 16% at 20 and 24% at 10 (docs/benchmarks.md, "Freshness budget"). So 20 ms for the
+# optimised and release builds (freshness p50 at 20 updates/s 95 against 112 ms for the debug
+# build at 50), 50 ms for a debug build. The pipeline's workers and query replicas (which read
+# the changelog) use it.
 local_broker_fetch_settings() {
-    local local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}"
+    local local_broker="127.0.0.1:${FRESHET_KAFKA_PORT:-9092}" wait=20
     if [[ "${FRESHET_KAFKA_BROKERS:-$local_broker}" == "$local_broker" && -z "${FRESHET_KAFKA_CONSUMER_PROPERTIES:-}" ]]; then
-        export FRESHET_KAFKA_CONSUMER_PROPERTIES='{"fetch.min.bytes" = "1048576", "fetch.wait.max.ms" = "50"}'
+        [[ "$(tansu_build_of "$FRESHET_TANSU_BIN")" == debug ]] && wait=50
+        export FRESHET_KAFKA_CONSUMER_PROPERTIES="{\"fetch.min.bytes\" = \"1048576\", \"fetch.wait.max.ms\" = \"$wait\"}"
     fi
 }
 
