@@ -247,11 +247,13 @@ EOF
     CMD+=(--extra-config queryNode.segcore.interimIndex.enableIndex=false)
     # Writes become searchable when the query node consumes the time tick that follows them;
     # Milvus ticks every 200 ms by default, which alone added ~100 ms to the vector route's
-    # freshness. Measured here (pymilvus, insert -> visible to a Bounded query, 100 rows each):
-    # mean 57-62 ms at 50 ms, 32-36 ms at 25, 21 ms at 10; an idle Milvus with one loaded
-    # collection took 4-5% of a core at 50 ms, 7-10% at 25 and 11-13% at 15. 25 ms took the
-    # freshness benchmark's p50 from 142-180 to 117-123 ms (docs/benchmarks.md).
-    CMD+=(--extra-config "proxy.timeTickInterval=${FRESHET_MILVUS_TIME_TICK_MS:-25}")
+    # freshness. Measured (pymilvus, insert -> visible to a Bounded query, 100 rows each): mean
+    # 57-62 ms at 50 ms, 32-36 ms at 25, 21 ms at 10. With the pipeline's writes at 20 updates/s
+    # the vector route trailed BM25 by 19-33 ms at 25 ms, 7-9 ms at 15 and 4-6 ms at 10; the p50
+    # of both routes was 74-83 ms at 15 and 71-84 ms at 10, for an idle Milvus (two loaded
+    # collections) at 16-20% of a core at 15 and 21-33% at 10 (11-20% at 25), so 15
+    # (docs/benchmarks.md, "Freshness budget").
+    CMD+=(--extra-config "proxy.timeTickInterval=${FRESHET_MILVUS_TIME_TICK_MS:-15}")
     # Any other Milvus setting: FRESHET_MILVUS_EXTRA_CONFIG="section.key=value section.key=value".
     for kv in ${FRESHET_MILVUS_EXTRA_CONFIG:-}; do CMD+=(--extra-config "$kv"); done
     HEALTH=health_standalone
