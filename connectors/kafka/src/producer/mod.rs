@@ -31,7 +31,11 @@ const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
     // Snappy batches break tansu's fetch path; lz4 works.
     ("compression.type", "lz4"),
-    ("linger.ms", "5"),
+    // Every send here waits for its acknowledgement right after enqueueing, so a linger is
+    // added whole to each synchronous publish (the sink's changelog write before its commit,
+    // the marker after it, a dead letter, an ingest request). Records enqueued while a request
+    // is in flight are still batched together, so a bulk publish keeps its batches.
+    ("linger.ms", "0"),
     // Same key -> same partition as the Java client, whoever publishes.
     ("partitioner", "murmur2_random"),
     ("message.timeout.ms", "60000"),
