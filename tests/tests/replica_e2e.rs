@@ -338,5 +338,44 @@ fn replicas_converge_to_the_pipeline_index_exactly() -> Result<()> {
         metrics.contains("freshet_query_replica_bootstraps_total{reason=\"new\"} 1"),
         "{metrics}"
     );
-    Ok(())
+    // Every commit is timed, and the marker's read is stamped once per commit, no later than
+    // the whole lag (read again should a commit land between the samples of one scrape).
+    let mut tries = 0;
+    loop {
+        let metrics = request(&r3.node.addr, "GET", "/metrics", &[], b"")?.body;
+        let commits = sample(&metrics, "freshet_query_replica_commits_total")?;
+        ensure!(commits >= 1.0, "no replica commit counted: {metrics}");
+        let mut counts = Vec::new();
+        for h in [
+            "replica_commit_seconds",
+            "replica_read_lag_seconds",
+            "replica_lag_seconds",
+        ] {
+            counts.push((h, sample(&metrics, &format!("freshet_query_{h}_count"))?));
+        }
+        if counts.iter().any(|(_, n)| *n != commits) {
+            tries += 1;
+            ensure!(tries < 10, "observations {counts:?} for {commits} commits");
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let read_lag = sample(&metrics, "freshet_query_replica_read_lag_seconds_sum")?;
+        let lag = sample(&metrics, "freshet_query_replica_lag_seconds_sum")?;
+        ensure!(
+            read_lag <= lag,
+            "the marker read ({read_lag} s in all) after the commit ({lag} s in all)"
+        );
+        return Ok(());
+    }
+}
+
+/// The value of the unlabelled sample `name` in a Prometheus text exposition.
+fn sample(metrics: &str, name: &str) -> Result<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .with_context(|| format!("{name} not in the metrics"))?
+        .trim()
+        .parse()
+        .with_context(|| format!("{name} is not a number"))
 }

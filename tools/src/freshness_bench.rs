@@ -11,7 +11,8 @@
 //! With `--replica URL` (repeatable), each replica's BM25 route is polled the same way: produce
 //! → visible on the replica, the replica's delay behind the pipeline's node per update, and the
 //! replica's own `replica_lag_seconds` over the run (pipeline commit → committed on the
-//! replica; docs/replicas.md).
+//! replica; docs/replicas.md), with its parts `replica_read_lag_seconds` (→ the marker read)
+//! and `replica_commit_seconds`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -101,6 +102,11 @@ pub struct ReplicaFreshness {
     /// The replica's `replica_lag_seconds` over the run: pipeline commit → the same batch
     /// committed on the replica (`None`: its metrics did not answer or saw no commit).
     pub changelog_lag_ms: Option<HistogramDelta>,
+    /// The part of it before the replica's own work (`replica_read_lag_seconds`: pipeline
+    /// commit → the marker read by the replica).
+    pub read_lag_ms: Option<HistogramDelta>,
+    /// The replica's commits (`replica_commit_seconds`).
+    pub commit_ms: Option<HistogramDelta>,
 }
 
 /// The text of update `seq` of run `run`: unique across runs, so that every update is embedded
@@ -241,8 +247,10 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
     let mut report = report(args, total, &tracker)?;
     report.budget = Budget::of(&p0, &p1, &n0, &n1);
     for (replica, (before, after)) in report.replicas.iter_mut().zip(r0.iter().zip(&r1)) {
-        replica.changelog_lag_ms =
-            histogram(before, after, "freshet_query_replica_lag_seconds").filter(|h| h.count > 0.0);
+        let delta = |name: &str| histogram(before, after, name).filter(|h| h.count > 0.0);
+        replica.changelog_lag_ms = delta("freshet_query_replica_lag_seconds");
+        replica.read_lag_ms = delta("freshet_query_replica_read_lag_seconds");
+        replica.commit_ms = delta("freshet_query_replica_commit_seconds");
     }
     Ok(report)
 }
@@ -425,6 +433,8 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
                     bm25_ms,
                     behind_node_ms,
                     changelog_lag_ms: None,
+                    read_lag_ms: None,
+                    commit_ms: None,
                 }
             })
             .collect(),

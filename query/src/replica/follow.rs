@@ -314,7 +314,7 @@ impl Follower {
             }
             return Ok(());
         }
-        let mut commit: Option<(changelog::Marker, i64)> = None;
+        let mut commit: Option<(changelog::Marker, i64, i64)> = None;
         let mut ops = (0u64, 0u64);
         for r in records {
             self.position = r.offset + 1;
@@ -344,10 +344,10 @@ impl Follower {
                     .context("staging a changelog batch")?;
                 ops.0 += ready.upserts.len() as u64;
                 ops.1 += ready.deletes.len() as u64;
-                commit = Some((ready.marker, r.offset + 1));
+                commit = Some((ready.marker, r.offset + 1, now));
             }
         }
-        let Some((marker, next)) = commit else {
+        let Some((marker, next, read_at_ms)) = commit else {
             return Ok(());
         };
         self.held = changelog::advance(&self.held, &marker.source_offsets);
@@ -355,6 +355,7 @@ impl Follower {
         payload.committed_at_ms = marker.committed_at_ms;
         payload.index_id = marker.index_id.clone();
         payload.changelog_next = Some(next);
+        let committing = Instant::now();
         if let Err(e) = self.writer.commit(&payload) {
             if matches!(e, freshet_tantivy::Error::IndexIdMismatch { .. }) {
                 std::fs::write(self.path.join(REBUILD_FILE), b"")
@@ -368,6 +369,11 @@ impl Follower {
         }
         self.committed = true;
         let m = &self.metrics;
+        m.commit_seconds.observe(committing.elapsed().as_secs_f64());
+        let read_lag_ms = read_at_ms
+            .saturating_sub(marker.committed_at_ms as i64)
+            .max(0);
+        m.read_lag_seconds.observe(read_lag_ms as f64 / 1000.0);
         m.changes
             .get_or_create(&OpLabels { op: "upsert" })
             .inc_by(ops.0);

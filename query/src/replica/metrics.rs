@@ -25,6 +25,8 @@ pub struct ReplicaMetrics {
     pub bootstraps: Family<BootstrapLabels, Counter>,
     pub lag_records: Gauge,
     pub lag_seconds: Histogram,
+    pub read_lag_seconds: Histogram,
+    pub commit_seconds: Histogram,
 }
 
 impl ReplicaMetrics {
@@ -52,6 +54,19 @@ impl ReplicaMetrics {
             lag_seconds: r.histogram(
                 "replica_lag_seconds",
                 "Pipeline commit to the same batch committed and searchable on the replica",
+                LATENCY,
+            ),
+            read_lag_seconds: r.histogram(
+                "replica_read_lag_seconds",
+                "Pipeline commit to the batch's marker read by the replica: the part of \
+                 replica_lag_seconds before the replica's own work (the commit's time is \
+                 stamped as the pipeline starts it, so this holds the pipeline's changelog write \
+                 and commit, the marker's produce and the replica's fetch)",
+                LATENCY,
+            ),
+            commit_seconds: r.histogram(
+                "replica_commit_seconds",
+                "A replica's commit of its index at a changelog marker (with its fsyncs)",
                 LATENCY,
             ),
         }
