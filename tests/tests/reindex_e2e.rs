@@ -402,7 +402,12 @@ fn switch_and_roll_back_generations_under_query_load() -> Result<()> {
     shadow.produced_as(&case);
     shadow.wait_indexed(WAIT)?;
     case.wait_indexed(WAIT)?;
-    let r = node.retrieve(&json!({"query": "zeppelin airships lifting gas", "k": 3}))?;
+    // The node loads the commit after it is durable (a file notification, or its poll).
+    let query = json!({"query": "zeppelin airships lifting gas", "k": 3});
+    node.wait_for(&query, WAIT, |ids| {
+        ids.first().map(String::as_str) == Some("bread")
+    })?;
+    let r = node.retrieve(&query)?;
     assert_eq!(r["index"]["generation"], "b", "{r}");
     assert_eq!(r["results"][0]["doc_id"], "bread", "{r}");
     // Milvus' bounded staleness: deleted vectors may still be found for a few seconds.
