@@ -427,7 +427,7 @@ mod tests {
             let (_, s) = ce.embed(&texts).unwrap();
             assert_eq!((s.embedded, s.deduplicated), (2, 1));
         }
-        let cache = crate::DiskCache::open(&path).unwrap();
+        let cache = crate::cache::tests::reopen(&path);
         let mut ce = CachedEmbedder::new(fake(), cache, 64);
         let (v, s) = ce.embed(&texts).unwrap();
         assert_eq!((s.cache_hits, s.embedded), (2, 0));

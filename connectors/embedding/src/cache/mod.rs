@@ -337,4 +337,4 @@ mod compact;
 pub use compact::Compaction;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -4,6 +4,36 @@ use std::collections::HashMap;
 use super::*;
 use freshet_core::embed::cache_key;
 
+/// Opens the cache at `path` again after the test closed it. A test beside this one that
+/// spawns a process (`survives_sigkill_mid_write`) holds a copy of every open descriptor, the
+/// cache's locked one included, between its fork and its exec, so for that moment the lock
+/// outlives the close. Another open that still holds it after 10 s is a failure.
+pub(crate) fn reopen(path: &std::path::Path) -> DiskCache {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match DiskCache::open(path) {
+            Err(e) if e.is_cache_in_use() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
+/// The error of opening `path` again after the test closed it (as [`reopen`]).
+fn reopen_err(path: &std::path::Path) -> Error {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match DiskCache::open(path) {
+            Err(e) if e.is_cache_in_use() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return e,
+            Ok(_) => panic!("{} opened; it was expected to fail", path.display()),
+        }
+    }
+}
+
 fn vector(key: &[u8; 32], dim: usize) -> Vec<f32> {
     (0..dim)
         .map(|i| key[i % 32] as f32 + i as f32 * 0.25)
@@ -34,7 +64,7 @@ fn roundtrip_and_reopen() {
         let e = DiskCache::open(&path).unwrap_err().to_string();
         assert!(e.contains("in use"), "{e}");
     }
-    let mut c = DiskCache::open(&path).unwrap();
+    let mut c = reopen(&path);
     assert_eq!(c.len(), 5);
     assert_eq!(
         c.get_many(&keys[..1]).unwrap()[0],
@@ -44,7 +74,7 @@ fn roundtrip_and_reopen() {
     let special = vec![-0.0, f32::MIN_POSITIVE, 1.5, f32::NAN];
     c.put_many(&[(keys[0], special.clone())]).unwrap();
     drop(c);
-    let c = DiskCache::open(&path).unwrap();
+    let c = reopen(&path);
     assert_eq!(c.len(), 5);
     let v = c.get_many(&keys[..1]).unwrap()[0].clone().unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -66,7 +96,7 @@ fn torn_tail_and_garbage_are_handled() {
     let f = OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(full - 7).unwrap();
     drop(f);
-    let mut c = DiskCache::open(&path).unwrap();
+    let mut c = reopen(&path);
     assert_eq!(c.len(), 1);
     assert_eq!(c.get_many(&keys[1..2]).unwrap()[0], None);
     c.put_many(&[(keys[2], vector(&keys[2], 8))]).unwrap();
@@ -76,7 +106,7 @@ fn torn_tail_and_garbage_are_handled() {
     let n = bytes.len();
     bytes[n - SUM_LEN - 3] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
-    let c = DiskCache::open(&path).unwrap();
+    let c = reopen(&path);
     assert_eq!(c.len(), 1);
     assert_eq!(
         c.get_many(&keys[..1]).unwrap()[0],
@@ -85,7 +115,7 @@ fn torn_tail_and_garbage_are_handled() {
     drop(c);
     // not a cache file at all
     std::fs::write(&path, b"something else entirely").unwrap();
-    let e = DiskCache::open(&path).unwrap_err().to_string();
+    let e = reopen_err(&path).to_string();
     assert!(e.contains("not a freshet vector cache"), "{e}");
 }
 
@@ -113,7 +143,7 @@ fn many_entries_in_batches() {
     let get = t.elapsed();
     drop(c);
     let t = std::time::Instant::now();
-    let c = DiskCache::open(&path).unwrap();
+    let c = reopen(&path);
     eprintln!(
         "{n} entries: put {put:?}, get {get:?}, reopen {:?}, {} bytes",
         t.elapsed(),
@@ -254,7 +284,7 @@ fn compaction_keeps_live_entries_byte_exact_and_drops_the_rest() {
     let e = DiskCache::open(&path).unwrap_err();
     assert!(e.is_cache_in_use(), "{e}");
     drop(c);
-    let c = DiskCache::open(&path).unwrap();
+    let c = reopen(&path);
     assert_eq!(c.len(), 11);
     let got = c.get_many(&keys[..2]).unwrap();
     assert_eq!(got[1], Some(vector(&keys[1], 64)));
@@ -275,7 +305,7 @@ fn compaction_after_a_torn_tail_and_a_stale_compact_file() {
     bytes.extend_from_slice(&[1, 2, 3, 4, 5]);
     std::fs::write(&path, &bytes).unwrap();
     std::fs::write(dir.path().join("c.vec.compact"), b"half").unwrap();
-    let mut c = DiskCache::open(&path).unwrap();
+    let mut c = reopen(&path);
     let done = c.compact(|k| *k == keys[3]).unwrap();
     assert_eq!((done.entries_before, done.entries_after), (4, 1));
     assert_eq!(
@@ -287,5 +317,5 @@ fn compaction_after_a_torn_tail_and_a_stale_compact_file() {
     let done = c.compact(|_| false).unwrap();
     assert_eq!((done.entries_after, done.bytes_after), (0, HEADER_LEN));
     drop(c);
-    assert!(DiskCache::open(&path).unwrap().is_empty());
+    assert!(reopen(&path).is_empty());
 }
