@@ -496,15 +496,7 @@ impl Case {
     pub fn metrics(&self) -> Result<BTreeMap<String, f64>> {
         let addr = format!("127.0.0.1:{}", self.metrics_port);
         let body = http::request(&addr, "GET", "/metrics", &[], b"")?.body;
-        let mut out = BTreeMap::new();
-        for line in body.lines().filter(|l| !l.starts_with('#')) {
-            if let Some((name, value)) = line.rsplit_once(' ') {
-                if let Ok(v) = value.parse::<f64>() {
-                    out.insert(name.to_string(), v);
-                }
-            }
-        }
-        Ok(out)
+        Ok(parse_metrics(&body))
     }
 
     /// `GET` one of the pipeline's endpoint paths (`/readyz`, `/healthz`): status and body.
@@ -553,4 +545,15 @@ impl Drop for Case {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A Prometheus text exposition as name{labels} → value (comments and unparsable lines left out).
+pub fn parse_metrics(body: &str) -> BTreeMap<String, f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse::<f64>().ok()?))
+        })
+        .collect()
 }

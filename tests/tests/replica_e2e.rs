@@ -17,7 +17,7 @@ use anyhow::{bail, ensure, Context, Result};
 use freshet_operators::chunk::Chunk;
 use freshet_tantivy::ChunkIndexReader;
 use freshet_tests::query::{request, QueryNode};
-use freshet_tests::{free_port, Case};
+use freshet_tests::{free_port, parse_metrics, Case};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -342,9 +342,9 @@ fn replicas_converge_to_the_pipeline_index_exactly() -> Result<()> {
     // the whole lag (read again should a commit land between the samples of one scrape).
     let mut tries = 0;
     loop {
-        let metrics = request(&r3.node.addr, "GET", "/metrics", &[], b"")?.body;
+        let metrics = parse_metrics(&request(&r3.node.addr, "GET", "/metrics", &[], b"")?.body);
         let commits = sample(&metrics, "freshet_query_replica_commits_total")?;
-        ensure!(commits >= 1.0, "no replica commit counted: {metrics}");
+        ensure!(commits >= 1.0, "no replica commit counted: {metrics:?}");
         let mut counts = Vec::new();
         for h in [
             "replica_commit_seconds",
@@ -369,13 +369,10 @@ fn replicas_converge_to_the_pipeline_index_exactly() -> Result<()> {
     }
 }
 
-/// The value of the unlabelled sample `name` in a Prometheus text exposition.
-fn sample(metrics: &str, name: &str) -> Result<f64> {
+/// The unlabelled sample `name` of a scrape.
+fn sample(metrics: &BTreeMap<String, f64>, name: &str) -> Result<f64> {
     metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .with_context(|| format!("{name} not in the metrics"))?
-        .trim()
-        .parse()
-        .with_context(|| format!("{name} is not a number"))
+        .get(name)
+        .copied()
+        .with_context(|| format!("{name} not in the metrics: {metrics:?}"))
 }

@@ -8,30 +8,21 @@ use freshet_core::embed::cache_key;
 /// spawns a process (`survives_sigkill_mid_write`) holds a copy of every open descriptor, the
 /// cache's locked one included, between its fork and its exec, so for that moment the lock
 /// outlives the close. Another open that still holds it after 10 s is a failure.
-pub(crate) fn reopen(path: &std::path::Path) -> DiskCache {
+fn open_again(path: &std::path::Path) -> Result<DiskCache> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match DiskCache::open(path) {
             Err(e) if e.is_cache_in_use() && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            r => return r.unwrap(),
+            r => return r,
         }
     }
 }
 
-/// The error of opening `path` again after the test closed it (as [`reopen`]).
-fn reopen_err(path: &std::path::Path) -> Error {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match DiskCache::open(path) {
-            Err(e) if e.is_cache_in_use() && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(e) => return e,
-            Ok(_) => panic!("{} opened; it was expected to fail", path.display()),
-        }
-    }
+/// [`open_again`], which must succeed.
+pub(crate) fn reopen(path: &std::path::Path) -> DiskCache {
+    open_again(path).unwrap()
 }
 
 fn vector(key: &[u8; 32], dim: usize) -> Vec<f32> {
@@ -115,7 +106,10 @@ fn torn_tail_and_garbage_are_handled() {
     drop(c);
     // not a cache file at all
     std::fs::write(&path, b"something else entirely").unwrap();
-    let e = reopen_err(&path).to_string();
+    let Err(e) = open_again(&path) else {
+        panic!("a file that is no cache opened as one");
+    };
+    let e = e.to_string();
     assert!(e.contains("not a freshet vector cache"), "{e}");
 }
 
