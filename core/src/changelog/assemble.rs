@@ -8,6 +8,12 @@
 //! `min.compaction.lag.ms`, so a stretch whose every record was younger than that when it was
 //! read is whole; any other stretch is committed only at a marker that is the last record of
 //! the log (everything compaction removed before it was superseded before it too).
+//!
+//! A replica may also hand a whole stretch's changes to its index before the marker
+//! ([`Assembler::stage`]), to build their segment while the pipeline commits; it still commits
+//! only at a marker that [`Assembler::push`] returns. Changes staged and changes applied at the
+//! marker end in the same index as all of them applied at the marker, because the index applies
+//! each batch in order and the last change of a chunk wins either way.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +49,8 @@ pub struct Assembler {
     pending: BTreeMap<String, Option<Chunk>>,
     /// A record since the last commit may have been read from a compacted stretch.
     stale: bool,
+    /// Changes handed over by [`Assembler::stage`] since the last commit.
+    staged: usize,
 }
 
 impl Assembler {
@@ -73,6 +81,7 @@ impl Assembler {
                     return None;
                 }
                 self.stale = false;
+                self.staged = 0;
                 let mut upserts = Vec::new();
                 let mut deletes = Vec::new();
                 for (id, c) in std::mem::take(&mut self.pending) {
@@ -90,9 +99,29 @@ impl Assembler {
         }
     }
 
-    /// How many chunk changes wait for a marker.
+    /// Hands over the changes read since the last commit or stage, for the index to stage
+    /// (apply without committing), when the stretch is whole: `None` when none wait or when
+    /// they may come from a compacted stretch (they wait for the end of the log). The marker's
+    /// [`Ready`] then holds only the changes read after this.
+    pub fn stage(&mut self) -> Option<(Vec<Chunk>, Vec<String>)> {
+        if self.stale || self.pending.is_empty() {
+            return None;
+        }
+        self.staged += self.pending.len();
+        let mut upserts = Vec::new();
+        let mut deletes = Vec::new();
+        for (id, c) in std::mem::take(&mut self.pending) {
+            match c {
+                Some(c) => upserts.push(c),
+                None => deletes.push(id),
+            }
+        }
+        Some((upserts, deletes))
+    }
+
+    /// How many chunk changes wait for a marker, staged ones included.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.staged
     }
 
     /// Whether the changes waiting come (in part) from a stretch that may have been

@@ -9,7 +9,9 @@
 //! ([`assemble::Assembler`]), so it serves only states the pipeline committed.
 //!
 //! - [`encode_upsert`], [`encode_delete`], [`encode_marker`] and [`decode`]: records to and
-//!   from bytes (round-trip tested).
+//!   from bytes (round-trip tested); [`mark_batch_end`] and [`ends_batch`], [`durable_at_ms`]:
+//!   the headers that let a replica build a batch's segment before its marker and time its lag
+//!   from the pipeline's durable commit.
 //! - [`assemble`]: changes gathered into the batches a replica commits.
 //! - [`config`]: `[replication]`, the topic and its compaction settings.
 
@@ -30,6 +32,14 @@ pub const FORMAT_HEADER: &str = "freshet.changelog.format";
 pub const FORMAT: &str = "1";
 /// The header carrying the epoch of the pipeline batch a change belongs to.
 pub const EPOCH_HEADER: &str = "freshet.changelog.epoch";
+/// The header on the last change record of a batch ([`mark_batch_end`]): every change of the
+/// batch is read, so a replica may build their segment while the pipeline commits, before the
+/// batch's marker arrives (it still commits only at the marker).
+pub const BATCH_END_HEADER: &str = "freshet.changelog.batch_end";
+/// The header of a marker saying when the pipeline's commit of the batch was durable (Unix ms):
+/// the start of a replica's lag. The marker's own `committed_at_ms` is stamped before the
+/// commit, inside the commit's payload.
+pub const DURABLE_AT_HEADER: &str = "freshet.changelog.durable_at_ms";
 
 /// Source offsets: topic → partition → next offset to read.
 pub type SourceOffsets = BTreeMap<String, BTreeMap<i32, i64>>;
@@ -114,13 +124,47 @@ pub fn encode_delete(chunk_id: &str, epoch: u64) -> Encoded {
     }
 }
 
-/// The marker record of a committed batch.
-pub fn encode_marker(marker: &Marker) -> Encoded {
+/// The marker record of a batch whose commit was durable at `durable_at_ms` (Unix ms).
+pub fn encode_marker(marker: &Marker, durable_at_ms: u64) -> Encoded {
+    let mut headers = headers(Some(marker.epoch));
+    headers.push((
+        DURABLE_AT_HEADER.to_string(),
+        Some(durable_at_ms.to_string().into_bytes()),
+    ));
     Encoded {
         key: MARKER_KEY.to_vec(),
         value: Some(serde_json::to_vec(marker).expect("a marker serializes")),
-        headers: headers(Some(marker.epoch)),
+        headers,
     }
+}
+
+/// Marks the last of a batch's change records ([`BATCH_END_HEADER`]).
+pub fn mark_batch_end(records: &mut [Encoded]) {
+    if let Some(last) = records.last_mut() {
+        last.headers
+            .push((BATCH_END_HEADER.to_string(), Some(b"1".to_vec())));
+    }
+}
+
+/// Whether a record read back ends its batch's changes ([`mark_batch_end`]).
+pub fn ends_batch(headers: &[(String, Option<Vec<u8>>)]) -> bool {
+    header(headers, BATCH_END_HEADER).is_some_and(|v| v == b"1")
+}
+
+/// When the commit of a marker read back was durable (Unix ms); `None` for a marker written
+/// without it.
+pub fn durable_at_ms(headers: &[(String, Option<Vec<u8>>)]) -> Option<u64> {
+    header(headers, DURABLE_AT_HEADER)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn header<'a>(headers: &'a [(String, Option<Vec<u8>>)], name: &str) -> Option<&'a [u8]> {
+    headers
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.as_deref())
 }
 
 /// A changelog record read back; a record of another format, a chunk whose id is not its key
@@ -130,12 +174,7 @@ pub fn decode(
     value: Option<&[u8]>,
     headers: &[(String, Option<Vec<u8>>)],
 ) -> Result<Entry, ChangelogError> {
-    let format = headers
-        .iter()
-        .rev()
-        .find(|(k, _)| k == FORMAT_HEADER)
-        .and_then(|(_, v)| v.as_deref())
-        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let format = header(headers, FORMAT_HEADER).map(|v| String::from_utf8_lossy(v).into_owned());
     match format.as_deref() {
         Some(FORMAT) => {}
         other => return Err(ChangelogError::Format(other.unwrap_or("none").to_string())),

@@ -34,9 +34,12 @@ fn every_record_round_trips() {
         assert_eq!(roundtrip(&d), Ok(Entry::Delete(c.chunk_id.clone())));
     }
     let mut m = marker(9, 12);
-    assert_eq!(roundtrip(&encode_marker(&m)), Ok(Entry::Marker(m.clone())));
+    assert_eq!(
+        roundtrip(&encode_marker(&m, 1)),
+        Ok(Entry::Marker(m.clone()))
+    );
     m.index_id = None;
-    assert_eq!(roundtrip(&encode_marker(&m)), Ok(Entry::Marker(m)));
+    assert_eq!(roundtrip(&encode_marker(&m, 1)), Ok(Entry::Marker(m)));
 }
 
 #[test]
@@ -53,7 +56,7 @@ fn a_record_that_is_not_what_its_key_says_is_refused() {
     assert_eq!(roundtrip(&e), Err(ChangelogError::Format("none".into())));
     e.headers.push((FORMAT_HEADER.into(), Some(b"2".to_vec())));
     assert_eq!(roundtrip(&e), Err(ChangelogError::Format("2".into())));
-    let mut m = encode_marker(&marker(1, 1));
+    let mut m = encode_marker(&marker(1, 1), 1);
     m.value = None;
     assert!(matches!(roundtrip(&m), Err(ChangelogError::Marker(_))));
     let e = encode_upsert(&c, 1);
@@ -71,11 +74,93 @@ fn by_id(mut chunks: Vec<Chunk>) -> Vec<Chunk> {
 
 /// An index modelled as chunk id → chunk, with a batch applied as a replica applies it.
 fn apply(index: &mut BTreeMap<String, Chunk>, ready: &Ready) {
-    for id in &ready.deletes {
+    apply_changes(index, &ready.upserts, &ready.deletes);
+}
+
+fn apply_changes(index: &mut BTreeMap<String, Chunk>, upserts: &[Chunk], deletes: &[String]) {
+    for id in deletes {
         index.remove(id);
     }
-    for c in &ready.upserts {
+    for c in upserts {
         index.insert(c.chunk_id.clone(), c.clone());
+    }
+}
+
+#[test]
+fn the_batch_end_and_the_durable_commit_travel_in_headers() {
+    let (a, b) = (chunk("d1", "alpha"), chunk("d2", "beta"));
+    let mut records = vec![encode_delete(&a.chunk_id, 2), encode_upsert(&b, 2)];
+    mark_batch_end(&mut records);
+    assert!(!ends_batch(&records[0].headers));
+    assert!(ends_batch(&records[1].headers));
+    // The header changes nothing in what the record says.
+    assert_eq!(roundtrip(&records[1]), Ok(Entry::Upsert(Box::new(b))));
+    mark_batch_end(&mut []);
+
+    let m = encode_marker(&marker(2, 7), 1_700_000_000_123);
+    assert_eq!(durable_at_ms(&m.headers), Some(1_700_000_000_123));
+    assert!(!ends_batch(&m.headers));
+    assert_eq!(roundtrip(&m), Ok(Entry::Marker(marker(2, 7))));
+    // A marker of a pipeline that did not write it.
+    let mut old = m.clone();
+    old.headers.retain(|(k, _)| k != DURABLE_AT_HEADER);
+    assert_eq!(durable_at_ms(&old.headers), None);
+    assert_eq!(roundtrip(&old), Ok(Entry::Marker(marker(2, 7))));
+}
+
+/// Changes staged before their marker, at any points, leave the index where applying them all
+/// at the marker leaves it; a possibly compacted stretch is never staged, and staged changes
+/// count as waiting until their marker.
+#[test]
+fn staged_changes_end_where_changes_applied_at_the_marker_end() {
+    let mut rng = Rng::new(23);
+    let pool = random_chunks(&mut rng, 30);
+    for run in 0..200u64 {
+        let mut rng = Rng::new(1000 + run);
+        let (mut whole, mut staged) = (Assembler::new(), Assembler::new());
+        let (mut at_marker, mut early) = (BTreeMap::new(), BTreeMap::new());
+        for epoch in 1..=8u64 {
+            for _ in 0..rng.below(6) {
+                let mut c = rng.pick(&pool).clone();
+                c.text = format!("{} v{epoch}", c.text);
+                let entry = if rng.chance(3) {
+                    Entry::Delete(c.chunk_id.clone())
+                } else {
+                    Entry::Upsert(Box::new(c))
+                };
+                let read = Read {
+                    fresh: !rng.chance(10),
+                    last_in_log: false,
+                };
+                whole.push(entry.clone(), read);
+                staged.push(entry, read);
+                if rng.chance(3) {
+                    let stale = staged.waits_for_the_end();
+                    let waiting = staged.pending();
+                    match staged.stage() {
+                        Some((u, d)) => {
+                            assert!(!stale);
+                            apply_changes(&mut early, &u, &d);
+                        }
+                        None => assert!(stale || waiting == 0),
+                    }
+                    assert_eq!(staged.pending(), waiting);
+                }
+            }
+            let read = Read {
+                fresh: true,
+                last_in_log: rng.chance(2),
+            };
+            let a = whole.push(Entry::Marker(marker(epoch, epoch as i64)), read);
+            let b = staged.push(Entry::Marker(marker(epoch, epoch as i64)), read);
+            assert_eq!(a.is_some(), b.is_some(), "run {run} epoch {epoch}");
+            if let (Some(a), Some(b)) = (a, b) {
+                apply(&mut at_marker, &a);
+                apply(&mut early, &b);
+                assert_eq!(at_marker, early, "run {run} epoch {epoch}");
+                assert_eq!(staged.pending(), 0);
+            }
+        }
     }
 }
 
@@ -119,7 +204,7 @@ fn a_batch_published_again_changes_nothing() {
     let chunks = random_chunks(&mut rng, 20);
     let mut batch: Vec<Encoded> = chunks.iter().map(|c| encode_upsert(c, 5)).collect();
     batch.extend(chunks[..5].iter().map(|c| encode_delete(&c.chunk_id, 5)));
-    batch.push(encode_marker(&marker(5, 40)));
+    batch.push(encode_marker(&marker(5, 40), 1));
 
     let mut once = BTreeMap::new();
     let mut asm = Assembler::new();

@@ -159,6 +159,7 @@ impl Changelog {
             "bringing the changelog to the last commit"
         );
         if !records.is_empty() {
+            changelog::mark_batch_end(&mut records);
             self.next = self.publish(&records)?.or(held);
         } else {
             self.next = held.filter(|_| !whole).or(Some(high));
@@ -269,7 +270,8 @@ impl Changelog {
 
 /// The records of a batch that deletes `deletes` and writes `upserts`, as tantivy applies them
 /// ([`ChunkIndexWriter::apply`]): an id both deleted and written is written, the last upsert of
-/// an id wins. Tombstones first, then the upserts, each id once.
+/// an id wins. Tombstones first, then the upserts, each id once; the last record carries the
+/// batch's end ([`changelog::mark_batch_end`]).
 pub fn batch_records(upserts: &[Chunk], deletes: &[String], epoch: u64) -> Vec<Encoded> {
     let upserted: BTreeSet<&str> = upserts.iter().map(|c| c.chunk_id.as_str()).collect();
     let removed: BTreeSet<&str> = deletes
@@ -286,6 +288,7 @@ pub fn batch_records(upserts: &[Chunk], deletes: &[String], epoch: u64) -> Vec<E
         last.insert(c.chunk_id.as_str(), c);
     }
     records.extend(last.values().map(|c| changelog::encode_upsert(c, epoch)));
+    changelog::mark_batch_end(&mut records);
     records
 }
 
@@ -300,7 +303,9 @@ impl Service<MarkerOf<'_>> for Changelog {
             committed_at_ms: payload.committed_at_ms,
             index_id: payload.index_id.clone(),
         };
-        self.publish(&[changelog::encode_marker(&marker)])?;
+        // Written right after the commit: the time it was durable, where a replica's lag starts.
+        let durable_at_ms = freshet_operators::clock::now_ms();
+        self.publish(&[changelog::encode_marker(&marker, durable_at_ms)])?;
         self.metrics.sink("changelog", "marker", 1);
         Ok(())
     }
@@ -341,6 +346,12 @@ mod tests {
             .headers
             .iter()
             .any(|(k, v)| k == changelog::EPOCH_HEADER && v.as_deref() == Some(&b"7"[..]))));
+        // Only the last record ends the batch.
+        let ends: Vec<bool> = records
+            .iter()
+            .map(|r| changelog::ends_batch(&r.headers))
+            .collect();
+        assert_eq!(ends, [false, false, true]);
         assert!(batch_records(&[], &[], 1).is_empty());
     }
 }
