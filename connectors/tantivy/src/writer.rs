@@ -180,6 +180,20 @@ impl ChunkIndexWriter {
         Ok(())
     }
 
+    /// Writes what [`ChunkIndexWriter::apply`] staged since the last commit (or the last call of
+    /// this) into a segment that is not committed: nothing of it is visible or durable before
+    /// the next commit, which then only writes what was applied after this, applies the deletes
+    /// and records the commit. A rollback or a crash before that commit drops it.
+    ///
+    /// For a writer whose commit waits for something it does not control (a replica waiting for
+    /// the marker of a batch whose changes it has read): the segment is built while it waits.
+    pub fn stage(&mut self) -> Result<()> {
+        // The prepared commit is dropped, not committed: tantivy keeps its segment among the
+        // uncommitted ones, which the next commit takes, and skips the opstamp it drew.
+        drop(self.writer.prepare_commit()?);
+        Ok(())
+    }
+
     /// Durably commits everything staged since the last commit together with `payload`
     /// (fsync'd by tantivy before this returns). The payload's `schema_version` must be
     /// [`SCHEMA_VERSION`].

@@ -151,6 +151,69 @@ fn apply_commit_reopen_and_payload() {
     );
 }
 
+/// Segments staged before a commit become visible and durable with it, in the order the changes
+/// were applied; staged changes are dropped by a rollback and by a writer closed without a
+/// commit.
+#[test]
+fn staged_segments_wait_for_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let committed = || ChunkIndexReader::open(dir.path()).unwrap();
+    let mut w = ChunkIndexWriter::open_or_create(dir.path(), HEAP).unwrap();
+    w.apply(
+        &[chunk("a", "d1", 0, "alpha"), chunk("b", "d1", 1, "beta")],
+        &[],
+    )
+    .unwrap();
+    w.commit(&payload(1, 1)).unwrap();
+
+    w.apply(&[chunk("c", "d2", 0, "gamma")], &["a".to_owned()])
+        .unwrap();
+    w.stage().unwrap();
+    let r = committed();
+    assert!(
+        r.get("c").unwrap().is_none(),
+        "a staged chunk is not committed"
+    );
+    assert!(
+        r.get("a").unwrap().is_some(),
+        "a staged delete is not committed"
+    );
+    // Changes after a stage apply on top of it: a staged chunk written again and another
+    // deleted, then one more stage and a change left to the commit.
+    let c2 = chunk("c", "d2", 0, "gamma again");
+    w.apply(std::slice::from_ref(&c2), &["b".to_owned()])
+        .unwrap();
+    w.stage().unwrap();
+    w.apply(&[chunk("d", "d3", 0, "delta")], &[]).unwrap();
+    w.commit(&payload(2, 2)).unwrap();
+    let r = committed();
+    assert_eq!(r.last_payload().unwrap().unwrap().epoch, 2);
+    assert!(r.get("a").unwrap().is_none());
+    assert!(r.get("b").unwrap().is_none());
+    assert_eq!(r.get("c").unwrap(), Some(c2));
+    assert!(r.get("d").unwrap().is_some());
+    assert_eq!(w.count(), 2);
+    assert_eq!(w.live_chunk_counts(&["c"]).unwrap()["c"], 1);
+
+    // A rollback drops what was staged.
+    w.apply(&[chunk("e", "d4", 0, "epsilon")], &["c".to_owned()])
+        .unwrap();
+    w.stage().unwrap();
+    w.rollback().unwrap();
+    w.commit(&payload(3, 3)).unwrap();
+    assert!(w.get("e").unwrap().is_none());
+    assert!(w.get("c").unwrap().is_some());
+
+    // So does a writer closed without a commit.
+    w.apply(&[chunk("f", "d5", 0, "zeta")], &[]).unwrap();
+    w.stage().unwrap();
+    w.close().unwrap();
+    let w = ChunkIndexWriter::open_or_create(dir.path(), HEAP).unwrap();
+    assert!(w.get("f").unwrap().is_none());
+    assert_eq!(w.count(), 2);
+    assert_eq!(w.last_payload().unwrap().unwrap().epoch, 3);
+}
+
 fn payload_with_time(offset: i64, epoch: u64, at: u64) -> CommitPayload {
     let mut p = payload(offset, epoch);
     p.committed_at_ms = at;
