@@ -10,9 +10,10 @@
 //!
 //! With `--replica URL` (repeatable), each replica's BM25 route is polled the same way: produce
 //! → visible on the replica, the replica's delay behind the pipeline's node per update, and the
-//! replica's own `replica_lag_seconds` over the run (pipeline commit → committed on the
-//! replica; docs/replicas.md), with its parts `replica_read_lag_seconds` (→ the marker read)
-//! and `replica_commit_seconds`.
+//! replica's own `replica_lag_seconds` over the run (the pipeline's commit durable → committed
+//! on the replica; docs/replicas.md), with its parts `replica_read_lag_seconds` (→ the marker
+//! read) and `replica_commit_seconds`, and the replica's `replica_stage_seconds` (the segments
+//! it built before their markers).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -99,14 +100,17 @@ pub struct ReplicaFreshness {
     /// Visible on the replica less visible in the node's BM25 route, per update seen on both
     /// (each side has the poll's resolution, so a value may be negative).
     pub behind_node_ms: Percentiles,
-    /// The replica's `replica_lag_seconds` over the run: pipeline commit → the same batch
-    /// committed on the replica (`None`: its metrics did not answer or saw no commit).
+    /// The replica's `replica_lag_seconds` over the run: the pipeline's commit durable → the
+    /// same batch committed on the replica (`None`: its metrics did not answer or saw no
+    /// commit).
     pub changelog_lag_ms: Option<HistogramDelta>,
-    /// The part of it before the replica's own work (`replica_read_lag_seconds`: pipeline
-    /// commit → the marker read by the replica).
+    /// The part of it before the replica's own work (`replica_read_lag_seconds`: → the marker
+    /// read by the replica).
     pub read_lag_ms: Option<HistogramDelta>,
     /// The replica's commits (`replica_commit_seconds`).
     pub commit_ms: Option<HistogramDelta>,
+    /// The segments the replica built before their markers (`replica_stage_seconds`).
+    pub stage_ms: Option<HistogramDelta>,
 }
 
 /// The text of update `seq` of run `run`: unique across runs, so that every update is embedded
@@ -251,6 +255,7 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
         replica.changelog_lag_ms = delta("freshet_query_replica_lag_seconds");
         replica.read_lag_ms = delta("freshet_query_replica_read_lag_seconds");
         replica.commit_ms = delta("freshet_query_replica_commit_seconds");
+        replica.stage_ms = delta("freshet_query_replica_stage_seconds");
     }
     Ok(report)
 }
@@ -435,6 +440,7 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
                     changelog_lag_ms: None,
                     read_lag_ms: None,
                     commit_ms: None,
+                    stage_ms: None,
                 }
             })
             .collect(),

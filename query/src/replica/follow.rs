@@ -114,6 +114,8 @@ struct Follower {
     committed: bool,
     min_lag_ms: u64,
     poll_wait: Duration,
+    /// `[replica] stage`.
+    stage: bool,
     metrics: ReplicaMetrics,
     last_lag_check: Instant,
     /// The replica's client settings, to open the reader again at an offset.
@@ -226,6 +228,7 @@ impl Follower {
             committed: false,
             min_lag_ms: replication.min_compaction_lag_ms.saturating_sub(margin),
             poll_wait: Duration::from_millis(config.poll_wait_ms.max(1)),
+            stage: config.stage,
             metrics,
             last_lag_check: Instant::now(),
             kafka,
@@ -298,7 +301,8 @@ impl Follower {
     }
 
     /// One read of the changelog: the complete batches in it applied and committed at the last
-    /// of their markers.
+    /// of their markers; then, when the read ends with a batch's last change and the replica
+    /// is past the bootstrap, that batch staged ([`Follower::stage`], `[replica] stage`).
     fn step(&mut self) -> Result<()> {
         let records = self.reader.poll_batch(MAX_RECORDS, self.poll_wait)?;
         if records.is_empty() {
@@ -314,13 +318,15 @@ impl Follower {
             }
             return Ok(());
         }
-        let mut commit: Option<(changelog::Marker, i64, i64)> = None;
+        let mut commit: Option<Marked> = None;
         let mut ops = (0u64, 0u64);
+        let mut ends_batch = false;
         for r in records {
             self.position = r.offset + 1;
             let decoded = changelog::decode(r.key.as_deref(), r.value.as_deref(), &r.headers);
             if decoded.is_err() && r.headers.is_empty() && self.read_again(r.offset)? {
                 // What was read before it stands; the next read starts at this record.
+                ends_batch = false;
                 break;
             }
             let entry = decoded.map_err(|e| {
@@ -335,7 +341,9 @@ impl Follower {
             let fresh = r
                 .timestamp_ms
                 .is_some_and(|ts| now - ts < self.min_lag_ms as i64);
-            let last_in_log = matches!(entry, Entry::Marker(_))
+            let is_marker = matches!(entry, Entry::Marker(_));
+            ends_batch = !is_marker && changelog::ends_batch(&r.headers);
+            let last_in_log = is_marker
                 && (!fresh || self.assembler.waits_for_the_end())
                 && self.last_in_log(r.offset)?;
             if let Some(ready) = self.assembler.push(entry, Read { fresh, last_in_log }) {
@@ -344,12 +352,58 @@ impl Follower {
                     .context("staging a changelog batch")?;
                 ops.0 += ready.upserts.len() as u64;
                 ops.1 += ready.deletes.len() as u64;
-                commit = Some((ready.marker, r.offset + 1, now));
+                commit = Some(Marked {
+                    durable_at_ms: changelog::durable_at_ms(&r.headers)
+                        .unwrap_or(ready.marker.committed_at_ms),
+                    marker: ready.marker,
+                    next: r.offset + 1,
+                    read_at_ms: now,
+                });
             }
         }
-        let Some((marker, next, read_at_ms)) = commit else {
+        if let Some(marked) = commit {
+            self.commit(marked, ops)?;
+        }
+        if self.stage && ends_batch && self.position >= self.high_at_start {
+            self.stage()?;
+        }
+        Ok(())
+    }
+
+    /// Applies the changes of a batch whose marker has not arrived yet and builds their segment
+    /// ([`ChunkIndexWriter::stage`]), while the pipeline commits the batch: at the marker the
+    /// replica only records the commit. Nothing is staged from a stretch that may have been
+    /// compacted ([`Assembler::stage`]).
+    fn stage(&mut self) -> Result<()> {
+        let Some((upserts, deletes)) = self.assembler.stage() else {
             return Ok(());
         };
+        let started = Instant::now();
+        self.writer
+            .apply(&upserts, &deletes)
+            .context("staging a changelog batch")?;
+        self.writer
+            .stage()
+            .context("building the segment of a changelog batch")?;
+        let m = &self.metrics;
+        m.stage_seconds.observe(started.elapsed().as_secs_f64());
+        m.changes
+            .get_or_create(&OpLabels { op: "upsert" })
+            .inc_by(upserts.len() as u64);
+        m.changes
+            .get_or_create(&OpLabels { op: "delete" })
+            .inc_by(deletes.len() as u64);
+        Ok(())
+    }
+
+    /// Commits what is applied and staged, at `marked`'s marker.
+    fn commit(&mut self, marked: Marked, ops: (u64, u64)) -> Result<()> {
+        let Marked {
+            marker,
+            next,
+            read_at_ms,
+            durable_at_ms,
+        } = marked;
         self.held = changelog::advance(&self.held, &marker.source_offsets);
         let mut payload = CommitPayload::new(self.held.clone(), marker.epoch);
         payload.committed_at_ms = marker.committed_at_ms;
@@ -370,9 +424,7 @@ impl Follower {
         self.committed = true;
         let m = &self.metrics;
         m.commit_seconds.observe(committing.elapsed().as_secs_f64());
-        let read_lag_ms = read_at_ms
-            .saturating_sub(marker.committed_at_ms as i64)
-            .max(0);
+        let read_lag_ms = read_at_ms.saturating_sub(durable_at_ms as i64).max(0);
         m.read_lag_seconds.observe(read_lag_ms as f64 / 1000.0);
         m.changes
             .get_or_create(&OpLabels { op: "upsert" })
@@ -381,7 +433,7 @@ impl Follower {
             .get_or_create(&OpLabels { op: "delete" })
             .inc_by(ops.1);
         m.commits.inc();
-        let lag = (now_ms().saturating_sub(marker.committed_at_ms)) as f64 / 1000.0;
+        let lag = (now_ms().saturating_sub(durable_at_ms)) as f64 / 1000.0;
         m.lag_seconds.observe(lag);
         tracing::debug!(
             epoch = marker.epoch,
@@ -392,6 +444,18 @@ impl Follower {
         );
         Ok(())
     }
+}
+
+/// A batch marker read, with what its commit records and measures.
+struct Marked {
+    marker: changelog::Marker,
+    /// The offset after the marker.
+    next: i64,
+    /// When the replica read it (Unix ms).
+    read_at_ms: i64,
+    /// When the pipeline's commit of the batch was durable (Unix ms): the marker's header, or
+    /// for a marker written without it, the commit's own stamp (taken before the commit).
+    durable_at_ms: u64,
 }
 
 /// The timestamp of the first record at or after `at`, `None` when none arrives soon.
@@ -422,84 +486,5 @@ fn set_aside(path: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn payload(next: Option<i64>) -> CommitPayload {
-        let mut p = CommitPayload::new(Default::default(), 1);
-        p.changelog_next = next;
-        p
-    }
-
-    #[test]
-    fn an_index_the_topic_cannot_bring_up_to_date_is_built_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let none = |_| Ok(None);
-        let day = 86_400_000;
-        let reason = |p: Option<CommitPayload>, marks, ts: Option<i64>| {
-            rebuild_reason(dir.path(), p.as_ref(), marks, |_| Ok(ts), day).unwrap()
-        };
-        assert_eq!(reason(None, (0, 10), None), Some("new"));
-        assert_eq!(reason(Some(payload(None)), (0, 10), None), Some("new"));
-        assert_eq!(
-            reason(Some(payload(Some(3))), (5, 10), None),
-            Some("behind")
-        );
-        assert_eq!(
-            reason(Some(payload(Some(11))), (0, 10), None),
-            Some("behind")
-        );
-        assert_eq!(reason(Some(payload(Some(10))), (0, 10), None), None);
-        let now = now_ms() as i64;
-        assert_eq!(
-            reason(Some(payload(Some(4))), (0, 10), Some(now - 1000)),
-            None
-        );
-        assert_eq!(
-            reason(Some(payload(Some(4))), (0, 10), Some(now - 2 * day as i64)),
-            Some("stale")
-        );
-        std::fs::write(dir.path().join(REBUILD_FILE), b"").unwrap();
-        assert_eq!(
-            rebuild_reason(dir.path(), Some(&payload(Some(10))), (0, 10), none, day).unwrap(),
-            Some("other_index")
-        );
-    }
-
-    #[test]
-    fn a_record_without_headers_is_read_again_once_and_then_stops_the_replica() {
-        let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
-        cluster.create_topic("changelog", 1, 1).unwrap();
-        let kafka = KafkaConfig::with_brokers(cluster.bootstrap_servers());
-        // A chunk change as a broker that dropped its headers would hand it over.
-        let producer = freshet_kafka::DocumentProducer::new(&kafka).unwrap();
-        producer.send("changelog", b"chunk-1", Some(b"{}")).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let replication = ReplicationConfig {
-            changelog_topic: "changelog".into(),
-            ..Default::default()
-        };
-        let config = ReplicaConfig {
-            enabled: true,
-            path: dir.path().join("replica"),
-            poll_wait_ms: 100,
-            ..Default::default()
-        };
-        let metrics = ReplicaMetrics::register(&mut freshet_service::metrics::Registrar::new("t"));
-        let mut follower = Follower::open(&kafka, &replication, &config, metrics).unwrap();
-        let started = Instant::now();
-        let err = loop {
-            if let Err(e) = follower.step() {
-                break e;
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "never stopped");
-        };
-        assert_eq!(follower.reread, Some(0), "read again from its own offset");
-        let message = format!("{err:#}");
-        assert!(
-            message.contains("offset 0") && message.contains("\"none\""),
-            "{message}"
-        );
-        assert_eq!(follower.position, 1);
-    }
-}
+#[path = "follow_tests.rs"]
+mod tests;

@@ -27,6 +27,7 @@ pub struct ReplicaMetrics {
     pub lag_seconds: Histogram,
     pub read_lag_seconds: Histogram,
     pub commit_seconds: Histogram,
+    pub stage_seconds: Histogram,
 }
 
 impl ReplicaMetrics {
@@ -53,20 +54,26 @@ impl ReplicaMetrics {
             ),
             lag_seconds: r.histogram(
                 "replica_lag_seconds",
-                "Pipeline commit to the same batch committed and searchable on the replica",
+                "The pipeline's commit durable to the same batch committed and searchable on \
+                 the replica",
                 LATENCY,
             ),
             read_lag_seconds: r.histogram(
                 "replica_read_lag_seconds",
-                "Pipeline commit to the batch's marker read by the replica: the part of \
-                 replica_lag_seconds before the replica's own work (the commit's time is \
-                 stamped as the pipeline starts it, so this holds the pipeline's changelog write \
-                 and commit, the marker's produce and the replica's fetch)",
+                "The pipeline's commit durable to the batch's marker read by the replica: the \
+                 part of replica_lag_seconds before the replica's own work (the marker's \
+                 produce and the replica's fetch)",
                 LATENCY,
             ),
             commit_seconds: r.histogram(
                 "replica_commit_seconds",
                 "A replica's commit of its index at a changelog marker (with its fsyncs)",
+                LATENCY,
+            ),
+            stage_seconds: r.histogram(
+                "replica_stage_seconds",
+                "A replica's build of a batch's segment from its changes, before the batch's \
+                 marker arrives (the commit at the marker then only records it)",
                 LATENCY,
             ),
         }

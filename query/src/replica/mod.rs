@@ -46,6 +46,10 @@ pub struct ReplicaConfig {
     /// Margin taken off `[replication] min_compaction_lag_ms` and `delete_retention_ms` for the
     /// clocks of the broker, the pipeline and this machine, in milliseconds.
     pub clock_margin_ms: u64,
+    /// Build a batch's segment as soon as its last change is read, while the pipeline commits
+    /// it, so that the marker only records the commit (docs/replicas.md). Off for a replica on
+    /// cores the pipeline uses: there the build competes with the pipeline's own commit.
+    pub stage: bool,
 }
 
 impl Default for ReplicaConfig {
@@ -56,6 +60,7 @@ impl Default for ReplicaConfig {
             writer_heap_bytes: 50_000_000,
             poll_wait_ms: 200,
             clock_margin_ms: 60_000,
+            stage: true,
         }
     }
 }
