@@ -82,14 +82,7 @@ impl Assembler {
                 }
                 self.stale = false;
                 self.staged = 0;
-                let mut upserts = Vec::new();
-                let mut deletes = Vec::new();
-                for (id, c) in std::mem::take(&mut self.pending) {
-                    match c {
-                        Some(c) => upserts.push(c),
-                        None => deletes.push(id),
-                    }
-                }
+                let (upserts, deletes) = self.take_pending();
                 Some(Ready {
                     upserts,
                     deletes,
@@ -108,6 +101,11 @@ impl Assembler {
             return None;
         }
         self.staged += self.pending.len();
+        Some(self.take_pending())
+    }
+
+    /// The changes waiting, as upserts and deletes, each chunk once (its latest record).
+    fn take_pending(&mut self) -> (Vec<Chunk>, Vec<String>) {
         let mut upserts = Vec::new();
         let mut deletes = Vec::new();
         for (id, c) in std::mem::take(&mut self.pending) {
@@ -116,7 +114,7 @@ impl Assembler {
                 None => deletes.push(id),
             }
         }
-        Some((upserts, deletes))
+        (upserts, deletes)
     }
 
     /// How many chunk changes wait for a marker, staged ones included.

@@ -15,7 +15,7 @@ use freshet_core::clock::now_ms;
 use freshet_kafka::{admin, KafkaConfig, PartitionReader};
 use freshet_tantivy::{ChunkIndexWriter, CommitPayload};
 
-use super::metrics::{BootstrapLabels, OpLabels, ReplicaMetrics};
+use super::metrics::{BootstrapLabels, ReplicaMetrics};
 use super::ReplicaConfig;
 
 /// The changelog's one partition.
@@ -387,12 +387,7 @@ impl Follower {
             .context("building the segment of a changelog batch")?;
         let m = &self.metrics;
         m.stage_seconds.observe(started.elapsed().as_secs_f64());
-        m.changes
-            .get_or_create(&OpLabels { op: "upsert" })
-            .inc_by(upserts.len() as u64);
-        m.changes
-            .get_or_create(&OpLabels { op: "delete" })
-            .inc_by(deletes.len() as u64);
+        m.count_changes(upserts.len() as u64, deletes.len() as u64);
         Ok(())
     }
 
@@ -426,12 +421,7 @@ impl Follower {
         m.commit_seconds.observe(committing.elapsed().as_secs_f64());
         let read_lag_ms = read_at_ms.saturating_sub(durable_at_ms as i64).max(0);
         m.read_lag_seconds.observe(read_lag_ms as f64 / 1000.0);
-        m.changes
-            .get_or_create(&OpLabels { op: "upsert" })
-            .inc_by(ops.0);
-        m.changes
-            .get_or_create(&OpLabels { op: "delete" })
-            .inc_by(ops.1);
+        m.count_changes(ops.0, ops.1);
         m.commits.inc();
         let lag = (now_ms().saturating_sub(durable_at_ms)) as f64 / 1000.0;
         m.lag_seconds.observe(lag);

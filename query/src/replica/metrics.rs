@@ -78,4 +78,14 @@ impl ReplicaMetrics {
             ),
         }
     }
+
+    /// Counts chunk changes applied to the index (staged or at a marker).
+    pub fn count_changes(&self, upserts: u64, deletes: u64) {
+        self.changes
+            .get_or_create(&OpLabels { op: "upsert" })
+            .inc_by(upserts);
+        self.changes
+            .get_or_create(&OpLabels { op: "delete" })
+            .inc_by(deletes);
+    }
 }
