@@ -235,6 +235,18 @@ fn recover(
         "the tantivy index and the Milvus collection belong together"
     );
     let where_ = path.display().to_string();
+    match decision.collection {
+        // Milvus 2.3 holds a new collection back until the sessions of its previous run have
+        // expired: right after a restart that is tens of seconds, which this step names.
+        CollectionStep::Create => ready.step(format!(
+            "creating the Milvus collection {collection} (right after a Milvus restart this waits \
+             up to ~30 s for the sessions of Milvus' previous run to expire)"
+        )),
+        CollectionStep::Bind => ready.step(format!(
+            "binding the Milvus collection {collection} to the index"
+        )),
+        CollectionStep::Keep => {}
+    }
     // The collection first: a start that stops between the two steps is taken up again by the
     // same decision (a new index stays new; an index from before ids takes the collection's).
     runtime
@@ -251,6 +263,7 @@ fn recover(
 
     let mut start_offsets = Offsets::new();
     if decision.from_beginning {
+        ready.step("setting the consumer group to the beginning of the topics");
         let low = from_the_beginning(kafka, topics, partitions)
             .context("setting the consumer group to the beginning of the topics")?;
         let mut payload = CommitPayload::new(low, 0);
@@ -282,6 +295,7 @@ fn recover(
         }
         tracing::info!(epoch = payload.epoch, offsets = ?payload.offsets, "resuming from the tantivy commit");
     }
+    ready.step(format!("loading the {} indexed chunks", index.chunks));
     let mut by_doc: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
     for c in tantivy.load_all().context("loading the indexed chunks")? {
         by_doc.entry(c.doc_id.clone()).or_default().push(c);
