@@ -105,7 +105,6 @@ pub struct Metrics {
     pub model_wait: Histogram,
     pub sink_write: HistogramFamily<SinkLabel>,
     pub tantivy_read_back: Histogram,
-    pub tantivy_stage: Histogram,
     pub stall_retries: Family<StallAt, Counter>,
     pub stalled: Gauge,
     pub index_repairs: Family<Repair, Counter>,
@@ -213,21 +212,13 @@ impl Metrics {
         let sink_write = r.histograms(
             "sink_write_seconds",
             "Duration of one durable write per sink: milvus (delete + insert), tantivy (apply + \
-             commit + read-back; apply and segment build in tantivy_stage_seconds when done \
-             during the Milvus write)",
+             commit + read-back)",
             PIPELINE_AGE,
         );
         let tantivy_read_back = r.histogram(
             "tantivy_read_back_seconds",
             "Duration of reading one tantivy commit back for the documents of its batch (and \
              repairing it when it differs); part of sink_write_seconds{sink=\"tantivy\"}",
-            PIPELINE_AGE,
-        );
-        let tantivy_stage = r.histogram(
-            "tantivy_stage_seconds",
-            "Duration of applying one batch to tantivy and building its segment, uncommitted, \
-             while the batch's vectors are written to Milvus; the commit in \
-             sink_write_seconds{sink=\"tantivy\"} then records it",
             PIPELINE_AGE,
         );
         let stall_retries = r.counters(
@@ -310,7 +301,6 @@ impl Metrics {
             embed_batch,
             model_wait,
             tantivy_read_back,
-            tantivy_stage,
             sink_write,
             stall_retries,
             stalled,

@@ -4,8 +4,7 @@
 //!
 //! produce → read by a worker (`source_to_read`) → the start of the durable write
 //! (`source_to_sink`: the dataflow, embedding and waiting for the write before) → Milvus written
-//! (`sink_write{milvus}`, while tantivy builds the batch's segment: `tantivy_stage`) → tantivy
-//! committed (`sink_write{tantivy}` less
+//! (`sink_write{milvus}`) → tantivy committed (`sink_write{tantivy}` less
 //! `tantivy_read_back`), read back (`tantivy_read_back`) → durable in both
 //! (`source_to_durable`) → served by the node (`index_reload_delay`: the commit's `meta.json`
 //! written → searchable there). Milvus' own visibility (its time tick) shows only end to end,
@@ -133,9 +132,6 @@ pub struct Budget {
     pub tantivy_commit_ms: Option<f64>,
     /// The read-back alone.
     pub tantivy_read_back_ms: Option<f64>,
-    /// A batch's segment built during its Milvus write, before the commit (not part of
-    /// `tantivy_commit_ms`).
-    pub tantivy_stage_ms: Option<f64>,
     /// tantivy apply + commit, without the read-back.
     pub tantivy_commit_without_read_back_ms: Option<f64>,
     /// Kafka record timestamp → durable in both indexes.
@@ -167,7 +163,6 @@ impl Budget {
             milvus_write_ms: p("sink_write_seconds", "{sink=\"milvus\"}"),
             tantivy_commit_ms,
             tantivy_read_back_ms,
-            tantivy_stage_ms: p("tantivy_stage_seconds", ""),
             tantivy_commit_without_read_back_ms: tantivy_commit_ms
                 .zip(tantivy_read_back_ms)
                 .map(|(c, r)| c - r),

@@ -2,8 +2,7 @@
 //! built from the batch and handed to one service ([`super::Service`]):
 //!
 //! 1. **collapse** the epochs into what each document needs ([`plan::collapse`]);
-//! 2. **write the vectors** to Milvus, the rows it refuses isolated ([`VectorWrite`]), while
-//!    tantivy builds the batch's segment, uncommitted ([`super::text::TextIndex::stage_ahead`]);
+//! 2. **write the vectors** to Milvus, the rows it refuses isolated ([`VectorWrite`]);
 //! 3. **remove the refused documents** from Milvus ([`Removal`]);
 //! 4. **dead-letter** the refused records ([`DeadLetter`]);
 //! 5. **publish the changes** to the changelog for query replicas, when there is one
@@ -24,7 +23,7 @@
 //! `sink.after_commit`
 //! ([`crate::faults`]).
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use freshet_operators::dataflow::Time;
 use freshet_tantivy::CommitPayload;
 
@@ -33,7 +32,7 @@ use super::dead_letters::DeadLetter;
 use super::plan::{self, Batch, Offsets};
 use super::receipts;
 use super::refusals::Refusals;
-use super::text::{self, Committing, TextCommit};
+use super::text::{Committing, TextCommit};
 use super::vectors::{Removal, VectorWrite};
 use super::{Service, SinkMsg, Sinks};
 use crate::metrics::Metrics;
@@ -46,26 +45,7 @@ pub fn apply_epochs(sinks: &mut Sinks, epochs: Vec<(Time, Vec<SinkMsg>)>) -> Res
     Metrics::observe_ages(&sinks.metrics.source_to_sink, &batch.timestamps_ms);
 
     let mut refused = Refusals::of_embedder(&batch);
-    let write = VectorWrite::build(&batch, &refused)?;
-    // tantivy builds the batch's segment while Milvus writes: the commit after the write then
-    // only records it, unless Milvus refuses a row, which changes what tantivy must hold.
-    let (upserts, deletes) = text::changes(
-        &batch,
-        &refused,
-        Removal::build(&batch, &refused).into_ids(),
-    );
-    let (text, vectors) = (&mut sinks.text, &mut sinks.vectors);
-    let rows = std::thread::scope(|s| {
-        let staging = std::thread::Builder::new()
-            .name("sink-text-stage".into())
-            .spawn_scoped(s, move || text.stage_ahead(&upserts, &deletes))
-            .context("starting the tantivy stage")?;
-        let rows = vectors.call(&write);
-        staging
-            .join()
-            .map_err(|_| anyhow!("the tantivy stage panicked"))?;
-        rows
-    })?;
+    let rows = sinks.vectors.call(&VectorWrite::build(&batch, &refused)?)?;
     sinks.metrics.board.milvus_wrote();
     refused.add_milvus(rows);
 

@@ -40,7 +40,20 @@ impl<'a> TextCommit<'a> {
         payload: CommitPayload,
         receipts: Vec<DeleteReceipt>,
     ) -> TextCommit<'a> {
-        let (upserts, deletes) = changes(batch, refused, removed);
+        let mut upserts: Vec<Chunk> = Vec::new();
+        let mut deletes: Vec<String> = removed;
+        for (doc, d) in &batch.docs {
+            if refused.contains(doc) {
+                continue;
+            }
+            deletes.extend(d.deletes.iter().cloned());
+            upserts.extend(
+                d.upserts
+                    .values()
+                    .filter(|r| r.text_record_changed())
+                    .map(|r| r.chunk.clone()),
+            );
+        }
         // Each document written holds its final version's chunks: all of its upserts, those
         // not rewritten included; none when it was deleted or refused.
         let expected: Expected<'a> = batch
@@ -63,30 +76,6 @@ impl<'a> TextCommit<'a> {
             receipts,
         }
     }
-}
-
-/// What a commit of `batch` writes to tantivy: the chunks whose tantivy record differs, and the
-/// chunk ids it deletes, the `removed` ids of the `refused` documents among them.
-pub fn changes(
-    batch: &Batch,
-    refused: &Refusals,
-    removed: Vec<String>,
-) -> (Vec<Chunk>, Vec<String>) {
-    let mut upserts: Vec<Chunk> = Vec::new();
-    let mut deletes: Vec<String> = removed;
-    for (doc, d) in &batch.docs {
-        if refused.contains(doc) {
-            continue;
-        }
-        deletes.extend(d.deletes.iter().cloned());
-        upserts.extend(
-            d.upserts
-                .values()
-                .filter(|r| r.text_record_changed())
-                .map(|r| r.chunk.clone()),
-        );
-    }
-    (upserts, deletes)
 }
 
 /// `receipts` with the chunks each document holds in the last commit: those the commit that
@@ -113,20 +102,6 @@ pub struct TextIndex {
     writer: ChunkIndexWriter,
     stall: Stall,
     metrics: Metrics,
-    /// What [`TextIndex::stage_ahead`] left in the writer for the next commit.
-    ahead: Ahead,
-}
-
-/// What the writer holds beyond its last commit, before a batch's commit.
-#[derive(Debug, PartialEq, Eq)]
-enum Ahead {
-    /// Nothing.
-    Nothing,
-    /// These changes, applied and built into an uncommitted segment: the chunk ids written,
-    /// then the ids deleted.
-    Staged(Vec<String>, Vec<String>),
-    /// Something that no commit may take (a stage that failed part way).
-    Unknown,
 }
 
 impl TextIndex {
@@ -135,41 +110,7 @@ impl TextIndex {
             writer,
             stall,
             metrics,
-            ahead: Ahead::Nothing,
         }
-    }
-
-    /// Applies a batch's tantivy changes and builds them into a segment that is not committed
-    /// ([`ChunkIndexWriter::stage`]), while the batch's vectors are being written: its commit
-    /// then only records them, when it commits exactly these changes (a document Milvus
-    /// refused meanwhile changes them; the commit then drops this and applies its own). Nothing
-    /// staged is visible or durable before that commit. A failure here is not the batch's: it
-    /// is logged, and the commit starts again from the last commit.
-    pub fn stage_ahead(&mut self, upserts: &[Chunk], deletes: &[String]) {
-        if self.ahead != Ahead::Nothing {
-            // A batch staged before and never committed: the next commit starts again.
-            self.ahead = Ahead::Unknown;
-            return;
-        }
-        if upserts.is_empty() && deletes.is_empty() {
-            return;
-        }
-        let started = Instant::now();
-        let staged = self
-            .writer
-            .apply(upserts, deletes)
-            .and_then(|()| self.writer.stage());
-        self.ahead = match staged {
-            Ok(()) => {
-                let m = &self.metrics;
-                m.tantivy_stage.observe(started.elapsed().as_secs_f64());
-                Ahead::Staged(ids(upserts), deletes.to_vec())
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "building a batch's tantivy segment ahead of its commit failed; the commit builds it");
-                Ahead::Unknown
-            }
-        };
     }
 
     /// The id binding the index to its Milvus collection.
@@ -194,23 +135,18 @@ impl Service<Committing<'_, '_>> for TextIndex {
         // A failed write or commit leaves the writer in no known state (an indexing thread may
         // have died on a full disk): each attempt after the first starts again from the last
         // commit.
-        // What was staged ahead is this commit's when it holds exactly its changes.
-        let ahead = std::mem::replace(&mut self.ahead, Ahead::Nothing);
-        let mine = ahead == Ahead::Staged(ids(&commit.upserts), commit.deletes.clone());
         let writer = &mut self.writer;
         self.stall
             .retry("writing to tantivy", "tantivy", |attempt| {
-                if attempt > 0 || (ahead != Ahead::Nothing && !mine) {
+                if attempt > 0 {
                     writer
                         .rollback()
                         .context("rolling tantivy back to its last commit")?;
                 }
                 let receipts = counted(writer, &commit.receipts)?;
-                if attempt > 0 || !mine {
-                    writer
-                        .apply(&commit.upserts, &commit.deletes)
-                        .context("staging the batch")?;
-                }
+                writer
+                    .apply(&commit.upserts, &commit.deletes)
+                    .context("staging the batch")?;
                 writer
                     .commit_with_receipts(&commit.payload, &receipts)
                     .context("committing")?;
@@ -238,11 +174,3 @@ impl Service<Committing<'_, '_>> for TextIndex {
         Ok(())
     }
 }
-
-/// The ids of `chunks`, in order.
-fn ids(chunks: &[Chunk]) -> Vec<String> {
-    chunks.iter().map(|c| c.chunk_id.clone()).collect()
-}
-
-#[cfg(test)]
-mod tests;
