@@ -220,8 +220,9 @@ fn recover(
     // Which index and collection go together, decided before either is written.
     let kafka = &config.kafka;
     let group = if index.is_new() {
-        ready.step("reading the consumer group's offsets");
-        group_progress(kafka, topics, partitions).context("reading the consumer group's offsets")?
+        let step = "reading the consumer group's offsets";
+        ready.step(step);
+        group_progress(kafka, topics, partitions).context(step)?
     } else {
         Vec::new()
     };
@@ -263,9 +264,9 @@ fn recover(
 
     let mut start_offsets = Offsets::new();
     if decision.from_beginning {
-        ready.step("setting the consumer group to the beginning of the topics");
-        let low = from_the_beginning(kafka, topics, partitions)
-            .context("setting the consumer group to the beginning of the topics")?;
+        let step = "setting the consumer group to the beginning of the topics";
+        ready.step(step);
+        let low = from_the_beginning(kafka, topics, partitions).context(step)?;
         let mut payload = CommitPayload::new(low, 0);
         payload.index_id = Some(decision.index_id.clone());
         tantivy
