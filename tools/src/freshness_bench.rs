@@ -2,13 +2,16 @@
 //! node(s), from the outside.
 //!
 //! `documents` benchmark documents are updated through Kafka (or saved as files under a running
-//! `freshet watch`) at a steady `rate`; one poller per route asks the node every `poll_ms` which
-//! version (`bench_seq` metadata) of each document it returns, and an update counts as visible
-//! in a route from the first poll that shows it or a newer version of its document. Reported:
-//! produce → visible in BM25, in vectors, and in both, p50/p99 (resolution: `poll_ms` plus one
-//! request), and the mean of each stage on the way ([`crate::freshness_budget`]).
+//! `freshet watch`) at a steady `rate`. With `--visibility wait` (the default for Kafka) each
+//! update is followed on its own: the node's `/v1/index/wait` for its offset, then searches for
+//! it alone ([`crate::freshness_wait`]). With `--visibility poll` (saved files always) one poller
+//! per route asks the node every `poll_ms` which version (`bench_seq` metadata) of each document
+//! it returns, and an update counts as visible in a route from the first poll that shows it or a
+//! newer version of its document (resolution: `poll_ms` plus one request). Reported: produce →
+//! visible in BM25, in vectors, and in both, p50/p99, and the mean of each stage on the way
+//! ([`crate::freshness_budget`]).
 //!
-//! With `--replica URL` (repeatable), each replica's BM25 route is polled the same way: produce
+//! With `--replica URL` (repeatable), each replica's BM25 route is followed the same way: produce
 //! → visible on the replica, the replica's delay behind the pipeline's node per update, and the
 //! replica's own `replica_lag_seconds` over the run (the pipeline's commit durable → committed
 //! on the replica; docs/replicas.md), with its parts `replica_read_lag_seconds` (→ the marker
@@ -17,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +31,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config as StackConfig;
 use crate::freshness_budget::{histogram, scrape, Budget, HistogramDelta, Scrape};
+use crate::freshness_wait::Follower;
 use crate::query_bench::{client, post, runtime, Percentiles};
 
 /// `freshet-tools bench-freshness`.
@@ -45,9 +49,18 @@ pub struct FreshnessArgs {
     /// Distinct documents the updates cycle through.
     #[arg(long, default_value_t = 100)]
     documents: usize,
-    /// Poll interval per route while waiting for an update.
+    /// How an update's visibility is taken: `wait` follows each update (the node's
+    /// `/v1/index/wait` for its offset, then searches for it alone every `--check-ms`); `poll`
+    /// searches every route for all documents every `--poll-ms`. Saved files are always polled
+    /// (their offsets are the watcher's).
+    #[arg(long, value_enum, default_value_t = Visibility::Wait)]
+    visibility: Visibility,
+    /// Poll interval per route (`--visibility poll`).
     #[arg(long, default_value_t = 20)]
     poll_ms: u64,
+    /// Interval between searches for an update a route does not show yet (`--visibility wait`).
+    #[arg(long, default_value_t = 2)]
+    check_ms: u64,
     /// Save the updates as files in this directory, followed by a running `freshet watch`
     /// (file saved → visible), instead of producing them to the topic.
     #[arg(long)]
@@ -64,6 +77,14 @@ pub struct FreshnessArgs {
     replicas: Vec<String>,
 }
 
+/// How `bench-freshness` takes an update's visibility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    Wait,
+    Poll,
+}
+
 impl crate::Run for FreshnessArgs {
     /// Prints the report as JSON.
     fn run(self, config: Option<&Path>) -> Result<i32> {
@@ -78,7 +99,12 @@ pub struct FreshnessReport {
     pub rate: f64,
     pub updates: usize,
     pub not_visible_within_30s: usize,
+    pub visibility: Visibility,
+    /// The poll interval (`poll`) or the interval between searches for one update (`wait`).
     pub poll_ms: u64,
+    /// `wait`: waits (on the node or a replica) that answered before a BM25 search showed the
+    /// update; its moment is then that of the first search that did.
+    pub wait_before_visible: usize,
     /// Produce → visible in the BM25 route.
     pub bm25_ms: Percentiles,
     /// Produce → visible in the vector route (checked once BM25 shows it).
@@ -113,6 +139,10 @@ pub struct ReplicaFreshness {
     pub stage_ms: Option<HistogramDelta>,
 }
 
+/// The query of every search of the benchmark: close to every update's text.
+pub(crate) const PROBE_QUERY: &str =
+    "freshness probe river gauges seasonal freshet snowmelt update";
+
 /// The text of update `seq` of run `run`: unique across runs, so that every update is embedded
 /// (a text seen in an earlier run would come from the pipeline's embedding cache).
 fn update_text(run: u32, seq: usize) -> String {
@@ -135,7 +165,7 @@ async fn visible_seqs(
         Some(files) => json!({"path": {"in": files}}),
         None => json!({"bench_run": t.run_id}),
     };
-    let body = json!({"query": "freshness probe river gauges seasonal freshet snowmelt update",
+    let body = json!({"query": PROBE_QUERY,
         "mode": mode, "k": t.documents.min(100), "bm25_top_k": 1000,
         // Wide candidate windows: the filter passes ~1% of the collection.
         "vector_top_k": 1000, "filter": filter});
@@ -160,18 +190,43 @@ async fn visible_seqs(
 }
 
 /// What a freshness run has produced and seen, shared by the producer and the route pollers.
-struct Tracker {
+pub(crate) struct Tracker {
     /// seq → produce instant.
-    produced: Mutex<Vec<Option<Instant>>>,
+    pub produced: Mutex<Vec<Option<Instant>>>,
     /// Per route (the node's BM25 and vector routes, then each replica's BM25 route), seq →
     /// first instant it (or a newer version) was seen.
-    seen: Mutex<Vec<Vec<Option<Instant>>>>,
+    pub seen: Mutex<Vec<Vec<Option<Instant>>>>,
     /// The producer has sent every update.
-    done: AtomicBool,
-    run_id: u32,
-    documents: usize,
+    pub done: AtomicBool,
+    pub run_id: u32,
+    pub documents: usize,
     /// The ids (= paths) of the saved files, when updates are files.
-    files: Option<Vec<String>>,
+    pub files: Option<Vec<String>>,
+}
+
+impl Tracker {
+    /// `total` updates over `documents` documents, seen by the node's two routes and `replicas`.
+    pub fn new(
+        documents: usize,
+        total: usize,
+        replicas: usize,
+        run_id: u32,
+        files: Option<Vec<String>>,
+    ) -> Tracker {
+        Tracker {
+            produced: Mutex::new(vec![None; total]),
+            seen: Mutex::new(vec![vec![None; total]; 2 + replicas]),
+            done: AtomicBool::new(false),
+            run_id,
+            documents,
+            files,
+        }
+    }
+
+    /// The number of updates of the run.
+    pub fn total(&self) -> usize {
+        self.produced.lock().map(|p| p.len()).unwrap_or(0)
+    }
 }
 
 /// Runs the freshness benchmark against the pipeline configured in `config`.
@@ -191,22 +246,35 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u32)
         .unwrap_or_else(|_| std::process::id());
-    let tracker = Arc::new(Tracker {
-        produced: Mutex::new(vec![None; total]),
-        seen: Mutex::new(vec![vec![None; total]; 2 + args.replicas.len()]),
-        done: AtomicBool::new(false),
+    let files = args
+        .watched_dir
+        .as_ref()
+        .map(|_| (0..args.documents).map(|d| file_id(run_id, d)).collect());
+    let tracker = Arc::new(Tracker::new(
+        args.documents,
+        total,
+        args.replicas.len(),
         run_id,
-        documents: args.documents,
-        files: args
-            .watched_dir
-            .as_ref()
-            .map(|_| (0..args.documents).map(|d| file_id(run_id, d)).collect()),
+        files,
+    ));
+    let follower = (visibility(args) == Visibility::Wait).then(|| {
+        Arc::new(Follower {
+            client: client.clone(),
+            key: args.api_key.clone(),
+            node: args.url.clone(),
+            replicas: args.replicas.clone(),
+            topic: config.kafka.topic.clone(),
+            check: Duration::from_millis(args.check_ms.max(1)),
+            tracker: tracker.clone(),
+            wait_before_visible: AtomicUsize::new(0),
+        })
     });
-    // One poller per route: every poll_ms, which version of each document is visible.
+    // Polling: one poller per route, every poll_ms, which version of each document is visible.
     let mut pollers = tokio::task::JoinSet::new();
     let routes = [(args.url.as_str(), "bm25"), (args.url.as_str(), "vector")]
         .into_iter()
-        .chain(args.replicas.iter().map(|r| (r.as_str(), "bm25")));
+        .chain(args.replicas.iter().map(|r| (r.as_str(), "bm25")))
+        .filter(|_| follower.is_none());
     for (route, (base, mode)) in routes.enumerate() {
         let (client, tracker) = (client.clone(), tracker.clone());
         let url = format!("{}/v1/retrieve", base.trim_end_matches('/'));
@@ -241,14 +309,33 @@ async fn freshness(args: &FreshnessArgs, config: Option<&Path>) -> Result<Freshn
     };
     let (p0, n0) = scrapes(client.clone()).await;
     let r0 = replica_metrics(client.clone()).await;
-    produce_updates(args, total, &producer, &config.kafka.topic, &tracker).await?;
+    let mut followed = tokio::task::JoinSet::new();
+    produce_updates(
+        args,
+        total,
+        &producer,
+        &config.kafka.topic,
+        &tracker,
+        |seq, partition, offset| {
+            if let Some(f) = &follower {
+                followed.spawn(f.clone().follow(seq, partition, offset));
+            }
+        },
+    )
+    .await?;
     tracker.done.store(true, Ordering::SeqCst);
     while let Some(r) = pollers.join_next().await {
+        r?;
+    }
+    while let Some(r) = followed.join_next().await {
         r?;
     }
     let (p1, n1) = scrapes(client.clone()).await;
     let r1 = replica_metrics(client.clone()).await;
     let mut report = report(args, total, &tracker)?;
+    if let Some(f) = &follower {
+        report.wait_before_visible = f.wait_before_visible.load(Ordering::Relaxed);
+    }
     report.budget = Budget::of(&p0, &p1, &n0, &n1);
     for (replica, (before, after)) in report.replicas.iter_mut().zip(r0.iter().zip(&r1)) {
         let delta = |name: &str| histogram(before, after, name).filter(|h| h.count > 0.0);
@@ -269,14 +356,24 @@ async fn scrape_or_none(client: &reqwest::Client, url: &str, what: &str) -> Scra
     })
 }
 
+/// The mode a run takes visibility in: saved files are always polled.
+fn visibility(args: &FreshnessArgs) -> Visibility {
+    match args.watched_dir {
+        Some(_) => Visibility::Poll,
+        None => args.visibility,
+    }
+}
+
 /// Sends `total` updates at `args.rate` per second, cycling through the documents, and notes
-/// when each was produced.
+/// when each was produced; `produced(seq, partition, offset)` after each record's
+/// acknowledgement.
 async fn produce_updates(
     args: &FreshnessArgs,
     total: usize,
     producer: &Arc<DocumentProducer>,
     topic: &str,
     tracker: &Tracker,
+    mut produced: impl FnMut(usize, i32, i64),
 ) -> Result<()> {
     if args.watched_dir.is_none() {
         warm_up(producer, topic).await?;
@@ -304,24 +401,24 @@ async fn produce_updates(
                 .context("saving an update")?;
             continue;
         }
-        send(producer, topic, id, bytes).await?;
+        let (partition, offset) = send(producer, topic, id, bytes).await?;
+        produced(seq, partition, offset);
     }
     Ok(())
 }
 
 /// Produces one record keyed by its document id, off the async threads, and waits for its
-/// acknowledgement.
+/// acknowledgement: its partition and offset.
 async fn send(
     producer: &Arc<DocumentProducer>,
     topic: &str,
     id: String,
     bytes: Vec<u8>,
-) -> Result<()> {
+) -> Result<(i32, i64)> {
     let (producer, topic, key) = (producer.clone(), topic.to_owned(), id.clone());
     tokio::task::spawn_blocking(move || producer.send(&topic, key.as_bytes(), Some(&bytes)))
         .await?
-        .map_err(|e| anyhow!("producing {id}: {e}"))?;
-    Ok(())
+        .map_err(|e| anyhow!("producing {id}: {e}"))
 }
 
 /// Sends one record before the timed updates, so that none of them waits for the producer's
@@ -339,6 +436,7 @@ async fn warm_up(producer: &Arc<DocumentProducer>, topic: &str) -> Result<()> {
         serde_json::to_vec(&value)?,
     )
     .await
+    .map(drop)
 }
 
 /// The id (and path below the watched directory) of benchmark document `doc` of run `run`.
@@ -422,7 +520,12 @@ fn report(args: &FreshnessArgs, total: usize, t: &Tracker) -> Result<FreshnessRe
         rate: args.rate,
         updates: total,
         not_visible_within_30s: missing,
-        poll_ms: args.poll_ms,
+        visibility: visibility(args),
+        poll_ms: match visibility(args) {
+            Visibility::Poll => args.poll_ms,
+            Visibility::Wait => args.check_ms,
+        },
+        wait_before_visible: 0,
         bm25_ms: Percentiles::of(bm25),
         vector_ms: Percentiles::of(vector),
         both_ms: Percentiles::of(both),

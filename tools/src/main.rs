@@ -35,6 +35,7 @@ mod cpu_time;
 mod eval;
 mod freshness_bench;
 mod freshness_budget;
+mod freshness_wait;
 mod gate;
 mod index_bench;
 mod inspect;
