@@ -247,13 +247,13 @@ EOF
     CMD+=(--extra-config queryNode.segcore.interimIndex.enableIndex=false)
     # Writes become searchable when the query node consumes the time tick that follows them;
     # Milvus ticks every 200 ms by default, which alone added ~100 ms to the vector route's
-    # freshness. Measured (pymilvus, insert -> visible to a Bounded query, 100 rows each): mean
-    # 57-62 ms at 50 ms, 32-36 ms at 25, 21 ms at 10. With the pipeline's writes at 20 updates/s
-    # the vector route trailed BM25 by 19-33 ms at 25 ms, 7-9 ms at 15 and 4-6 ms at 10; the p50
-    # of both routes was 74-83 ms at 15 and 71-84 ms at 10, for an idle Milvus (two loaded
-    # collections) at 16-20% of a core at 15 and 21-33% at 10 (11-20% at 25), so 15
-    # (docs/benchmarks.md, "Freshness budget").
-    CMD+=(--extra-config "proxy.timeTickInterval=${FRESHET_MILVUS_TIME_TICK_MS:-15}")
+    # freshness. With the pipeline's writes at 20 updates/s, each update followed through the
+    # node (bench-freshness), both routes showed an update at p50 54-55 ms at a 15 ms tick,
+    # 47-51 at 10 and 47-48 at 5 (the vector route ~15, ~11 and ~7 ms behind BM25), for an idle
+    # Milvus at 11-17%, 19-29% and 22-31% of a core; a SciFact ingest took 11-20% longer on two
+    # cores at 5 than at 15 (set 15 for a bulk load there). 5 keeps the default install at the
+    # freshness goal, p50 <= 50 ms (docs/benchmarks.md, "Freshness budget").
+    CMD+=(--extra-config "proxy.timeTickInterval=${FRESHET_MILVUS_TIME_TICK_MS:-5}")
     # Any other Milvus setting: FRESHET_MILVUS_EXTRA_CONFIG="section.key=value section.key=value".
     for kv in ${FRESHET_MILVUS_EXTRA_CONFIG:-}; do CMD+=(--extra-config "$kv"); done
     HEALTH=health_standalone
