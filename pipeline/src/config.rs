@@ -94,6 +94,21 @@ pub struct PipelineConfig {
     /// on the same machine get a core before ingest does ([`crate::priority`]). 0: the same
     /// priority as everything else.
     pub nice: i32,
+    /// The CPU priority the local embedding model computes at ([`EmbeddingPriority`]).
+    pub embedding_priority: EmbeddingPriority,
+}
+
+/// The CPU priority of the local embedding model's work (`[pipeline] embedding_priority`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingPriority {
+    /// On a thread of its own at `SCHED_IDLE`, its ONNX Runtime threads too: the model gets a
+    /// core only when nothing else on the machine wants it, and gives it up as soon as
+    /// something does (a query, Milvus, the broker, the pipeline's own writes), in any process.
+    #[default]
+    Idle,
+    /// On the workers' threads, at their priority (`nice`).
+    Normal,
 }
 
 impl Default for PipelineConfig {
@@ -116,6 +131,7 @@ impl Default for PipelineConfig {
             crash_loop_limit: 3,
             uncovered_language_warn_share: 0.05,
             nice: 0,
+            embedding_priority: EmbeddingPriority::Idle,
         }
     }
 }
@@ -370,10 +386,12 @@ mod tests {
             &env(&[
                 ("FRESHET_KAFKA_TOPIC", "from-env"),
                 ("FRESHET_PIPELINE_BATCH_MAX_RECORDS", "7"),
+                ("FRESHET_PIPELINE_EMBEDDING_PRIORITY", "normal"),
                 ("FRESHET_HOME", "/x"),
             ]),
         )
         .unwrap();
+        assert_eq!(c.pipeline.embedding_priority, EmbeddingPriority::Normal);
         assert_eq!(c.kafka.topic, "from-env");
         assert_eq!(c.kafka.brokers, "h:1");
         assert_eq!(c.pipeline.workers, 3);
@@ -441,6 +459,7 @@ mod tests {
             c.pipeline.max_epochs_in_flight,
             d.pipeline.max_epochs_in_flight
         );
+        assert_eq!(c.pipeline.embedding_priority, d.pipeline.embedding_priority);
         assert_eq!(c.limits, d.limits);
         assert_eq!(c.chunking, d.chunking);
         assert_eq!(c.embedding, d.embedding);

@@ -8,7 +8,7 @@ use freshet_embedding::{CachedEmbedder, DiskCache, EmbeddingConfig, EmbeddingMod
 use freshet_operators::embed::{BatchEmbed, EmbedError, Embedder, VectorCache};
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::config::PipelineConfig;
+use crate::config::{EmbeddingPriority, PipelineConfig};
 use crate::metrics::Metrics;
 use crate::stall::Stall;
 
@@ -35,9 +35,11 @@ impl VectorCache for SharedCache {
 }
 
 /// The embedding configuration a model copy loads with: unless `[embedding] threads` is set,
-/// the cores are shared among the `[pipeline] model_copies` copies.
+/// the cores are shared among the `[pipeline] model_copies` copies; it computes at
+/// `[pipeline] embedding_priority`.
 pub fn copy_config(embedding: &EmbeddingConfig, pipeline: &PipelineConfig) -> EmbeddingConfig {
     let mut cfg = embedding.clone();
+    cfg.idle_priority = pipeline.embedding_priority == EmbeddingPriority::Idle;
     if cfg.threads.is_none() {
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -279,6 +281,12 @@ mod tests {
             ..EmbeddingConfig::default()
         };
         assert_eq!(copy_config(&set, &p(2)).threads, Some(3));
+        assert!(copy_config(&e, &p(1)).idle_priority);
+        let normal = PipelineConfig {
+            embedding_priority: EmbeddingPriority::Normal,
+            ..p(1)
+        };
+        assert!(!copy_config(&e, &normal).idle_priority);
     }
 
     /// A remote model is a client per worker on the preflight's (no lock held across workers),

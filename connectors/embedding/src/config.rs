@@ -126,6 +126,12 @@ pub struct EmbeddingConfig {
     /// The pipeline's embedding cache past this size (bytes) at start is compacted to the texts
     /// the index holds; 0: never by size.
     pub cache_max_bytes: u64,
+    /// Local model: compute on a thread of its own at the lowest CPU priority (`SCHED_IDLE`),
+    /// ONNX Runtime's threads too, so that anything else on the machine gets a core first
+    /// (`crate::compute`). Set by the pipeline from `[pipeline] embedding_priority`; not a
+    /// setting of `[embedding]` (a query node's model never runs at idle priority).
+    #[serde(skip)]
+    pub idle_priority: bool,
 }
 
 impl Default for EmbeddingConfig {
@@ -163,6 +169,7 @@ impl Default for EmbeddingConfig {
             backoff_max_ms: remote.backoff_max_ms,
             tokenizer: None,
             cache_max_bytes: 0,
+            idle_priority: false,
         }
     }
 }

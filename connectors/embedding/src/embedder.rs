@@ -11,6 +11,7 @@ use fastembed::{
 use freshet_core::chunk::HfTokenCounter;
 use freshet_core::embed::{l2_normalize, EmbedError, Embedder};
 
+use crate::compute::Compute;
 use crate::config::{EmbeddingConfig, ModelMeta, META_FILE};
 use crate::error::{panic_message, Error, Result};
 use crate::language::Languages;
@@ -40,6 +41,8 @@ pub(crate) const ORT_ALLOW_SPINNING: &str = "session.intra_op.allow_spinning";
 /// never serve vectors of another model or setting, unless [`EmbeddingConfig::model_id`] pins it.
 pub struct FastEmbedder {
     model: TextEmbedding,
+    /// Where the model's calls run (`crate::compute`).
+    compute: Compute,
     meta: ModelMeta,
     languages: Option<Languages>,
     model_id: String,
@@ -131,8 +134,12 @@ impl FastEmbedder {
             dir: dir.clone(),
             reason,
         };
-        let model = load_guarded(dir, || {
-            TextEmbedding::try_new_from_user_defined(model, options)
+        // Loaded where it will compute, so that ONNX Runtime's threads start there.
+        let compute = Compute::new(config.idle_priority)?;
+        let model = compute.run(|| {
+            load_guarded(dir, || {
+                TextEmbedding::try_new_from_user_defined(model, options)
+            })
         })?;
 
         let model_id = config
@@ -153,6 +160,7 @@ impl FastEmbedder {
         let mut me = FastEmbedder {
             languages,
             model,
+            compute,
             meta,
             model_id,
             cache_id,
@@ -225,7 +233,9 @@ impl FastEmbedder {
             let batch: Vec<&str> = ids.iter().map(|&i| inputs[i].as_str()).collect();
             let n = batch.len();
             let model = &mut self.model;
-            let out = catch_unwind(AssertUnwindSafe(|| model.embed(&batch, Some(n))))
+            let out = self
+                .compute
+                .run(|| catch_unwind(AssertUnwindSafe(|| model.embed(&batch, Some(n)))))
                 .map_err(|p| {
                     Error::Embed(format!("ONNX Runtime panicked: {}", panic_message(&*p)))
                 })?

@@ -34,6 +34,7 @@
 mod batching;
 mod cache;
 mod cached;
+mod compute;
 mod config;
 mod embedder;
 mod error;

@@ -264,3 +264,53 @@ fn live_token_budget_keeps_order_and_embeds_a_text_over_budget() {
         assert!(dot(v, &single) > 0.99999, "vector for {t:?} is not its own");
     }
 }
+
+/// The threads of this process named `freshet-embed` (an idle-priority model's own thread and
+/// the ONNX Runtime threads it starts), with their scheduling policies.
+fn embed_threads() -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        if comm.trim_end() != "freshet-embed" {
+            continue;
+        }
+        let tid: i32 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        // SAFETY: sched_getscheduler reads its integer argument only.
+        let policy = unsafe { libc::sched_getscheduler(tid) };
+        out.push((tid, policy));
+    }
+    out
+}
+
+/// `idle_priority` (the pipeline's `[pipeline] embedding_priority = "idle"`): the model is
+/// loaded on, and computes on, a thread of its own at `SCHED_IDLE`, the ONNX Runtime threads it
+/// starts too, while the caller keeps its policy; the vectors are the model's.
+#[test]
+fn live_idle_priority_computes_at_sched_idle() {
+    let cfg = EmbeddingConfig {
+        idle_priority: true,
+        threads: Some(2),
+        ..live_config()
+    };
+    let mut idle = FastEmbedder::load(&cfg).unwrap_or_else(|e| panic!("loading the model: {e}"));
+    let threads = embed_threads();
+    assert!(
+        threads.len() >= 2,
+        "the model's thread and ONNX Runtime's second intra-op thread: {threads:?}"
+    );
+    assert!(
+        threads.iter().all(|&(_, p)| p == libc::SCHED_IDLE),
+        "{threads:?}"
+    );
+    // SAFETY: pid 0 is the calling thread.
+    assert_ne!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_IDLE);
+    let texts = ["The river rises in spring.", "秦始皇统一六国。"];
+    let got = idle.embed_passage_texts(&texts).unwrap();
+    let want = model().lock().unwrap().embed_passage_texts(&texts).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!(dot(g, w) > 0.9999, "cosine {}", dot(g, w));
+    }
+}
