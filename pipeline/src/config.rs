@@ -105,7 +105,7 @@ pub enum EmbeddingPriority {
     /// On a thread of its own at `SCHED_IDLE`, its ONNX Runtime threads too: the model gets a
     /// core only when nothing else on the machine wants it, and gives it up as soon as
     /// something does (a query, Milvus, the broker, the pipeline's own writes), in any process.
-    /// Queries beside an ingest kept a lower tail at no cost to the ingest alone
+    /// Queries beside an ingest kept a lower tail, the ingest alone as fast in two of three runs
     /// (docs/benchmarks.md, "The model at idle CPU priority").
     #[default]
     Idle,
