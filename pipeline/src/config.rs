@@ -102,9 +102,9 @@ pub struct PipelineConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EmbeddingPriority {
-    /// On a thread of its own at `SCHED_IDLE`, its ONNX Runtime threads too: the model gets a
-    /// core only when nothing else on the machine wants it, and gives it up as soon as
-    /// something does (a query, Milvus, the broker, the pipeline's own writes), in any process.
+    /// On a thread of its own at `SCHED_IDLE`, its ONNX Runtime threads too: whatever else wakes
+    /// on its core (a query, Milvus, the broker, the pipeline's own writes), in any process,
+    /// preempts it, and within the pipeline it runs only when no other thread wants the core.
     /// Queries beside an ingest kept a lower tail, the ingest alone as fast in two of three runs
     /// (docs/benchmarks.md, "The model at idle CPU priority").
     #[default]

@@ -2,9 +2,11 @@
 //! thread of its own at the lowest CPU priority (the pipeline, `[pipeline]
 //! embedding_priority = "idle"`).
 //!
-//! Linux runs a `SCHED_IDLE` thread only when nothing else wants the core, and preempts it as
-//! soon as anything else wakes up (in any process or scheduling group, which a nice value
-//! does not do across sessions). The model is loaded on that thread, so the intra-op threads
+//! Linux preempts a `SCHED_IDLE` thread whenever a thread of another policy wakes on its core,
+//! in any process (a nice value ranks threads only within their scheduling group), and within
+//! its own group (the process's session or cgroup) runs it only when no other thread of the
+//! group wants the core; between groups the CPU is still shared by the groups' weights, which
+//! `[pipeline] nice` lowers. The model is loaded on that thread, so the intra-op threads
 //! ONNX Runtime starts for its session inherit the policy (and the thread's name,
 //! `freshet-embed`), and every call runs there: ONNX Runtime computes on the calling thread
 //! as well as on its own. The thread that asks waits, asleep.

@@ -127,7 +127,7 @@ pub struct EmbeddingConfig {
     /// the index holds; 0: never by size.
     pub cache_max_bytes: u64,
     /// Local model: compute on a thread of its own at the lowest CPU priority (`SCHED_IDLE`),
-    /// ONNX Runtime's threads too, so that anything else on the machine gets a core first
+    /// ONNX Runtime's threads too, preempted by whatever else wakes on its core
     /// (`crate::compute`). Set by the pipeline from `[pipeline] embedding_priority`; not a
     /// setting of `[embedding]` (a query node's model never runs at idle priority).
     #[serde(skip)]
