@@ -29,15 +29,6 @@ pub(crate) enum Compute {
     Idle(ThreadPool),
 }
 
-impl std::fmt::Debug for Compute {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Compute::Caller => "Caller",
-            Compute::Idle(_) => "Idle",
-        })
-    }
-}
-
 impl Compute {
     pub(crate) fn new(idle: bool) -> Result<Self> {
         if !idle {

@@ -266,23 +266,15 @@ fn live_token_budget_keeps_order_and_embeds_a_text_over_budget() {
 }
 
 /// The threads of this process named `freshet-embed` (an idle-priority model's own thread and
-/// the ONNX Runtime threads it starts), with their scheduling policies.
-fn embed_threads() -> Vec<(i32, i32)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
-        let path = entry.unwrap().path();
-        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
-            continue; // the thread ended meanwhile
-        };
-        if comm.trim_end() != "freshet-embed" {
-            continue;
-        }
-        let tid: i32 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
-        // SAFETY: sched_getscheduler reads its integer argument only.
-        let policy = unsafe { libc::sched_getscheduler(tid) };
-        out.push((tid, policy));
-    }
-    out
+/// the ONNX Runtime threads it starts), each with its scheduling policy.
+fn embed_threads() -> Vec<(i32, Option<u32>)> {
+    let tasks = procfs::process::Process::myself().unwrap().tasks().unwrap();
+    tasks
+        .flatten()
+        .filter_map(|t| t.stat().ok()) // a thread that ended meanwhile
+        .filter(|s| s.comm == "freshet-embed")
+        .map(|s| (s.pid, s.policy))
+        .collect()
 }
 
 /// `idle_priority` (the pipeline's `[pipeline] embedding_priority = "idle"`): the model is
@@ -302,7 +294,9 @@ fn live_idle_priority_computes_at_sched_idle() {
         "the model's thread and ONNX Runtime's second intra-op thread: {threads:?}"
     );
     assert!(
-        threads.iter().all(|&(_, p)| p == libc::SCHED_IDLE),
+        threads
+            .iter()
+            .all(|&(_, p)| p == Some(libc::SCHED_IDLE as u32)),
         "{threads:?}"
     );
     // SAFETY: pid 0 is the calling thread.
